@@ -1,0 +1,368 @@
+//! NCCL's own view of a topology, re-derived from its published rules
+//! (src/graph/search.cc, tuning.cc, enqueue.cc of v2.28): how many channels
+//! its ring search finds and at what per-channel bandwidth, and its
+//! closed-form cost model (latency + bytes / bandwidth) that its tuner uses to
+//! pick an algorithm and a protocol. The simulation takes its channel counts
+//! from here; `--algo auto` takes its choice from here, as NCCL would.
+
+use crate::config::hardware::{HardwareModel, NcclArch, ProtocolTriple};
+use crate::topology::{LinkKind, NodeKind, Topology};
+use crate::transport::{Connection, PathClass};
+
+use super::{Algorithm, Op, Protocol};
+
+/// What NCCL's ring search settles on for one topology.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RingGraph {
+    /// Channels of the search graph (after NCCL duplicates them once).
+    pub search_channels: u32,
+    /// Bandwidth NCCL gives each search channel, GB/s.
+    pub channel_gbps: f64,
+    /// Channels NCCL runs (the search graph doubled again at set-up).
+    pub runtime_channels: u32,
+    /// The GPU's own bandwidth on this kind of path, GB/s.
+    pub gpu_gbps: f64,
+}
+
+impl RingGraph {
+    /// NCCL's bus bandwidth estimate for rings, GB/s.
+    pub fn bus_gbps(&self) -> f64 {
+        f64::from(self.search_channels) * self.channel_gbps
+    }
+}
+
+/// NCCL's ring search: the fastest per-channel speed from its list, with as
+/// many channels as the GPU's links and the ring's narrowest hop allow,
+/// keeping the largest total (a higher speed wins a tie); then its channel
+/// duplication and its doubling at set-up.
+///
+/// `gpu_gbps` is the GPU's own bandwidth in NCCL's units, `hop_gbps` the
+/// narrowest hop of one ring, `parallel_rings` how many link-disjoint rings
+/// the topology offers.
+pub fn ring_search(
+    arch_number: u32,
+    arch: &NcclArch,
+    max_channels: u32,
+    gpu_gbps: f64,
+    hop_gbps: f64,
+    parallel_rings: u32,
+) -> RingGraph {
+    let mut best: Option<(u32, f64)> = None;
+    for &speed in arch.search_speeds.iter().filter(|&&s| s <= hop_gbps + 1e-9) {
+        let by_gpu = (gpu_gbps / speed + 1e-9).floor() as u32;
+        let by_hops = (hop_gbps / speed + 1e-9).floor() as u32 * parallel_rings.max(1);
+        let channels = by_gpu.min(by_hops).min(max_channels);
+        if channels == 0 {
+            continue;
+        }
+        let total = f64::from(channels) * speed;
+        if best.is_none_or(|(c, s)| total > f64::from(c) * s + 1e-9) {
+            best = Some((channels, speed));
+        }
+    }
+    let (mut channels, mut speed) = best.unwrap_or((1, hop_gbps.min(gpu_gbps).max(0.1)));
+    // ncclTopoDupChannels: not for slow channels, nor for Hopper+ channels
+    // under 50 GB/s when there are already more than four.
+    let keep = speed < 25.0 || (arch_number > 80 && speed < 50.0 && channels > 4);
+    if !keep {
+        channels *= 2;
+        speed /= 2.0;
+    }
+    RingGraph {
+        search_channels: channels,
+        channel_gbps: speed,
+        runtime_channels: (channels * 2).min(64),
+        gpu_gbps,
+    }
+}
+
+/// NCCL's bandwidth for one connection of a ring, GB/s, and the GPU's own
+/// bandwidth on that kind of path.
+pub fn connection_gbps(
+    topo: &Topology,
+    model: &HardwareModel,
+    connection: &Connection,
+) -> Result<(f64, f64), String> {
+    let gpu = model.gpu(&topo.gpu_model)?;
+    let arch = model.nccl_arch(gpu.arch)?;
+    let host = model.host(&topo.host)?;
+    let pcie_gbps = |generation: &str, lanes: u32| -> Result<f64, String> {
+        Ok(model.pcie(generation)?.nccl_x16_gbps * f64::from(lanes) / 16.0)
+    };
+    let gpu_pcie = pcie_gbps(&gpu.pcie_generation, gpu.pcie_lanes)?;
+    let pcie_path_gbps = |path: &crate::network::Path| -> Result<f64, String> {
+        let mut bw = f64::INFINITY;
+        for &l in path.links.iter() {
+            let link = topo.link(l);
+            bw = bw.min(match &link.kind {
+                LinkKind::Pcie { generation, lanes } => pcie_gbps(generation, *lanes)?,
+                LinkKind::SocketLink => host.nccl_socket_gbps,
+                LinkKind::NvLink { links, .. } => arch.nvlink_gbps * f64::from(*links),
+                LinkKind::MemoryBus { .. } => f64::INFINITY,
+            });
+        }
+        // INTEL_P2P_OVERHEAD: PCIe through an Intel host bridge costs 1.2x.
+        let crosses_socket = path
+            .links
+            .iter()
+            .any(|l| topo.link(*l).kind == LinkKind::SocketLink);
+        if host.vendor == "intel" && topo.path_crosses(path, NodeKind::CpuSocket) && !crosses_socket
+        {
+            bw /= 1.2;
+        }
+        Ok(bw)
+    };
+    match connection {
+        Connection::Direct {
+            path,
+            class: PathClass::Nvlink,
+            ..
+        } => {
+            let links: u32 = path
+                .links
+                .iter()
+                .map(|l| match topo.link(*l).kind {
+                    LinkKind::NvLink { links, .. } => links,
+                    _ => u32::MAX,
+                })
+                .min()
+                .unwrap_or(0);
+            Ok((
+                arch.nvlink_gbps * f64::from(links),
+                arch.nvlink_gbps * f64::from(gpu.nvlink_links),
+            ))
+        }
+        Connection::Direct { path, .. } => Ok((pcie_path_gbps(path)?, gpu_pcie)),
+        Connection::Staged { write, read } => {
+            // NCCL routes the pair through the CPU: the narrower of the two halves.
+            let bw = pcie_path_gbps(write)?.min(pcie_path_gbps(read)?);
+            let through_cpu = if host.vendor == "intel" {
+                bw.min(gpu_pcie / 1.2)
+            } else {
+                bw
+            };
+            Ok((through_cpu, gpu_pcie))
+        }
+    }
+}
+
+/// Which row of NCCL's hardware-latency table applies.
+fn hop_triple(model: &HardwareModel, algorithm: Algorithm, class: PathClass) -> ProtocolTriple {
+    let nccl = &model.nccl;
+    match (algorithm, class) {
+        (Algorithm::Tree, PathClass::Nvlink) => nccl.tree_nvlink_hop_us,
+        (Algorithm::Tree, _) => nccl.tree_pcie_hop_us,
+        (_, PathClass::Nvlink) => nccl.ring_nvlink_hop_us,
+        _ => nccl.ring_pcie_hop_us,
+    }
+}
+
+fn pick(triple: ProtocolTriple, protocol: Protocol) -> f64 {
+    match protocol {
+        Protocol::Ll => triple.ll,
+        Protocol::Ll128 => triple.ll128,
+        Protocol::Simple => triple.simple,
+    }
+}
+
+/// NCCL's modelled bus bandwidth for one algorithm and protocol, GB/s (zero
+/// where NCCL would not run it).
+pub fn bus_gbps(
+    model: &HardwareModel,
+    arch: &NcclArch,
+    ring: &RingGraph,
+    algorithm: Algorithm,
+    protocol: Protocol,
+    ranks: u32,
+) -> f64 {
+    let nccl = &model.nccl;
+    let bus = ring.bus_gbps();
+    let channels = f64::from(ring.search_channels);
+    match (algorithm, protocol) {
+        (Algorithm::Ring, Protocol::Simple) => bus,
+        (Algorithm::Ring, Protocol::Ll) => arch.ll_max_gbps.min(bus * 0.5),
+        (Algorithm::Ring, Protocol::Ll128) => {
+            (bus * nccl.ll128_factor).min(channels * arch.ll128_channel_max_gbps)
+        }
+        (Algorithm::Tree, p) => {
+            let tree = (bus * nccl.tree_factor).min(channels * arch.tree_channel_max_gbps);
+            match p {
+                Protocol::Simple => tree,
+                Protocol::Ll => (tree / 3.8).min(arch.ll_max_gbps),
+                Protocol::Ll128 => (tree * 7.0 / 9.0).min(channels * arch.ll128_channel_max_gbps),
+            }
+        }
+        (Algorithm::Nvls, Protocol::Simple) => {
+            // One search channel per head GPU; the search charges the head's
+            // links twice and every other GPU's once: (n + 1) x speed must
+            // fit the GPU. The inter bandwidth is then raised to at most
+            // twice that, capped by the fastest search speed.
+            let heads = f64::from(ranks.max(2));
+            let fastest = arch.search_speeds.first().copied().unwrap_or(0.0);
+            let per_head = arch
+                .search_speeds
+                .iter()
+                .copied()
+                .find(|&s| s * (heads + 1.0) <= ring.gpu_gbps + 1e-9)
+                .unwrap_or(0.0);
+            let intra = per_head * arch.nvls_efficiency * (heads - 1.0) / heads * 2.0;
+            heads * intra.min((2.0 * per_head).min(fastest))
+        }
+        _ => 0.0,
+    }
+}
+
+/// NCCL's closed-form time of one collective, microseconds, or None where
+/// NCCL would not use this algorithm and protocol.
+#[allow(clippy::too_many_arguments)]
+pub fn predicted_us(
+    model: &HardwareModel,
+    arch: &NcclArch,
+    ring: &RingGraph,
+    class: PathClass,
+    op: Op,
+    algorithm: Algorithm,
+    protocol: Protocol,
+    ranks: u32,
+    bytes: u64,
+) -> Option<f64> {
+    let nccl = &model.nccl;
+    let n = f64::from(ranks);
+    if ranks < 2 {
+        return Some(0.0);
+    }
+    if protocol == Protocol::Ll128 && class != PathClass::Nvlink {
+        return None;
+    }
+    let mut bus = bus_gbps(model, arch, ring, algorithm, protocol, ranks);
+    if bus <= 0.0 {
+        return None;
+    }
+    let steps = match op {
+        Op::AllReduce => 2.0 * (n - 1.0),
+        Op::AllGather | Op::ReduceScatter => n - 1.0,
+        Op::Broadcast => n,
+    };
+    let hop = pick(hop_triple(model, algorithm, class), protocol);
+    let latency = match algorithm {
+        Algorithm::Ring => pick(nccl.ring_base_us, protocol) + steps * hop,
+        Algorithm::Tree => {
+            if op != Op::AllReduce {
+                return None;
+            }
+            pick(nccl.tree_base_us, protocol) + 2.0 * (n - 1.0) * hop
+        }
+        Algorithm::Nvls => {
+            if protocol != Protocol::Simple || op != Op::AllReduce {
+                return None;
+            }
+            nccl.nvls_latency_us
+        }
+        Algorithm::OneShot | Algorithm::TwoShot => return None,
+    };
+    if algorithm == Algorithm::Tree {
+        let table = match protocol {
+            Protocol::Ll => &nccl.tree_correction.ll,
+            Protocol::Ll128 => &nccl.tree_correction.ll128,
+            Protocol::Simple => &nccl.tree_correction.simple,
+        };
+        let index = (bytes >> 6).checked_ilog2().map(|i| i as usize);
+        if let Some(factor) = index.and_then(|i| table.get(i)) {
+            bus *= factor;
+        }
+    }
+    let algbw = match algorithm {
+        Algorithm::Ring | Algorithm::Nvls => bus * n / steps,
+        _ => bus * 0.5,
+    };
+    Some(latency + bytes as f64 / (1000.0 * algbw))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sm90() -> (HardwareModel, NcclArch) {
+        let model = HardwareModel::base();
+        let arch = model.nccl_arch(90).unwrap().clone();
+        (model, arch)
+    }
+
+    #[test]
+    fn hopper_nvswitch_ring_is_twelve_channels_of_thirty_run_as_twenty_four() {
+        // 18 NVLinks x 20.6 GB/s = 370.8 GB/s: 6 channels at 60, duplicated
+        // to 12 at 30 (bus 360 GB/s), doubled at set-up to 24.
+        let (_, arch) = sm90();
+        let ring = ring_search(90, &arch, 32, 370.8, 370.8, 1);
+        assert_eq!(
+            ring,
+            RingGraph {
+                search_channels: 12,
+                channel_gbps: 30.0,
+                runtime_channels: 24,
+                gpu_gbps: 370.8
+            }
+        );
+        assert_eq!(ring.bus_gbps(), 360.0);
+        // NVLS: 8 heads at 40 GB/s, 476 GB/s of bus bandwidth; 2 GPUs only 102.
+        let (model, _) = sm90();
+        assert!(
+            (bus_gbps(&model, &arch, &ring, Algorithm::Nvls, Protocol::Simple, 8) - 476.0).abs()
+                < 0.01
+        );
+        assert!(
+            (bus_gbps(&model, &arch, &ring, Algorithm::Nvls, Protocol::Simple, 2) - 102.0).abs()
+                < 0.01
+        );
+    }
+
+    #[test]
+    fn pcie_gen5_through_an_intel_cpu_is_two_channels_of_twenty() {
+        let (_, arch) = sm90();
+        let ring = ring_search(90, &arch, 32, 48.0, 40.0, 1);
+        assert_eq!(
+            ring,
+            RingGraph {
+                search_channels: 2,
+                channel_gbps: 20.0,
+                runtime_channels: 4,
+                gpu_gbps: 48.0
+            }
+        );
+    }
+
+    #[test]
+    fn nccl_picks_ll_then_ll128_then_simple_by_size() {
+        // NCCL's own crossovers on NVSwitch. Two ranks: LL below about 1.7 MB,
+        // then Simple (LL128's latency never pays). Eight ranks: LL below
+        // about 3.6 MB, LL128 to about 37 MB, then Simple.
+        let (model, arch) = sm90();
+        let ring = ring_search(90, &arch, 32, 370.8, 370.8, 1);
+        let best = |ranks: u32, bytes: u64| {
+            [Protocol::Ll, Protocol::Ll128, Protocol::Simple]
+                .into_iter()
+                .filter_map(|p| {
+                    predicted_us(
+                        &model,
+                        &arch,
+                        &ring,
+                        PathClass::Nvlink,
+                        Op::AllReduce,
+                        Algorithm::Ring,
+                        p,
+                        ranks,
+                        bytes,
+                    )
+                    .map(|t| (t, p))
+                })
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+                .unwrap()
+                .1
+        };
+        assert_eq!(best(2, 1 << 20), Protocol::Ll);
+        assert_eq!(best(2, 2 << 20), Protocol::Simple);
+        assert_eq!(best(8, 2 << 20), Protocol::Ll);
+        assert_eq!(best(8, 16 << 20), Protocol::Ll128);
+        assert_eq!(best(8, 64 << 20), Protocol::Simple);
+    }
+}

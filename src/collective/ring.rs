@@ -1,0 +1,152 @@
+//! Ring collectives as task graphs, the way NCCL runs them: the buffer is
+//! split over channels; each channel walks its ring in loops of `ranks`
+//! chunks; every chunk is cut into slices, and a slice moves one hop per
+//! step, as soon as it has arrived and the connection is free. Allreduce is
+//! a reduce-scatter (n-1 steps) then an all-gather (n-1 steps).
+
+use crate::engine::{TaskGraph, TaskId};
+use crate::network::Path;
+use crate::transport::Pipe;
+use crate::units::{Bandwidth, Bytes};
+
+use super::Op;
+
+/// Everything a ring needs, resolved.
+pub struct RingPlan<'p> {
+    pub op: Op,
+    pub bytes: Bytes,
+    pub ranks: usize,
+    /// Per used channel: its pipes, `pipes[c][i]` from ring position i to i+1.
+    pub pipes: &'p mut [Vec<Pipe>],
+    pub chunk: Bytes,
+    pub slices_per_chunk: u32,
+    pub min_slice: Bytes,
+    pub wire_factor: f64,
+    /// Per-channel rate on the wire.
+    pub channel_cap: Bandwidth,
+}
+
+/// Bytes on the wire for `data` bytes of payload.
+pub fn wire_bytes(data: Bytes, wire_factor: f64) -> Bytes {
+    Bytes((data.0 as f64 * wire_factor).ceil() as u64)
+}
+
+/// Slices of one piece: at least `min_slice` each (unless the piece is
+/// smaller), at most `slices_per_chunk` of them.
+fn slices(piece: Bytes, slices_per_chunk: u32, min_slice: Bytes) -> impl Iterator<Item = Bytes> {
+    let target = piece
+        .0
+        .div_ceil(u64::from(slices_per_chunk))
+        .max(min_slice.0)
+        .max(1);
+    let count = piece.0.div_ceil(target).max(1);
+    piece.split_even(count)
+}
+
+/// Adds the ring to `graph`, starting after `start`; returns the tasks whose
+/// completion ends it (the last delivery of every connection).
+pub fn build(plan: &mut RingPlan<'_>, graph: &mut TaskGraph<Path>, start: TaskId) -> Vec<TaskId> {
+    let n = plan.ranks;
+    let channels = plan.pipes.len() as u64;
+    let (steps, reduce_scatter_steps) = match plan.op {
+        Op::AllReduce => (2 * (n - 1), n - 1),
+        Op::ReduceScatter => (n - 1, n - 1),
+        Op::AllGather => (n - 1, 0),
+        Op::Broadcast => unreachable!("broadcast runs as a chain, not a ring of pieces"),
+    };
+    for (channel, channel_bytes) in plan.bytes.split_even(channels).enumerate() {
+        let mut remaining = channel_bytes;
+        while remaining.0 > 0 {
+            let loop_bytes = remaining.min(plan.chunk * n as u64);
+            remaining = remaining - loop_bytes;
+            let pieces: Vec<Bytes> = loop_bytes.split_even(n as u64).collect();
+            let piece_slices: Vec<Vec<Bytes>> = pieces
+                .iter()
+                .map(|&p| slices(p, plan.slices_per_chunk, plan.min_slice).collect())
+                .collect();
+            // arrived[i][j]: slice j of the piece that ring position i holds
+            // for the next step has arrived there.
+            let mut arrived: Vec<Vec<Option<TaskId>>> = vec![Vec::new(); n];
+            for step in 0..steps {
+                let mut next_arrived: Vec<Vec<Option<TaskId>>> = vec![Vec::new(); n];
+                for position in 0..n {
+                    let piece = piece_sent(position, step, reduce_scatter_steps, n, plan.op);
+                    let pipe = &mut plan.pipes[channel][position];
+                    let sent: Vec<Option<TaskId>> = piece_slices[piece]
+                        .iter()
+                        .enumerate()
+                        .map(|(j, &slice)| {
+                            let ready =
+                                arrived[position].get(j).copied().flatten().unwrap_or(start);
+                            let wire = wire_bytes(slice, plan.wire_factor);
+                            Some(pipe.send(graph, wire, Some(plan.channel_cap), &[ready]))
+                        })
+                        .collect();
+                    next_arrived[(position + 1) % n] = sent;
+                }
+                arrived = next_arrived;
+            }
+        }
+    }
+    plan.pipes
+        .iter()
+        .flat_map(|ring| ring.iter().filter_map(Pipe::last_delivery))
+        .collect()
+}
+
+/// The piece ring position `position` sends at `step`. In the reduce-scatter
+/// phase a position passes on what it received, reduced with its own part;
+/// after it, each position starts the all-gather with the piece it finished.
+fn piece_sent(
+    position: usize,
+    step: usize,
+    reduce_scatter_steps: usize,
+    n: usize,
+    op: Op,
+) -> usize {
+    match op {
+        Op::AllGather => (position + n - step % n) % n,
+        _ if step < reduce_scatter_steps => (position + n - step % n) % n,
+        _ => (position + 1 + n - (step - reduce_scatter_steps) % n) % n,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_position_forwards_the_piece_it_just_received() {
+        for n in 2..9 {
+            for (op, steps, rs) in [
+                (Op::AllReduce, 2 * (n - 1), n - 1),
+                (Op::AllGather, n - 1, 0),
+                (Op::ReduceScatter, n - 1, n - 1),
+            ] {
+                for step in 1..steps {
+                    for position in 0..n {
+                        let previous = (position + n - 1) % n;
+                        assert_eq!(
+                            piece_sent(position, step, rs, n, op),
+                            piece_sent(previous, step - 1, rs, n, op),
+                            "{op:?} n={n} step={step} position={position}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn slices_respect_the_minimum_and_conserve_bytes() {
+        let pieces: Vec<Bytes> = slices(Bytes::mib(2), 2, Bytes::kib(32)).collect();
+        assert_eq!(pieces, vec![Bytes::mib(1), Bytes::mib(1)]);
+        let small: Vec<Bytes> = slices(Bytes::kib(40), 2, Bytes::kib(32)).collect();
+        assert_eq!(small.iter().copied().sum::<Bytes>(), Bytes::kib(40));
+        assert_eq!(small.len(), 2);
+        assert_eq!(
+            slices(Bytes(10), 2, Bytes::kib(32)).collect::<Vec<_>>(),
+            vec![Bytes(10)]
+        );
+    }
+}

@@ -1,0 +1,543 @@
+//! The hardware model file (`models/hardware/*.toml`): links, host platforms,
+//! GPUs, the collective protocols' costs and NCCL's own tuning constants.
+//! `base.toml` holds public figures, each with its source beside it; a
+//! calibrated overlay (written by `icsim calibrate fit`) replaces some of them
+//! and records where its numbers came from.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{ConfigError, ConfigResult, check_range, merge_tables, parse_toml, read_text};
+use crate::units::{Bandwidth, Bytes, Time};
+
+/// Model files shipped inside the binary, so that it runs from any folder.
+const SHIPPED: &[(&str, &str)] = &[("base", include_str!("../../models/hardware/base.toml"))];
+
+/// One PCIe generation, per lane and per direction.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcieGeneration {
+    /// Raw payload rate of one lane after line coding.
+    pub lane_rate: Bandwidth,
+    /// Fraction of the raw rate that DMA reaches (TLP headers, flow control).
+    pub efficiency: f64,
+    /// Latency of one hop (a port of a switch or of the root complex).
+    pub hop_latency: Time,
+    /// What NCCL's topology model assumes for an x16 link, GB/s.
+    pub nccl_x16_gbps: f64,
+}
+
+/// One NVLink generation, per link and per direction.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvlinkGeneration {
+    pub link_rate: Bandwidth,
+    /// Fraction of the line rate that a large DMA copy reaches.
+    pub efficiency: f64,
+    pub hop_latency: Time,
+}
+
+/// A server platform: CPU sockets, their interconnect and memory.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostPlatform {
+    pub description: String,
+    /// "intel" or "amd": NCCL charges peer-to-peer traffic through an Intel
+    /// root complex extra.
+    pub vendor: String,
+    /// Socket-to-socket bandwidth per direction that GPU traffic sees.
+    pub socket_link: Bandwidth,
+    pub socket_link_latency: Time,
+    pub memory_channels: u32,
+    pub memory_channel_rate: Bandwidth,
+    /// Fraction of peak memory bandwidth a streaming copy reaches.
+    pub memory_efficiency: f64,
+    /// Peer-to-peer DMA through the root complex runs at this fraction of
+    /// the narrowest link.
+    pub root_complex_p2p_factor: f64,
+    /// Whether the platform lets PCIe peer-to-peer cross sockets.
+    pub p2p_across_sockets: bool,
+    /// NCCL's model of the socket link, GB/s.
+    pub nccl_socket_gbps: f64,
+}
+
+/// A GPU: its links and its roofline.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuModel {
+    pub name: String,
+    /// Compute capability times ten (80 Ampere, 90 Hopper, 100 Blackwell).
+    pub arch: u32,
+    pub memory: Bytes,
+    pub memory_bandwidth: Bandwidth,
+    /// Dense bf16 matrix rate, TFLOP/s.
+    pub bf16_tflops: f64,
+    pub nvlink_generation: String,
+    pub nvlink_links: u32,
+    pub pcie_generation: String,
+    pub pcie_lanes: u32,
+    pub compute: ComputeEfficiency,
+}
+
+/// How close real kernels come to the roofline; fitted where measured.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComputeEfficiency {
+    /// Achieved fraction of `bf16_tflops` by large matrix products.
+    pub matmul: f64,
+    /// Achieved fraction of `bf16_tflops` by fused attention.
+    pub attention: f64,
+    /// Achieved fraction of `memory_bandwidth` by streaming kernels.
+    pub memory: f64,
+    /// Fixed cost of launching one kernel.
+    pub kernel_overhead: Time,
+}
+
+/// What one protocol costs on one class of path, in the simulation.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathCost {
+    /// Fraction of NCCL's modelled per-channel bandwidth that one channel
+    /// (one thread block) really moves.
+    pub channel_efficiency: f64,
+    /// Synchronisation cost paid by every step (slice) on a connection.
+    pub step_latency: Time,
+    /// Fixed cost of one collective call (launch, set-up, final sync).
+    pub base_latency: Time,
+}
+
+/// A protocol of NCCL's: how data is framed and chunked, and its costs.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Protocol {
+    /// Bytes on the wire per byte of data (LL: 2, an 8-byte flag per 8
+    /// bytes; LL128: 128/120).
+    pub wire_factor: f64,
+    /// Data a channel moves per ring step of a full loop.
+    pub chunk: Bytes,
+    /// Pieces a chunk is cut into, each synchronised on its own.
+    pub slices_per_chunk: u32,
+    /// A slice is never smaller than this (but a chunk may be).
+    pub min_slice: Bytes,
+    /// Bytes of data per channel below which NCCL drops a channel.
+    pub channel_threshold: Bytes,
+    /// Whether the protocol needs NVLink (LL128 does).
+    pub needs_nvlink: bool,
+    pub nvlink: PathCost,
+    pub pcie: PathCost,
+    pub shm: PathCost,
+}
+
+/// The three protocols, by name.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Protocols {
+    pub simple: Protocol,
+    pub ll: Protocol,
+    pub ll128: Protocol,
+}
+
+/// The shared-memory transport's staging through host memory.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShmModel {
+    /// Cost of handing a staged chunk from the writer to the reader (the
+    /// flag in host memory, polled over PCIe).
+    pub chunk_sync: Time,
+    /// Chunk size for a plain point-to-point copy through host memory.
+    pub copy_chunk: Bytes,
+    /// Chunks in flight in the staging buffer.
+    pub slots: u32,
+}
+
+/// In-switch reduction (NVLS / SHARP).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvlsModel {
+    /// Fraction of a GPU's port bandwidth that multimem reduction reaches.
+    pub efficiency: f64,
+    pub latency: Time,
+    pub channels: u32,
+    pub chunk: Bytes,
+}
+
+/// Direct-access allreduce kernels (one-shot, two-shot) of inference engines.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectModel {
+    /// Launch plus the two cross-GPU barriers of one call.
+    pub base_latency: Time,
+    /// Fraction of the link rate that loads from peers reach.
+    pub efficiency: f64,
+    /// Thread blocks the kernel runs; each is a stream of loads.
+    pub blocks: u32,
+    /// Largest message the kernels take (their staging buffer).
+    pub max_bytes: Bytes,
+}
+
+/// Per-architecture constants of NCCL's tuning model (src/graph/tuning.cc,
+/// search.cc, topo.h).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NcclArch {
+    /// Bandwidth NCCL assumes per NVLink, GB/s.
+    pub nvlink_gbps: f64,
+    /// Per-channel speeds the ring search tries, GB/s, fastest first.
+    pub search_speeds: Vec<f64>,
+    /// Cap on LL bus bandwidth on one node, GB/s.
+    pub ll_max_gbps: f64,
+    /// Per-channel cap of LL128 rings, GB/s.
+    pub ll128_channel_max_gbps: f64,
+    /// Per-channel cap of trees, GB/s.
+    pub tree_channel_max_gbps: f64,
+    /// Efficiency of NVLS reduction in the model (0 where there is none).
+    pub nvls_efficiency: f64,
+}
+
+/// NCCL's latency table (µs) for one algorithm: LL, LL128, Simple.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProtocolTriple {
+    pub ll: f64,
+    pub ll128: f64,
+    pub simple: f64,
+}
+
+/// NCCL's cost model, used by the tuner to choose an algorithm and protocol
+/// the way NCCL does.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NcclModel {
+    pub ring_base_us: ProtocolTriple,
+    pub tree_base_us: ProtocolTriple,
+    pub ring_nvlink_hop_us: ProtocolTriple,
+    pub tree_nvlink_hop_us: ProtocolTriple,
+    pub ring_pcie_hop_us: ProtocolTriple,
+    pub tree_pcie_hop_us: ProtocolTriple,
+    pub nvls_latency_us: f64,
+    pub ll128_factor: f64,
+    pub tree_factor: f64,
+    /// Tree allreduce bandwidth corrections by log2(bytes / 64), 23 each.
+    pub tree_correction: TreeCorrection,
+    pub max_channels: u32,
+    pub arch: BTreeMap<String, NcclArch>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TreeCorrection {
+    pub ll: Vec<f64>,
+    pub ll128: Vec<f64>,
+    pub simple: Vec<f64>,
+}
+
+/// Where a calibrated model's numbers came from.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provenance {
+    pub measurements: Vec<String>,
+    pub system: String,
+    pub fitted_at: String,
+    pub method: String,
+    #[serde(default)]
+    pub residuals: BTreeMap<String, f64>,
+}
+
+/// The whole hardware model, after overlays.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HardwareModel {
+    pub pcie: BTreeMap<String, PcieGeneration>,
+    pub nvlink: BTreeMap<String, NvlinkGeneration>,
+    pub host: BTreeMap<String, HostPlatform>,
+    pub gpu: BTreeMap<String, GpuModel>,
+    pub protocol: Protocols,
+    pub shm: ShmModel,
+    pub nvls: NvlsModel,
+    pub direct: DirectModel,
+    pub nccl: NcclModel,
+    #[serde(default)]
+    pub provenance: Vec<Provenance>,
+}
+
+/// Where a model layer comes from: shipped in the binary, or a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSource {
+    Shipped(&'static str),
+    File(PathBuf),
+}
+
+impl ModelSource {
+    fn label(&self) -> PathBuf {
+        match self {
+            ModelSource::Shipped(name) => PathBuf::from(format!("models/hardware/{name}.toml")),
+            ModelSource::File(path) => path.clone(),
+        }
+    }
+}
+
+/// Names of the model files shipped in the binary.
+pub fn shipped_names() -> impl Iterator<Item = &'static str> {
+    SHIPPED.iter().map(|(name, _)| *name)
+}
+
+/// Finds a shipped model by name.
+pub fn shipped(name: &str) -> Option<ModelSource> {
+    SHIPPED
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(n, _)| ModelSource::Shipped(n))
+}
+
+fn layer_text(source: &ModelSource) -> ConfigResult<String> {
+    match source {
+        ModelSource::Shipped(name) => Ok(SHIPPED
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, text)| text.to_string())
+            .expect("shipped names come from the table")),
+        ModelSource::File(path) => read_text(path),
+    }
+}
+
+impl HardwareModel {
+    /// The base model with `overlays` applied in order.
+    pub fn load(overlays: &[ModelSource]) -> ConfigResult<HardwareModel> {
+        let base = ModelSource::Shipped("base");
+        let mut merged = toml::Table::new();
+        let mut last = base.label();
+        for source in std::iter::once(&base).chain(overlays) {
+            let text = layer_text(source)?;
+            let table: toml::Table = parse_toml(&source.label(), &text)?;
+            merge_tables(&mut merged, table);
+            last = source.label();
+        }
+        let model: HardwareModel =
+            merged
+                .try_into()
+                .map_err(|error: toml::de::Error| ConfigError::Syntax {
+                    path: last.clone(),
+                    message: error.message().to_string(),
+                })?;
+        model.validate(&last)?;
+        Ok(model)
+    }
+
+    /// The base model alone.
+    pub fn base() -> HardwareModel {
+        HardwareModel::load(&[]).expect("the shipped base model is valid (tested)")
+    }
+
+    pub fn gpu(&self, name: &str) -> Result<&GpuModel, String> {
+        self.gpu.get(name).ok_or_else(|| {
+            format!(
+                "unknown GPU model {name:?}; known: {}",
+                self.gpu.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })
+    }
+
+    pub fn host(&self, name: &str) -> Result<&HostPlatform, String> {
+        self.host.get(name).ok_or_else(|| {
+            format!(
+                "unknown host platform {name:?}; known: {}",
+                self.host.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })
+    }
+
+    pub fn pcie(&self, generation: &str) -> Result<&PcieGeneration, String> {
+        self.pcie.get(generation).ok_or_else(|| {
+            format!(
+                "unknown PCIe generation {generation:?}; known: {}",
+                self.pcie.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })
+    }
+
+    pub fn nvlink(&self, generation: &str) -> Result<&NvlinkGeneration, String> {
+        self.nvlink.get(generation).ok_or_else(|| {
+            format!(
+                "unknown NVLink generation {generation:?}; known: {}",
+                self.nvlink.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })
+    }
+
+    pub fn nccl_arch(&self, arch: u32) -> Result<&NcclArch, String> {
+        let key = format!("sm{arch}");
+        self.nccl.arch.get(&key).ok_or_else(|| {
+            format!(
+                "no NCCL constants for {key}; known: {}",
+                self.nccl
+                    .arch
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+    }
+
+    fn validate(&self, path: &Path) -> ConfigResult<()> {
+        for (name, g) in &self.pcie {
+            check_range(
+                path,
+                &format!("pcie.{name}.efficiency"),
+                g.efficiency,
+                0.05..=1.0,
+            )?;
+        }
+        for (name, g) in &self.nvlink {
+            check_range(
+                path,
+                &format!("nvlink.{name}.efficiency"),
+                g.efficiency,
+                0.05..=1.0,
+            )?;
+        }
+        for (name, h) in &self.host {
+            check_range(
+                path,
+                &format!("host.{name}.memory_efficiency"),
+                h.memory_efficiency,
+                0.05..=1.0,
+            )?;
+            check_range(
+                path,
+                &format!("host.{name}.root_complex_p2p_factor"),
+                h.root_complex_p2p_factor,
+                0.05..=1.0,
+            )?;
+            if h.vendor != "intel" && h.vendor != "amd" {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("host.{name}.vendor"),
+                    format!("{:?} is not allowed: use \"intel\" or \"amd\"", h.vendor),
+                ));
+            }
+        }
+        for (name, g) in &self.gpu {
+            let key = |field: &str| format!("gpu.{name}.{field}");
+            if !self.nvlink.contains_key(&g.nvlink_generation) && g.nvlink_links > 0 {
+                return Err(ConfigError::invalid(
+                    path,
+                    key("nvlink_generation"),
+                    format!(
+                        "unknown generation {:?}; known: {:?}",
+                        g.nvlink_generation,
+                        self.nvlink.keys()
+                    ),
+                ));
+            }
+            if !self.pcie.contains_key(&g.pcie_generation) {
+                return Err(ConfigError::invalid(
+                    path,
+                    key("pcie_generation"),
+                    format!(
+                        "unknown generation {:?}; known: {:?}",
+                        g.pcie_generation,
+                        self.pcie.keys()
+                    ),
+                ));
+            }
+            check_range(path, &key("compute.matmul"), g.compute.matmul, 0.01..=1.0)?;
+            check_range(
+                path,
+                &key("compute.attention"),
+                g.compute.attention,
+                0.01..=1.0,
+            )?;
+            check_range(path, &key("compute.memory"), g.compute.memory, 0.01..=1.0)?;
+        }
+        for (name, p) in [
+            ("simple", &self.protocol.simple),
+            ("ll", &self.protocol.ll),
+            ("ll128", &self.protocol.ll128),
+        ] {
+            check_range(
+                path,
+                &format!("protocol.{name}.wire_factor"),
+                p.wire_factor,
+                1.0..=4.0,
+            )?;
+            for (class, cost) in [("nvlink", &p.nvlink), ("pcie", &p.pcie), ("shm", &p.shm)] {
+                check_range(
+                    path,
+                    &format!("protocol.{name}.{class}.channel_efficiency"),
+                    cost.channel_efficiency,
+                    0.01..=4.0,
+                )?;
+            }
+            if p.slices_per_chunk == 0 || p.chunk.0 == 0 {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("protocol.{name}"),
+                    "chunk and slices_per_chunk must be positive",
+                ));
+            }
+        }
+        check_range(path, "nvls.efficiency", self.nvls.efficiency, 0.01..=1.0)?;
+        check_range(
+            path,
+            "direct.efficiency",
+            self.direct.efficiency,
+            0.01..=1.0,
+        )?;
+        if self.shm.slots == 0 {
+            return Err(ConfigError::invalid(
+                path,
+                "shm.slots",
+                "must be at least 1",
+            ));
+        }
+        for (name, table) in [
+            ("ll", &self.nccl.tree_correction.ll),
+            ("ll128", &self.nccl.tree_correction.ll128),
+            ("simple", &self.nccl.tree_correction.simple),
+        ] {
+            if table.len() != 23 {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("nccl.tree_correction.{name}"),
+                    format!("needs 23 factors (64 B to 256 MiB), has {}", table.len()),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_base_model_loads() {
+        let model = HardwareModel::base();
+        assert!(model.gpu.contains_key("h200"));
+        assert!(model.nccl.arch.contains_key("sm90"));
+    }
+
+    #[test]
+    fn an_overlay_replaces_only_what_it_names() {
+        let dir = std::env::temp_dir().join(format!("icsim-overlay-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("overlay.toml");
+        std::fs::write(&file, "[shm]\nslots = 3\n").unwrap();
+        let model = HardwareModel::load(&[ModelSource::File(file.clone())]).unwrap();
+        assert_eq!(model.shm.slots, 3);
+        assert_eq!(model.shm.copy_chunk, HardwareModel::base().shm.copy_chunk);
+        std::fs::write(&file, "[shm]\nslotz = 3\n").unwrap();
+        let error = HardwareModel::load(&[ModelSource::File(file.clone())])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("slotz") && error.contains("overlay.toml"),
+            "{error}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,12 @@
+//! icsim: a discrete-event simulator of the interconnect inside a GPU server.
+//! The modules follow the data flow: units and config at the edge, a topology
+//! graph, an engine that executes task graphs over a flow network, transports
+//! and collectives that generate those task graphs, and reports.
+
+pub mod collective;
+pub mod config;
+pub mod engine;
+pub mod network;
+pub mod topology;
+pub mod transport;
+pub mod units;

@@ -1,0 +1,512 @@
+//! The flow-level network: transfers are flows over paths of directed links,
+//! and flows that share a link share its capacity max-min fairly (progressive
+//! filling). A start or a finish re-solves only the connected group of links
+//! and flows around it. Keeps per-link byte counters and busy time. Knows
+//! nothing of transports or collectives: a link is a capacity per direction.
+//!
+//! Vocabulary after SimGrid's solver: a link is a *constraint* (its capacity),
+//! a flow a *variable* (its rate); a flow's own rate cap is a constraint that
+//! only it takes part in.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+use crate::engine::{Fabric, TaskId};
+use crate::units::{Bandwidth, Bytes, Time};
+
+/// Index of a directed link (one direction of a cable, or a shared resource
+/// such as a memory bus) in the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct LinkId(pub u32);
+
+impl LinkId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// The links a flow crosses, in order, and the latency it pays end to end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Path {
+    pub links: Arc<[LinkId]>,
+    pub latency: Time,
+}
+
+impl Path {
+    pub fn new(links: Vec<LinkId>, latency: Time) -> Path {
+        Path {
+            links: links.into(),
+            latency,
+        }
+    }
+}
+
+/// Relative tolerance of the solver when comparing shares and capacities:
+/// the one place floating point meets a decision.
+const SHARE_TOLERANCE: f64 = 1e-9;
+
+/// Traffic a link carried over a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkUsage {
+    pub bytes: Bytes,
+    /// Time during which at least one flow crossed the link.
+    pub busy: Time,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Bytes are leaving the source at the flow's current rate.
+    Draining,
+    /// Every byte has left; the last one is still on its way (latency).
+    Arriving,
+    Free,
+}
+
+#[derive(Debug, Clone)]
+struct Flow {
+    transfer: TaskId,
+    links: Arc<[LinkId]>,
+    latency: Time,
+    bytes: Bytes,
+    /// Bytes still to leave the source, as of `updated`.
+    remaining: f64,
+    rate: f64,
+    cap: f64,
+    updated: Time,
+    /// Bumped whenever the flow's scheduled event changes; stale heap entries
+    /// carry an older generation and are skipped when popped.
+    generation: u32,
+    phase: Phase,
+    mark: u64,
+    frozen: bool,
+}
+
+#[derive(Debug, Clone)]
+struct LinkState {
+    capacity: f64,
+    flows: Vec<u32>,
+    usage: LinkUsage,
+    busy_since: Time,
+    mark: u64,
+    // Scratch for progressive filling.
+    spare: f64,
+    unfrozen: u32,
+}
+
+/// A scheduled flow event: (time, sequence, flow slot, generation).
+type FlowEvent = Reverse<(Time, u64, u32, u32)>;
+
+/// The flow network: links with capacities and the flows crossing them.
+#[derive(Debug, Clone)]
+pub struct Network {
+    links: Vec<LinkState>,
+    flows: Vec<Flow>,
+    free_slots: Vec<u32>,
+    events: BinaryHeap<FlowEvent>,
+    sequence: u64,
+    /// Epoch for the "visited" marks of the component search.
+    epoch: u64,
+    scratch_links: Vec<u32>,
+    scratch_flows: Vec<u32>,
+}
+
+impl Network {
+    /// A network of links with the given capacities (bytes per second, one
+    /// direction each), indexed by `LinkId` in order.
+    pub fn new(capacities: impl IntoIterator<Item = Bandwidth>) -> Network {
+        let links = capacities
+            .into_iter()
+            .map(|capacity| {
+                assert!(capacity.0 > 0, "a link must have a non-zero capacity");
+                LinkState {
+                    capacity: capacity.bytes_per_sec(),
+                    flows: Vec::new(),
+                    usage: LinkUsage::default(),
+                    busy_since: Time::ZERO,
+                    mark: 0,
+                    spare: 0.0,
+                    unfrozen: 0,
+                }
+            })
+            .collect();
+        Network {
+            links,
+            flows: Vec::new(),
+            free_slots: Vec::new(),
+            events: BinaryHeap::new(),
+            sequence: 0,
+            epoch: 0,
+            scratch_links: Vec::new(),
+            scratch_flows: Vec::new(),
+        }
+    }
+
+    pub fn link_count(&self) -> usize {
+        self.links.len()
+    }
+
+    /// What each link carried so far, indexed by `LinkId`.
+    pub fn usage(&self) -> Vec<LinkUsage> {
+        self.links.iter().map(|l| l.usage).collect()
+    }
+
+    /// Current rate of every draining flow on `link`, bytes per second.
+    pub fn rates_on(&self, link: LinkId) -> impl Iterator<Item = f64> + '_ {
+        self.links[link.index()]
+            .flows
+            .iter()
+            .map(|&f| self.flows[f as usize].rate)
+    }
+
+    /// Sum of the rates on `link` over its capacity: at most 1 (within the
+    /// solver's tolerance) at every instant.
+    pub fn load(&self, link: LinkId) -> f64 {
+        let state = &self.links[link.index()];
+        self.rates_on(link).sum::<f64>() / state.capacity
+    }
+
+    fn allocate(&mut self, flow: Flow) -> u32 {
+        match self.free_slots.pop() {
+            Some(slot) => {
+                let generation = self.flows[slot as usize].generation.wrapping_add(1);
+                self.flows[slot as usize] = Flow { generation, ..flow };
+                slot
+            }
+            None => {
+                self.flows.push(flow);
+                (self.flows.len() - 1) as u32
+            }
+        }
+    }
+
+    fn schedule(&mut self, slot: u32, at: Time) {
+        let flow = &mut self.flows[slot as usize];
+        flow.generation = flow.generation.wrapping_add(1);
+        self.events
+            .push(Reverse((at, self.sequence, slot, flow.generation)));
+        self.sequence += 1;
+    }
+
+    fn start_flow(
+        &mut self,
+        now: Time,
+        transfer: TaskId,
+        path: &Path,
+        bytes: Bytes,
+        rate_cap: Option<Bandwidth>,
+    ) {
+        let cap = rate_cap.map_or(f64::INFINITY, |c| c.bytes_per_sec());
+        let flow = Flow {
+            transfer,
+            links: path.links.clone(),
+            latency: path.latency,
+            bytes,
+            remaining: bytes.as_f64(),
+            rate: 0.0,
+            cap,
+            updated: now,
+            generation: 0,
+            phase: Phase::Draining,
+            mark: 0,
+            frozen: false,
+        };
+        let slot = self.allocate(flow);
+        if bytes.0 == 0 || path.links.is_empty() {
+            // Nothing to share: the flow only pays its latency (or, on an
+            // empty path, moves at its own cap within one device).
+            let drain = if path.links.is_empty() && bytes.0 > 0 {
+                rate_cap.map_or(Time::ZERO, |c| bytes / c)
+            } else {
+                Time::ZERO
+            };
+            self.flows[slot as usize].phase = Phase::Arriving;
+            self.schedule(slot, now + drain + path.latency);
+            return;
+        }
+        for &link in path.links.iter() {
+            let state = &mut self.links[link.index()];
+            if state.flows.is_empty() {
+                state.busy_since = now;
+            }
+            state.flows.push(slot);
+        }
+        let seeds: Vec<LinkId> = path.links.to_vec();
+        self.reshare(now, &seeds);
+    }
+
+    /// Settles every flow of the component around `seeds` at `now` and gives
+    /// it its new max-min fair rate.
+    fn reshare(&mut self, now: Time, seeds: &[LinkId]) {
+        self.epoch += 1;
+        let epoch = self.epoch;
+        let mut component_links = std::mem::take(&mut self.scratch_links);
+        let mut component_flows = std::mem::take(&mut self.scratch_flows);
+        component_links.clear();
+        component_flows.clear();
+        for &seed in seeds {
+            if self.links[seed.index()].mark != epoch {
+                self.links[seed.index()].mark = epoch;
+                component_links.push(seed.0);
+            }
+        }
+        let mut next = 0;
+        while next < component_links.len() {
+            let link = component_links[next] as usize;
+            next += 1;
+            for i in 0..self.links[link].flows.len() {
+                let slot = self.links[link].flows[i];
+                let flow = &mut self.flows[slot as usize];
+                if flow.mark == epoch {
+                    continue;
+                }
+                flow.mark = epoch;
+                component_flows.push(slot);
+                for &other in flow.links.iter() {
+                    let state = &mut self.links[other.index()];
+                    if state.mark != epoch {
+                        state.mark = epoch;
+                        component_links.push(other.0);
+                    }
+                }
+            }
+        }
+
+        // Bring every flow's remaining bytes up to `now` at its old rate.
+        for &slot in &component_flows {
+            let flow = &mut self.flows[slot as usize];
+            let elapsed = (now - flow.updated).as_secs();
+            flow.remaining = (flow.remaining - flow.rate * elapsed).max(0.0);
+            flow.updated = now;
+            flow.frozen = false;
+        }
+
+        self.fill_progressively(&component_links, &component_flows);
+
+        for &slot in &component_flows {
+            let flow = &self.flows[slot as usize];
+            debug_assert!(flow.rate > 0.0, "every flow gets a positive share");
+            let drain_ps = (flow.remaining * 1e12 / flow.rate).ceil();
+            let at = now + Time(drain_ps as u64);
+            self.schedule(slot, at);
+        }
+        self.scratch_links = component_links;
+        self.scratch_flows = component_flows;
+    }
+
+    /// Max-min fairness by progressive filling: raise all unfrozen rates
+    /// together until a link (or a flow's own cap) is full, freeze the flows
+    /// it limits, repeat.
+    fn fill_progressively(&mut self, component_links: &[u32], component_flows: &[u32]) {
+        for &link in component_links {
+            let state = &mut self.links[link as usize];
+            state.spare = state.capacity;
+            state.unfrozen = state.flows.len() as u32;
+        }
+        let mut unfrozen = component_flows.len();
+        while unfrozen > 0 {
+            let mut share = f64::INFINITY;
+            for &link in component_links {
+                let state = &self.links[link as usize];
+                if state.unfrozen > 0 {
+                    share = share.min(state.spare / f64::from(state.unfrozen));
+                }
+            }
+            for &slot in component_flows {
+                let flow = &self.flows[slot as usize];
+                if !flow.frozen {
+                    share = share.min(flow.cap);
+                }
+            }
+            let threshold = share * (1.0 + SHARE_TOLERANCE);
+            for &slot in component_flows {
+                let flow = &self.flows[slot as usize];
+                if flow.frozen {
+                    continue;
+                }
+                let limited = flow.cap <= threshold
+                    || flow.links.iter().any(|l| {
+                        let state = &self.links[l.index()];
+                        state.spare / f64::from(state.unfrozen) <= threshold
+                    });
+                if !limited {
+                    continue;
+                }
+                let flow = &mut self.flows[slot as usize];
+                flow.frozen = true;
+                flow.rate = share;
+                unfrozen -= 1;
+                for l in flow.links.iter() {
+                    let state = &mut self.links[l.index()];
+                    state.spare = (state.spare - share).max(0.0);
+                    state.unfrozen -= 1;
+                }
+            }
+        }
+    }
+
+    fn drain_finished(&mut self, now: Time, slot: u32) {
+        let links = self.flows[slot as usize].links.clone();
+        for &link in links.iter() {
+            let state = &mut self.links[link.index()];
+            let position = state
+                .flows
+                .iter()
+                .position(|&f| f == slot)
+                .expect("a draining flow is listed on each of its links");
+            state.flows.swap_remove(position);
+            if state.flows.is_empty() {
+                state.usage.busy += now - state.busy_since;
+            }
+        }
+        let flow = &mut self.flows[slot as usize];
+        flow.phase = Phase::Arriving;
+        flow.rate = 0.0;
+        flow.remaining = 0.0;
+        let latency = flow.latency;
+        self.schedule(slot, now + latency);
+        let touched: Vec<LinkId> = links
+            .iter()
+            .copied()
+            .filter(|l| !self.links[l.index()].flows.is_empty())
+            .collect();
+        if !touched.is_empty() {
+            self.reshare(now, &touched);
+        }
+    }
+
+    fn arrived(&mut self, slot: u32, finished: &mut Vec<TaskId>) {
+        let flow = &mut self.flows[slot as usize];
+        for link in flow.links.iter() {
+            self.links[link.index()].usage.bytes += flow.bytes;
+        }
+        flow.phase = Phase::Free;
+        finished.push(flow.transfer);
+        self.free_slots.push(slot);
+    }
+
+    /// Drops heap entries that a reshare has superseded.
+    fn skip_stale(&mut self) {
+        while let Some(&Reverse((_, _, slot, generation))) = self.events.peek() {
+            let flow = &self.flows[slot as usize];
+            if flow.generation == generation && flow.phase != Phase::Free {
+                return;
+            }
+            self.events.pop();
+        }
+    }
+}
+
+impl Fabric<Path> for Network {
+    fn start(
+        &mut self,
+        now: Time,
+        transfer: TaskId,
+        path: &Path,
+        bytes: Bytes,
+        rate_cap: Option<Bandwidth>,
+    ) {
+        self.start_flow(now, transfer, path, bytes, rate_cap);
+    }
+
+    fn next_event_time(&mut self) -> Option<Time> {
+        self.skip_stale();
+        self.events.peek().map(|Reverse((t, _, _, _))| *t)
+    }
+
+    fn advance(&mut self, now: Time, finished: &mut Vec<TaskId>) -> u64 {
+        let mut handled = 0;
+        loop {
+            self.skip_stale();
+            let Some(&Reverse((t, _, slot, _))) = self.events.peek() else {
+                break;
+            };
+            if t != now {
+                break;
+            }
+            self.events.pop();
+            handled += 1;
+            match self.flows[slot as usize].phase {
+                Phase::Draining => self.drain_finished(now, slot),
+                Phase::Arriving => self.arrived(slot, finished),
+                Phase::Free => unreachable!("freed flows have no live events"),
+            }
+        }
+        handled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{TaskGraph, run};
+
+    fn path(links: &[u32]) -> Path {
+        Path::new(links.iter().map(|&l| LinkId(l)).collect(), Time::ZERO)
+    }
+
+    const GB: u64 = 1_000_000_000;
+
+    #[test]
+    fn two_flows_on_one_link_get_half_each() {
+        let mut network = Network::new([Bandwidth::gbps(100)]);
+        let mut graph = TaskGraph::new();
+        let a = graph.transfer(path(&[0]), Bytes(GB), None, &[]);
+        let b = graph.transfer(path(&[0]), Bytes(GB), None, &[]);
+        let schedule = run(&graph, &mut network);
+        // Each gets 50 GB/s: 1 GB takes 20 ms.
+        assert_eq!(schedule.span(a).1, Time::from_us(20_000));
+        assert_eq!(schedule.span(b).1, Time::from_us(20_000));
+        assert_eq!(network.usage()[0].bytes, Bytes(2 * GB));
+        assert_eq!(network.usage()[0].busy, Time::from_us(20_000));
+    }
+
+    #[test]
+    fn a_flow_limited_elsewhere_leaves_its_share_to_others() {
+        // Link 0: 100 GB/s shared by A and B; link 1: 10 GB/s carries B too.
+        // B is held to 10 GB/s by link 1, so A gets the other 90 GB/s.
+        let mut network = Network::new([Bandwidth::gbps(100), Bandwidth::gbps(10)]);
+        let mut graph = TaskGraph::new();
+        let a = graph.transfer(path(&[0]), Bytes(90 * GB), None, &[]);
+        let b = graph.transfer(path(&[0, 1]), Bytes(10 * GB), None, &[]);
+        let schedule = run(&graph, &mut network);
+        assert_eq!(schedule.span(a).1, Time::from_us(1_000_000));
+        assert_eq!(schedule.span(b).1, Time::from_us(1_000_000));
+    }
+
+    #[test]
+    fn a_finished_flow_hands_its_share_back() {
+        // A (1 GB) and B (3 GB) share 100 GB/s: A ends at 20 ms having moved
+        // 1 GB; B moved 1 GB by then and does its last 2 GB at 100 GB/s.
+        let mut network = Network::new([Bandwidth::gbps(100)]);
+        let mut graph = TaskGraph::new();
+        let a = graph.transfer(path(&[0]), Bytes(GB), None, &[]);
+        let b = graph.transfer(path(&[0]), Bytes(3 * GB), None, &[]);
+        let schedule = run(&graph, &mut network);
+        assert_eq!(schedule.span(a).1, Time::from_us(20_000));
+        assert_eq!(schedule.span(b).1, Time::from_us(40_000));
+    }
+
+    #[test]
+    fn rate_caps_and_latency_are_honoured() {
+        let mut network = Network::new([Bandwidth::gbps(100)]);
+        let mut graph = TaskGraph::new();
+        let capped = Path::new(vec![LinkId(0)], Time::from_us(2));
+        let a = graph.transfer(capped, Bytes(GB), Some(Bandwidth::gbps(10)), &[]);
+        let b = graph.transfer(path(&[0]), Bytes(9 * GB), None, &[]);
+        let schedule = run(&graph, &mut network);
+        assert_eq!(schedule.span(a).1, Time::from_us(100_000 + 2));
+        assert_eq!(schedule.span(b).1, Time::from_us(100_000));
+    }
+
+    #[test]
+    fn disjoint_components_do_not_disturb_each_other() {
+        let mut network = Network::new([Bandwidth::gbps(10), Bandwidth::gbps(20)]);
+        let mut graph = TaskGraph::new();
+        let a = graph.transfer(path(&[0]), Bytes(GB), None, &[]);
+        let b = graph.transfer(path(&[1]), Bytes(GB), None, &[]);
+        let schedule = run(&graph, &mut network);
+        assert_eq!(schedule.span(a).1, Time::from_us(100_000));
+        assert_eq!(schedule.span(b).1, Time::from_us(50_000));
+    }
+}

@@ -1,0 +1,152 @@
+//! Builds a topology from a topology file, filling link bandwidths the file
+//! leaves out from the hardware model, and checking names and kinds.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::{LinkKind, LinkRates, NodeId, NodeKind, Policy, Topology};
+use crate::config::hardware::HardwareModel;
+use crate::config::topology::{LinkKindFile, NodeKindFile, TopologyFile};
+use crate::config::{ConfigError, ConfigResult, parse_toml, read_text};
+use crate::units::Time;
+
+/// Reads and builds the topology file at `path` with `model`.
+pub fn load_file(path: &Path, model: &HardwareModel) -> ConfigResult<Topology> {
+    let raw: TopologyFile = parse_toml(path, &read_text(path)?)?;
+    build(path, &raw, model)
+}
+
+/// The raw file's overlays, so a caller can load the model before building.
+pub fn read_raw(path: &Path) -> ConfigResult<TopologyFile> {
+    parse_toml(path, &read_text(path)?)
+}
+
+pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigResult<Topology> {
+    let invalid = |key: &str, message: String| ConfigError::invalid(path, key, message);
+    let gpu_model = model.gpu(&raw.gpu).map_err(|m| invalid("gpu", m))?;
+    let host = model.host(&raw.host).map_err(|m| invalid("host", m))?;
+    let arch_nvls = model
+        .nccl_arch(gpu_model.arch)
+        .map(|a| a.nvls_efficiency > 0.0)
+        .unwrap_or(false);
+    let policy = Policy {
+        p2p_across_sockets: raw
+            .policy
+            .p2p_across_sockets
+            .unwrap_or(host.p2p_across_sockets),
+        root_complex_p2p_factor: host.root_complex_p2p_factor,
+        nvls: raw.policy.nvls.unwrap_or(arch_nvls),
+    };
+    let mut topo = Topology::new(&raw.name, &raw.gpu, &raw.host, policy);
+    topo.description = raw.description.clone();
+
+    let mut by_name: BTreeMap<&str, NodeId> = BTreeMap::new();
+    for (i, node) in raw.nodes.iter().enumerate() {
+        let kind = match node.kind {
+            NodeKindFile::Gpu => NodeKind::Gpu,
+            NodeKindFile::PcieSwitch => NodeKind::PcieSwitch,
+            NodeKindFile::Cpu => NodeKind::CpuSocket,
+            NodeKindFile::Memory => NodeKind::HostMemory,
+            NodeKindFile::Nvswitch => NodeKind::NvSwitch,
+            NodeKindFile::Nvme => NodeKind::Nvme,
+        };
+        if by_name
+            .insert(
+                node.name.as_str(),
+                topo.add_node(&node.name, kind, node.socket),
+            )
+            .is_some()
+        {
+            return Err(invalid(
+                &format!("node[{i}].name"),
+                format!("{:?} is used twice; node names must be unique", node.name),
+            ));
+        }
+    }
+
+    let rates = LinkRates { model };
+    for (i, link) in raw.links.iter().enumerate() {
+        let key = |field: &str| format!("link[{i}].{field}");
+        let end = |name: &str, field: &str| {
+            by_name.get(name).copied().ok_or_else(|| {
+                invalid(
+                    &key(field),
+                    format!(
+                        "no node named {name:?}; nodes are: {}",
+                        by_name.keys().copied().collect::<Vec<_>>().join(", ")
+                    ),
+                )
+            })
+        };
+        let (from, to) = (end(&link.from, "from")?, end(&link.to, "to")?);
+        let kinds = (topo.node(from).kind, topo.node(to).kind);
+        let (kind, default_rate) = match link.kind {
+            LinkKindFile::Pcie => {
+                let generation = link
+                    .generation
+                    .clone()
+                    .unwrap_or_else(|| gpu_model.pcie_generation.clone());
+                let lanes = link.lanes.unwrap_or(16);
+                let rate = rates
+                    .pcie(&generation, lanes)
+                    .map_err(|m| invalid(&key("generation"), m))?;
+                (LinkKind::Pcie { generation, lanes }, rate)
+            }
+            LinkKindFile::Nvlink => {
+                let generation = link
+                    .generation
+                    .clone()
+                    .unwrap_or_else(|| gpu_model.nvlink_generation.clone());
+                let links = link.links.unwrap_or(gpu_model.nvlink_links);
+                let rate = rates
+                    .nvlink(&generation, links)
+                    .map_err(|m| invalid(&key("generation"), m))?;
+                if kinds.0 != NodeKind::Gpu && kinds.1 != NodeKind::Gpu {
+                    return Err(invalid(
+                        &key("kind"),
+                        "an NVLink must have a GPU at one end at least".into(),
+                    ));
+                }
+                (LinkKind::NvLink { generation, links }, rate)
+            }
+            LinkKindFile::Socket => {
+                if kinds != (NodeKind::CpuSocket, NodeKind::CpuSocket) {
+                    return Err(invalid(
+                        &key("kind"),
+                        "a socket link joins two cpu nodes".into(),
+                    ));
+                }
+                (
+                    LinkKind::SocketLink,
+                    (host.socket_link, host.socket_link_latency),
+                )
+            }
+            LinkKindFile::Memory => {
+                if kinds != (NodeKind::CpuSocket, NodeKind::HostMemory) {
+                    return Err(invalid(
+                        &key("kind"),
+                        "a memory link goes from a cpu node to a memory node".into(),
+                    ));
+                }
+                let (rate, channels) = rates.memory(&raw.host).map_err(|m| invalid("host", m))?;
+                (LinkKind::MemoryBus { channels }, (rate, Time::ZERO))
+            }
+        };
+        let bandwidth = link.bandwidth.unwrap_or(default_rate.0);
+        if bandwidth.0 == 0 {
+            return Err(invalid(&key("bandwidth"), "must be more than zero".into()));
+        }
+        let latency = link.latency.unwrap_or(default_rate.1);
+        match kind {
+            LinkKind::MemoryBus { .. } => {
+                topo.connect_shared(from, to, kind, bandwidth, latency);
+            }
+            _ => {
+                topo.connect(from, to, kind, bandwidth, latency);
+            }
+        }
+    }
+    topo.validate()
+        .map_err(|e| invalid("node", e.to_string()))?;
+    Ok(topo)
+}

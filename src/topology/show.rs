@@ -1,0 +1,86 @@
+//! A readable description of a topology: its parts, its links and the GPU
+//! relation matrix in the words of `nvidia-smi topo -m`.
+
+use std::fmt::Write;
+
+use super::{LinkKind, NodeKind, Topology};
+
+pub fn describe(topo: &Topology) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "topology {}: {}", topo.name, topo.description);
+    let _ = writeln!(
+        out,
+        "GPU model {}, host platform {}",
+        topo.gpu_model, topo.host
+    );
+    let _ = writeln!(
+        out,
+        "policy: P2P across sockets {}, P2P through a root complex at {:.0}% of the path, in-switch reduction (NVLS) {}",
+        if topo.policy.p2p_across_sockets {
+            "allowed"
+        } else {
+            "refused"
+        },
+        topo.policy.root_complex_p2p_factor * 100.0,
+        if topo.policy.nvls { "yes" } else { "no" }
+    );
+    let _ = writeln!(out);
+    for kind in [
+        NodeKind::Gpu,
+        NodeKind::NvSwitch,
+        NodeKind::PcieSwitch,
+        NodeKind::CpuSocket,
+        NodeKind::HostMemory,
+        NodeKind::Nvme,
+    ] {
+        let names: Vec<String> = topo
+            .nodes_of(kind)
+            .map(|n| format!("{} (socket {})", topo.node(n).name, topo.node(n).socket))
+            .collect();
+        if !names.is_empty() {
+            let _ = writeln!(out, "{kind}: {}", names.join(", "));
+        }
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "links (bandwidth per direction; a memory bus is one capacity for reads and writes):"
+    );
+    let rows: Vec<(String, String, String)> = topo
+        .links()
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| {
+            // Show a full-duplex cable once, from its first end.
+            matches!(l.kind, LinkKind::MemoryBus { .. }) || l.from.0 < l.to.0
+        })
+        .map(|(i, l)| {
+            let label = topo.link_label(crate::network::LinkId(i as u32));
+            let label = if matches!(l.kind, LinkKind::MemoryBus { .. }) {
+                label
+            } else {
+                label.replacen(" -> ", " <-> ", 1)
+            };
+            (label, l.bandwidth.to_string(), l.latency.to_string())
+        })
+        .collect();
+    let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    for (label, bandwidth, latency) in rows {
+        let _ = writeln!(out, "  {label:<width$}  {bandwidth:>12}  latency {latency}");
+    }
+    let _ = writeln!(out);
+    let gpus = topo.gpus();
+    let _ = write!(out, "{:<6}", "");
+    for (i, _) in gpus.iter().enumerate() {
+        let _ = write!(out, "{:>6}", format!("GPU{i}"));
+    }
+    let _ = writeln!(out);
+    for (i, &a) in gpus.iter().enumerate() {
+        let _ = write!(out, "{:<6}", format!("GPU{i}"));
+        for &b in gpus {
+            let _ = write!(out, "{:>6}", topo.relation(a, b).to_string());
+        }
+        let _ = writeln!(out);
+    }
+    out
+}

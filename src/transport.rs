@@ -1,0 +1,496 @@
+//! Transport modes: how a GPU's bytes reach another GPU. Turns "move N bytes
+//! from A to B in mode M" into flows, staging copies and overheads on the
+//! topology's paths. Knows nothing of collectives: a collective asks for a
+//! [`Pipe`] per connection and sends pieces down it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::config::hardware::HardwareModel;
+use crate::engine::{TaskGraph, TaskId};
+use crate::network::Path;
+use crate::topology::{Medium, NodeId, NodeKind, Relation, Topology};
+use crate::units::{Bandwidth, Bytes, Time};
+
+/// A transport mode, as a user names it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// What NCCL would pick for each pair.
+    Auto,
+    /// Two copies through a pinned buffer in host memory.
+    Shm,
+    /// One DMA over the PCIe path.
+    P2p,
+    /// Direct NVLink between the pair, no switch.
+    Nvlink,
+    /// Through the NVSwitch fabric.
+    Nvswitch,
+}
+
+pub const MODES: [Mode; 5] = [
+    Mode::Auto,
+    Mode::Shm,
+    Mode::P2p,
+    Mode::Nvlink,
+    Mode::Nvswitch,
+];
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Auto => "auto",
+            Mode::Shm => "shm",
+            Mode::P2p => "p2p",
+            Mode::Nvlink => "nvlink",
+            Mode::Nvswitch => "nvswitch",
+        })
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        MODES
+            .iter()
+            .copied()
+            .find(|m| m.to_string() == text)
+            .ok_or_else(|| {
+                format!("unknown transport {text:?}: use auto, shm, p2p, nvlink or nvswitch")
+            })
+    }
+}
+
+/// The kind of path a connection takes, which decides protocol costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PathClass {
+    Nvlink,
+    Pcie,
+    Shm,
+}
+
+/// Why a mode cannot serve a pair of GPUs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    #[error("transport {mode} is not available on topology {topology}: {reason}")]
+    Unavailable {
+        mode: Mode,
+        topology: String,
+        reason: String,
+    },
+    #[error(
+        "transport p2p between {a} and {b} on topology {topology} is refused: the path crosses sockets and the platform does not allow peer-to-peer there; use shm, or a topology whose policy allows it"
+    )]
+    P2pRefused {
+        a: String,
+        b: String,
+        topology: String,
+    },
+}
+
+/// How one GPU's data reaches another: a direct path, or staged through
+/// host memory.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Connection {
+    Direct {
+        path: Path,
+        class: PathClass,
+        /// This connection cannot exceed this rate (a root-complex penalty).
+        rate_cap: Option<Bandwidth>,
+    },
+    Staged {
+        write: Path,
+        read: Path,
+    },
+}
+
+impl Connection {
+    pub fn class(&self) -> PathClass {
+        match self {
+            Connection::Direct { class, .. } => *class,
+            Connection::Staged { .. } => PathClass::Shm,
+        }
+    }
+
+    /// The mode this connection really uses.
+    pub fn mode(&self, topo: &Topology) -> Mode {
+        match self {
+            Connection::Staged { .. } => Mode::Shm,
+            Connection::Direct {
+                class: PathClass::Pcie,
+                ..
+            } => Mode::P2p,
+            Connection::Direct { path, .. } => {
+                if topo.path_crosses(path, NodeKind::NvSwitch) {
+                    Mode::Nvswitch
+                } else {
+                    Mode::Nvlink
+                }
+            }
+        }
+    }
+}
+
+fn unavailable(mode: Mode, topo: &Topology, reason: String) -> TransportError {
+    TransportError::Unavailable {
+        mode,
+        topology: topo.name.clone(),
+        reason,
+    }
+}
+
+/// The connection from GPU `a` to GPU `b` in `mode`.
+pub fn connect(
+    topo: &Topology,
+    a: NodeId,
+    b: NodeId,
+    mode: Mode,
+) -> Result<Connection, TransportError> {
+    let name = |n: NodeId| topo.node(n).name.clone();
+    match mode {
+        Mode::Nvswitch => {
+            if !topo.has(NodeKind::NvSwitch) {
+                return Err(unavailable(mode, topo, "it has no NVSwitch".into()));
+            }
+            let path = topo.path(a, b, Medium::NvSwitch).ok_or_else(|| {
+                unavailable(
+                    mode,
+                    topo,
+                    format!("{} and {} are not both on the NVSwitch", name(a), name(b)),
+                )
+            })?;
+            Ok(Connection::Direct {
+                path,
+                class: PathClass::Nvlink,
+                rate_cap: None,
+            })
+        }
+        Mode::Nvlink => {
+            let path = topo.path(a, b, Medium::NvLinkDirect).ok_or_else(|| {
+                let reason = if topo.has(NodeKind::NvSwitch) {
+                    format!(
+                        "{} and {} are joined through an NVSwitch, not directly: use nvswitch",
+                        name(a),
+                        name(b)
+                    )
+                } else {
+                    format!(
+                        "there is no direct NVLink between {} and {}",
+                        name(a),
+                        name(b)
+                    )
+                };
+                unavailable(mode, topo, reason)
+            })?;
+            Ok(Connection::Direct {
+                path,
+                class: PathClass::Nvlink,
+                rate_cap: None,
+            })
+        }
+        Mode::P2p => {
+            let path = topo.path(a, b, Medium::Pcie).ok_or_else(|| {
+                unavailable(
+                    mode,
+                    topo,
+                    format!("no PCIe path between {} and {}", name(a), name(b)),
+                )
+            })?;
+            let crosses_sockets = topo.relation(a, b) == Relation::Sys;
+            if crosses_sockets && !topo.policy.p2p_across_sockets {
+                return Err(TransportError::P2pRefused {
+                    a: name(a),
+                    b: name(b),
+                    topology: topo.name.clone(),
+                });
+            }
+            let rate_cap = topo.path_crosses(&path, NodeKind::CpuSocket).then(|| {
+                topo.bottleneck(&path)
+                    .scaled(topo.policy.root_complex_p2p_factor)
+            });
+            Ok(Connection::Direct {
+                path,
+                class: PathClass::Pcie,
+                rate_cap,
+            })
+        }
+        Mode::Shm => {
+            // NCCL puts the staging buffer on the receiver's side.
+            let memory = topo
+                .host_memory(topo.node(b).socket)
+                .map_err(|e| unavailable(mode, topo, e.to_string()))?;
+            let write = topo.memory_path(a, memory, false).ok_or_else(|| {
+                unavailable(mode, topo, format!("{} cannot reach host memory", name(a)))
+            })?;
+            let read = topo.memory_path(b, memory, true).ok_or_else(|| {
+                unavailable(mode, topo, format!("{} cannot reach host memory", name(b)))
+            })?;
+            Ok(Connection::Staged { write, read })
+        }
+        Mode::Auto => {
+            if topo.path(a, b, Medium::NvLinkDirect).is_some() {
+                connect(topo, a, b, Mode::Nvlink)
+            } else if topo.path(a, b, Medium::NvSwitch).is_some() {
+                connect(topo, a, b, Mode::Nvswitch)
+            } else if matches!(topo.relation(a, b), Relation::Pix | Relation::Pxb) {
+                // NCCL's default P2P level stops at PXB: no host bridge.
+                connect(topo, a, b, Mode::P2p)
+            } else {
+                connect(topo, a, b, Mode::Shm)
+            }
+        }
+    }
+}
+
+/// Like [`connect`], but where `p2p` is refused for a pair (across sockets)
+/// the pair falls back to `shm`, as NCCL does per connection. Returns whether
+/// it fell back.
+pub fn connect_with_fallback(
+    topo: &Topology,
+    a: NodeId,
+    b: NodeId,
+    mode: Mode,
+) -> Result<(Connection, bool), TransportError> {
+    match connect(topo, a, b, mode) {
+        Err(TransportError::P2pRefused { .. }) => Ok((connect(topo, a, b, Mode::Shm)?, true)),
+        other => other.map(|c| (c, false)),
+    }
+}
+
+/// A connection in use: the order of what was sent down it, so that pieces
+/// go one after another and the staging buffer never overflows.
+#[derive(Debug, Clone)]
+pub struct Pipe {
+    connection: Connection,
+    /// The direct path (or the read path) with the step cost folded into its
+    /// latency, built once.
+    timed: Path,
+    write: Option<Path>,
+    chunk_sync: Time,
+    slots: usize,
+    last_write: Option<TaskId>,
+    deliveries: Vec<TaskId>,
+}
+
+impl Pipe {
+    /// A pipe over `connection` where every piece also pays `step_latency`
+    /// (the protocol's synchronisation) before the next may go.
+    pub fn new(connection: Connection, step_latency: Time, model: &HardwareModel) -> Pipe {
+        let add_latency = |p: &Path| Path {
+            links: p.links.clone(),
+            latency: p.latency + step_latency,
+        };
+        let (timed, write) = match &connection {
+            Connection::Direct { path, .. } => (add_latency(path), None),
+            Connection::Staged { write, read } => (add_latency(read), Some(write.clone())),
+        };
+        Pipe {
+            connection,
+            timed,
+            write,
+            chunk_sync: model.shm.chunk_sync,
+            slots: model.shm.slots as usize,
+            last_write: None,
+            deliveries: Vec::new(),
+        }
+    }
+
+    pub fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
+    /// Sends `bytes` (as they go on the wire) once `ready` has finished,
+    /// each flow held to `cap`; returns the task after which the bytes are
+    /// at the receiver.
+    pub fn send(
+        &mut self,
+        graph: &mut TaskGraph<Path>,
+        bytes: Bytes,
+        cap: Option<Bandwidth>,
+        ready: &[TaskId],
+    ) -> TaskId {
+        let mut after: Vec<TaskId> = ready.to_vec();
+        let delivery = match &self.connection {
+            Connection::Direct { rate_cap, .. } => {
+                after.extend(self.deliveries.last());
+                let cap = min_cap(cap, *rate_cap);
+                graph.transfer(self.timed.clone(), bytes, cap, &after)
+            }
+            Connection::Staged { .. } => {
+                // Write into a free slot of the staging buffer, hand it over,
+                // then the receiver reads it out: two copies, pipelined.
+                after.extend(self.last_write);
+                if self.deliveries.len() >= self.slots {
+                    after.push(self.deliveries[self.deliveries.len() - self.slots]);
+                }
+                let write_path = self.write.clone().expect("a staged pipe has a write path");
+                let written = graph.transfer(write_path, bytes, cap, &after);
+                self.last_write = Some(written);
+                let handed_over = graph.delay(self.chunk_sync, &[written]);
+                let mut read_after = vec![handed_over];
+                read_after.extend(self.deliveries.last());
+                graph.transfer(self.timed.clone(), bytes, cap, &read_after)
+            }
+        };
+        self.deliveries.push(delivery);
+        delivery
+    }
+
+    /// The last delivery, if anything was sent.
+    pub fn last_delivery(&self) -> Option<TaskId> {
+        self.deliveries.last().copied()
+    }
+}
+
+fn min_cap(a: Option<Bandwidth>, b: Option<Bandwidth>) -> Option<Bandwidth> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    }
+}
+
+/// Adds a plain copy of `bytes` from GPU `a` to GPU `b` (a DMA, or staged
+/// through host memory in chunks) to `graph`; returns its last task.
+pub fn add_copy(
+    graph: &mut TaskGraph<Path>,
+    topo: &Topology,
+    model: &HardwareModel,
+    (a, b): (NodeId, NodeId),
+    bytes: Bytes,
+    mode: Mode,
+    after: &[TaskId],
+) -> Result<TaskId, TransportError> {
+    let connection = connect(topo, a, b, mode)?;
+    let chunk = match connection {
+        Connection::Direct { .. } => bytes.max(Bytes(1)),
+        Connection::Staged { .. } => model.shm.copy_chunk,
+    };
+    let mut pipe = Pipe::new(connection, Time::ZERO, model);
+    let pieces = bytes.0.div_ceil(chunk.0).max(1);
+    for piece in bytes.split_even(pieces) {
+        pipe.send(graph, piece, None, after);
+    }
+    Ok(pipe.last_delivery().expect("at least one piece is sent"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::run;
+    use crate::topology::{PresetOptions, preset};
+
+    fn topology(name: &str) -> Topology {
+        preset(name, &PresetOptions::default(), &HardwareModel::base()).unwrap()
+    }
+
+    #[test]
+    fn asking_for_a_mode_the_topology_lacks_names_both() {
+        let topo = topology("pcie-gen4-8gpu");
+        let (a, b) = (topo.gpus()[0], topo.gpus()[1]);
+        let error = connect(&topo, a, b, Mode::Nvlink).unwrap_err().to_string();
+        assert!(
+            error.contains("nvlink") && error.contains("pcie-gen4-8gpu"),
+            "{error}"
+        );
+        let error = connect(&topo, a, b, Mode::Nvswitch)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("no NVSwitch"), "{error}");
+    }
+
+    #[test]
+    fn p2p_across_sockets_is_refused_on_intel_and_falls_back_to_shm() {
+        let topo = topology("pcie-gen5-8gpu");
+        let (a, b) = (topo.gpus()[0], topo.gpus()[7]);
+        assert!(matches!(
+            connect(&topo, a, b, Mode::P2p),
+            Err(TransportError::P2pRefused { .. })
+        ));
+        let (connection, fell_back) = connect_with_fallback(&topo, a, b, Mode::P2p).unwrap();
+        assert!(fell_back && connection.class() == PathClass::Shm);
+    }
+
+    #[test]
+    fn p2p_through_an_intel_root_complex_is_slower() {
+        let topo = topology("pcie-gen5-8gpu");
+        let g = topo.gpus();
+        let Connection::Direct { rate_cap, .. } = connect(&topo, g[0], g[2], Mode::P2p).unwrap()
+        else {
+            panic!("direct")
+        };
+        let link = topo.bottleneck(&topo.path(g[0], g[2], Medium::Pcie).unwrap());
+        assert_eq!(rate_cap, Some(link.scaled(0.833)));
+        let Connection::Direct { rate_cap, .. } = connect(&topo, g[0], g[1], Mode::P2p).unwrap()
+        else {
+            panic!("direct")
+        };
+        assert_eq!(
+            rate_cap, None,
+            "under one switch the root complex is not crossed"
+        );
+    }
+
+    #[test]
+    fn auto_picks_what_nccl_would() {
+        let hgx = topology("hgx-h200");
+        assert_eq!(
+            connect(&hgx, hgx.gpus()[0], hgx.gpus()[1], Mode::Auto)
+                .unwrap()
+                .mode(&hgx),
+            Mode::Nvswitch
+        );
+        let mesh = topology("h20-nvlink-mesh");
+        assert_eq!(
+            connect(&mesh, mesh.gpus()[0], mesh.gpus()[1], Mode::Auto)
+                .unwrap()
+                .mode(&mesh),
+            Mode::Nvlink
+        );
+        let pcie = topology("pcie-gen4-8gpu");
+        let g = pcie.gpus();
+        assert_eq!(
+            connect(&pcie, g[0], g[1], Mode::Auto).unwrap().mode(&pcie),
+            Mode::P2p
+        );
+        assert_eq!(
+            connect(&pcie, g[0], g[2], Mode::Auto).unwrap().mode(&pcie),
+            Mode::Shm
+        );
+    }
+
+    #[test]
+    fn a_staged_copy_uses_host_memory_twice_and_both_pcie_links() {
+        let model = HardwareModel::base();
+        let topo = topology("pcie-gen5-8gpu");
+        let (a, b) = (topo.gpus()[0], topo.gpus()[1]);
+        let mut graph = TaskGraph::new();
+        let bytes = Bytes::mib(64);
+        add_copy(&mut graph, &topo, &model, (a, b), bytes, Mode::Shm, &[]).unwrap();
+        let mut network = topo.network();
+        let schedule = run(&graph, &mut network);
+        let usage = network.usage();
+        let memory = topo.host_memory(0).unwrap();
+        let bus = topo
+            .memory_path(a, memory, false)
+            .unwrap()
+            .links
+            .last()
+            .copied()
+            .unwrap();
+        assert_eq!(
+            usage[bus.index()].bytes,
+            bytes * 2,
+            "written once, read once"
+        );
+        // Pipelined: much closer to one copy's time than to two.
+        let one_copy = bytes / topo.bottleneck(&topo.path(a, b, Medium::Pcie).unwrap());
+        assert!(
+            schedule.makespan() < Time(one_copy.0 * 13 / 10),
+            "{} vs one copy {}",
+            schedule.makespan(),
+            one_copy
+        );
+    }
+}
