@@ -25,11 +25,7 @@ pub enum Work<R> {
     /// Move `bytes` along `route`; the fabric decides how long it takes.
     /// `rate_cap` bounds this transfer's own rate (a copy engine or a single
     /// thread block that cannot drive a link at full speed).
-    Transfer {
-        route: R,
-        bytes: Bytes,
-        rate_cap: Option<Bandwidth>,
-    },
+    Transfer { route: R, bytes: Bytes, rate_cap: Option<Bandwidth> },
     /// Occupy nothing for a fixed time (a kernel, a synchronisation).
     Delay(Time),
     /// Finish as soon as its dependencies have: a barrier.
@@ -47,10 +43,7 @@ pub struct TaskGraph<R> {
 
 impl<R> Default for TaskGraph<R> {
     fn default() -> Self {
-        TaskGraph {
-            work: Vec::new(),
-            edges: Vec::new(),
-        }
+        TaskGraph { work: Vec::new(), edges: Vec::new() }
     }
 }
 
@@ -61,14 +54,9 @@ impl<R> TaskGraph<R> {
 
     /// Adds a task that starts once every task in `after` has finished.
     pub fn add(&mut self, work: Work<R>, after: &[TaskId]) -> TaskId {
-        let id =
-            TaskId(u32::try_from(self.work.len()).expect("task graph holds at most 2^32 tasks"));
+        let id = TaskId(u32::try_from(self.work.len()).expect("task graph holds at most 2^32 tasks"));
         for &before in after {
-            assert!(
-                before < id,
-                "task {} may only depend on earlier tasks",
-                before.0
-            );
+            assert!(before < id, "task {} may only depend on earlier tasks", before.0);
             self.edges.push((before, id));
         }
         self.work.push(work);
@@ -83,21 +71,8 @@ impl<R> TaskGraph<R> {
         self.add(Work::Join, after)
     }
 
-    pub fn transfer(
-        &mut self,
-        route: R,
-        bytes: Bytes,
-        rate_cap: Option<Bandwidth>,
-        after: &[TaskId],
-    ) -> TaskId {
-        self.add(
-            Work::Transfer {
-                route,
-                bytes,
-                rate_cap,
-            },
-            after,
-        )
+    pub fn transfer(&mut self, route: R, bytes: Bytes, rate_cap: Option<Bandwidth>, after: &[TaskId]) -> TaskId {
+        self.add(Work::Transfer { route, bytes, rate_cap }, after)
     }
 
     pub fn len(&self) -> usize {
@@ -113,24 +88,14 @@ impl<R> TaskGraph<R> {
     }
 
     pub fn tasks(&self) -> impl Iterator<Item = (TaskId, &Work<R>)> {
-        self.work
-            .iter()
-            .enumerate()
-            .map(|(i, w)| (TaskId(i as u32), w))
+        self.work.iter().enumerate().map(|(i, w)| (TaskId(i as u32), w))
     }
 }
 
 /// What moves the bytes of transfers: the network model, or a test double.
 pub trait Fabric<R> {
     /// Begins `transfer` at `now`.
-    fn start(
-        &mut self,
-        now: Time,
-        transfer: TaskId,
-        route: &R,
-        bytes: Bytes,
-        rate_cap: Option<Bandwidth>,
-    );
+    fn start(&mut self, now: Time, transfer: TaskId, route: &R, bytes: Bytes, rate_cap: Option<Bandwidth>);
     /// When the fabric next changes state (a transfer finishes or a rate
     /// changes), if anything is in flight.
     fn next_event_time(&mut self) -> Option<Time>;
@@ -210,10 +175,7 @@ impl<'g, R> Executor<'g, R> {
 
     fn run<F: Fabric<R>>(mut self, fabric: &mut F) -> Schedule {
         let mut now = Time::ZERO;
-        let mut ready: Vec<TaskId> = (0..self.graph.len() as u32)
-            .map(TaskId)
-            .filter(|t| self.waiting_on[t.index()] == 0)
-            .collect();
+        let mut ready: Vec<TaskId> = (0..self.graph.len() as u32).map(TaskId).filter(|t| self.waiting_on[t.index()] == 0).collect();
         let mut finished = Vec::new();
         let mut done = 0usize;
         loop {
@@ -224,14 +186,9 @@ impl<'g, R> Executor<'g, R> {
                 for task in std::mem::take(&mut ready) {
                     self.start[task.index()] = now;
                     match self.graph.work(task) {
-                        Work::Transfer {
-                            route,
-                            bytes,
-                            rate_cap,
-                        } => fabric.start(now, task, route, *bytes, *rate_cap),
+                        Work::Transfer { route, bytes, rate_cap } => fabric.start(now, task, route, *bytes, *rate_cap),
                         Work::Delay(duration) if duration.0 > 0 => {
-                            self.timers
-                                .push(Reverse((now + *duration, self.sequence, task)));
+                            self.timers.push(Reverse((now + *duration, self.sequence, task)));
                             self.sequence += 1;
                         }
                         Work::Delay(_) | Work::Join => finished.push(task),
@@ -264,23 +221,14 @@ impl<'g, R> Executor<'g, R> {
                 self.complete(task, now, &mut ready);
             }
         }
-        assert_eq!(
-            done,
-            self.graph.len(),
-            "every task of an acyclic graph finishes"
-        );
-        Schedule {
-            start: self.start,
-            end: self.end,
-            events: self.events,
-        }
+        assert_eq!(done, self.graph.len(), "every task of an acyclic graph finishes");
+        Schedule { start: self.start, end: self.end, events: self.events }
     }
 
     fn complete(&mut self, task: TaskId, now: Time, ready: &mut Vec<TaskId>) {
         self.events += 1;
         self.end[task.index()] = now;
-        let range = self.successor_start[task.index()] as usize
-            ..self.successor_start[task.index() + 1] as usize;
+        let range = self.successor_start[task.index()] as usize..self.successor_start[task.index() + 1] as usize;
         for &next in &self.successor_list[range] {
             let waiting = &mut self.waiting_on[next.index()];
             *waiting -= 1;
@@ -302,16 +250,8 @@ mod tests {
     }
 
     impl Fabric<()> for FixedRate {
-        fn start(
-            &mut self,
-            now: Time,
-            transfer: TaskId,
-            _: &(),
-            bytes: Bytes,
-            _: Option<Bandwidth>,
-        ) {
-            self.in_flight
-                .push(Reverse((now + Time(bytes.0), transfer)));
+        fn start(&mut self, now: Time, transfer: TaskId, _: &(), bytes: Bytes, _: Option<Bandwidth>) {
+            self.in_flight.push(Reverse((now + Time(bytes.0), transfer)));
         }
         fn next_event_time(&mut self) -> Option<Time> {
             self.in_flight.peek().map(|Reverse((t, _))| *t)
@@ -351,9 +291,7 @@ mod tests {
         // depend on anything but the graph.
         let build = || {
             let mut graph = TaskGraph::new();
-            let roots: Vec<TaskId> = (0..50)
-                .map(|i| graph.delay(Time(100 - (i % 2)), &[]))
-                .collect();
+            let roots: Vec<TaskId> = (0..50).map(|i| graph.delay(Time(100 - (i % 2)), &[])).collect();
             for pair in roots.chunks(2) {
                 graph.transfer((), Bytes(7), None, pair);
             }
@@ -368,9 +306,6 @@ mod tests {
     #[test]
     fn an_empty_graph_finishes_at_zero() {
         let graph: TaskGraph<()> = TaskGraph::new();
-        assert_eq!(
-            run(&graph, &mut FixedRate::default()).makespan(),
-            Time::ZERO
-        );
+        assert_eq!(run(&graph, &mut FixedRate::default()).makespan(), Time::ZERO);
     }
 }

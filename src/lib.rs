@@ -3,10 +3,26 @@
 //! graph, an engine that executes task graphs over a flow network, transports
 //! and collectives that generate those task graphs, and reports.
 
+pub mod calibrate;
 pub mod collective;
 pub mod config;
 pub mod engine;
 pub mod network;
+pub mod report;
 pub mod topology;
 pub mod transport;
 pub mod units;
+pub mod workload;
+
+/// Any error the library reports to a user.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    Topology(#[from] topology::TopologyError),
+    #[error(transparent)]
+    Collective(#[from] collective::CollectiveError),
+    #[error(transparent)]
+    Transport(#[from] transport::TransportError),
+}

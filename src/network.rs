@@ -35,10 +35,7 @@ pub struct Path {
 
 impl Path {
     pub fn new(links: Vec<LinkId>, latency: Time) -> Path {
-        Path {
-            links: links.into(),
-            latency,
-        }
+        Path { links: links.into(), latency }
     }
 }
 
@@ -153,10 +150,7 @@ impl Network {
 
     /// Current rate of every draining flow on `link`, bytes per second.
     pub fn rates_on(&self, link: LinkId) -> impl Iterator<Item = f64> + '_ {
-        self.links[link.index()]
-            .flows
-            .iter()
-            .map(|&f| self.flows[f as usize].rate)
+        self.links[link.index()].flows.iter().map(|&f| self.flows[f as usize].rate)
     }
 
     /// Sum of the rates on `link` over its capacity: at most 1 (within the
@@ -183,19 +177,11 @@ impl Network {
     fn schedule(&mut self, slot: u32, at: Time) {
         let flow = &mut self.flows[slot as usize];
         flow.generation = flow.generation.wrapping_add(1);
-        self.events
-            .push(Reverse((at, self.sequence, slot, flow.generation)));
+        self.events.push(Reverse((at, self.sequence, slot, flow.generation)));
         self.sequence += 1;
     }
 
-    fn start_flow(
-        &mut self,
-        now: Time,
-        transfer: TaskId,
-        path: &Path,
-        bytes: Bytes,
-        rate_cap: Option<Bandwidth>,
-    ) {
+    fn start_flow(&mut self, now: Time, transfer: TaskId, path: &Path, bytes: Bytes, rate_cap: Option<Bandwidth>) {
         let cap = rate_cap.map_or(f64::INFINITY, |c| c.bytes_per_sec());
         let flow = Flow {
             transfer,
@@ -215,11 +201,7 @@ impl Network {
         if bytes.0 == 0 || path.links.is_empty() {
             // Nothing to share: the flow only pays its latency (or, on an
             // empty path, moves at its own cap within one device).
-            let drain = if path.links.is_empty() && bytes.0 > 0 {
-                rate_cap.map_or(Time::ZERO, |c| bytes / c)
-            } else {
-                Time::ZERO
-            };
+            let drain = if path.links.is_empty() && bytes.0 > 0 { rate_cap.map_or(Time::ZERO, |c| bytes / c) } else { Time::ZERO };
             self.flows[slot as usize].phase = Phase::Arriving;
             self.schedule(slot, now + drain + path.latency);
             return;
@@ -349,11 +331,7 @@ impl Network {
         let links = self.flows[slot as usize].links.clone();
         for &link in links.iter() {
             let state = &mut self.links[link.index()];
-            let position = state
-                .flows
-                .iter()
-                .position(|&f| f == slot)
-                .expect("a draining flow is listed on each of its links");
+            let position = state.flows.iter().position(|&f| f == slot).expect("a draining flow is listed on each of its links");
             state.flows.swap_remove(position);
             if state.flows.is_empty() {
                 state.usage.busy += now - state.busy_since;
@@ -365,11 +343,7 @@ impl Network {
         flow.remaining = 0.0;
         let latency = flow.latency;
         self.schedule(slot, now + latency);
-        let touched: Vec<LinkId> = links
-            .iter()
-            .copied()
-            .filter(|l| !self.links[l.index()].flows.is_empty())
-            .collect();
+        let touched: Vec<LinkId> = links.iter().copied().filter(|l| !self.links[l.index()].flows.is_empty()).collect();
         if !touched.is_empty() {
             self.reshare(now, &touched);
         }
@@ -398,14 +372,7 @@ impl Network {
 }
 
 impl Fabric<Path> for Network {
-    fn start(
-        &mut self,
-        now: Time,
-        transfer: TaskId,
-        path: &Path,
-        bytes: Bytes,
-        rate_cap: Option<Bandwidth>,
-    ) {
+    fn start(&mut self, now: Time, transfer: TaskId, path: &Path, bytes: Bytes, rate_cap: Option<Bandwidth>) {
         self.start_flow(now, transfer, path, bytes, rate_cap);
     }
 

@@ -13,9 +13,7 @@ use crate::topology::{Medium, NodeId, NodeKind, Relation, Topology};
 use crate::units::{Bandwidth, Bytes, Time};
 
 /// A transport mode, as a user names it.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// What NCCL would pick for each pair.
@@ -30,13 +28,7 @@ pub enum Mode {
     Nvswitch,
 }
 
-pub const MODES: [Mode; 5] = [
-    Mode::Auto,
-    Mode::Shm,
-    Mode::P2p,
-    Mode::Nvlink,
-    Mode::Nvswitch,
-];
+pub const MODES: [Mode; 5] = [Mode::Auto, Mode::Shm, Mode::P2p, Mode::Nvlink, Mode::Nvswitch];
 
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -57,9 +49,7 @@ impl FromStr for Mode {
             .iter()
             .copied()
             .find(|m| m.to_string() == text)
-            .ok_or_else(|| {
-                format!("unknown transport {text:?}: use auto, shm, p2p, nvlink or nvswitch")
-            })
+            .ok_or_else(|| format!("unknown transport {text:?}: use auto, shm, p2p, nvlink or nvswitch"))
     }
 }
 
@@ -75,19 +65,11 @@ pub enum PathClass {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TransportError {
     #[error("transport {mode} is not available on topology {topology}: {reason}")]
-    Unavailable {
-        mode: Mode,
-        topology: String,
-        reason: String,
-    },
+    Unavailable { mode: Mode, topology: String, reason: String },
     #[error(
         "transport p2p between {a} and {b} on topology {topology} is refused: the path crosses sockets and the platform does not allow peer-to-peer there; use shm, or a topology whose policy allows it"
     )]
-    P2pRefused {
-        a: String,
-        b: String,
-        topology: String,
-    },
+    P2pRefused { a: String, b: String, topology: String },
 }
 
 /// How one GPU's data reaches another: a direct path, or staged through
@@ -118,10 +100,7 @@ impl Connection {
     pub fn mode(&self, topo: &Topology) -> Mode {
         match self {
             Connection::Staged { .. } => Mode::Shm,
-            Connection::Direct {
-                class: PathClass::Pcie,
-                ..
-            } => Mode::P2p,
+            Connection::Direct { class: PathClass::Pcie, .. } => Mode::P2p,
             Connection::Direct { path, .. } => {
                 if topo.path_crosses(path, NodeKind::NvSwitch) {
                     Mode::Nvswitch
@@ -134,99 +113,54 @@ impl Connection {
 }
 
 fn unavailable(mode: Mode, topo: &Topology, reason: String) -> TransportError {
-    TransportError::Unavailable {
-        mode,
-        topology: topo.name.clone(),
-        reason,
-    }
+    TransportError::Unavailable { mode, topology: topo.name.clone(), reason }
 }
 
 /// The connection from GPU `a` to GPU `b` in `mode`.
-pub fn connect(
-    topo: &Topology,
-    a: NodeId,
-    b: NodeId,
-    mode: Mode,
-) -> Result<Connection, TransportError> {
+pub fn connect(topo: &Topology, a: NodeId, b: NodeId, mode: Mode) -> Result<Connection, TransportError> {
     let name = |n: NodeId| topo.node(n).name.clone();
     match mode {
         Mode::Nvswitch => {
             if !topo.has(NodeKind::NvSwitch) {
                 return Err(unavailable(mode, topo, "it has no NVSwitch".into()));
             }
-            let path = topo.path(a, b, Medium::NvSwitch).ok_or_else(|| {
-                unavailable(
-                    mode,
-                    topo,
-                    format!("{} and {} are not both on the NVSwitch", name(a), name(b)),
-                )
-            })?;
-            Ok(Connection::Direct {
-                path,
-                class: PathClass::Nvlink,
-                rate_cap: None,
-            })
+            let path = topo
+                .path(a, b, Medium::NvSwitch)
+                .ok_or_else(|| unavailable(mode, topo, format!("{} and {} are not both on the NVSwitch", name(a), name(b))))?;
+            Ok(Connection::Direct { path, class: PathClass::Nvlink, rate_cap: None })
         }
         Mode::Nvlink => {
             let path = topo.path(a, b, Medium::NvLinkDirect).ok_or_else(|| {
                 let reason = if topo.has(NodeKind::NvSwitch) {
-                    format!(
-                        "{} and {} are joined through an NVSwitch, not directly: use nvswitch",
-                        name(a),
-                        name(b)
-                    )
+                    format!("{} and {} are joined through an NVSwitch, not directly: use nvswitch", name(a), name(b))
                 } else {
-                    format!(
-                        "there is no direct NVLink between {} and {}",
-                        name(a),
-                        name(b)
-                    )
+                    format!("there is no direct NVLink between {} and {}", name(a), name(b))
                 };
                 unavailable(mode, topo, reason)
             })?;
-            Ok(Connection::Direct {
-                path,
-                class: PathClass::Nvlink,
-                rate_cap: None,
-            })
+            Ok(Connection::Direct { path, class: PathClass::Nvlink, rate_cap: None })
         }
         Mode::P2p => {
-            let path = topo.path(a, b, Medium::Pcie).ok_or_else(|| {
-                unavailable(
-                    mode,
-                    topo,
-                    format!("no PCIe path between {} and {}", name(a), name(b)),
-                )
-            })?;
+            let path = topo
+                .path(a, b, Medium::Pcie)
+                .ok_or_else(|| unavailable(mode, topo, format!("no PCIe path between {} and {}", name(a), name(b))))?;
             let crosses_sockets = topo.relation(a, b) == Relation::Sys;
             if crosses_sockets && !topo.policy.p2p_across_sockets {
-                return Err(TransportError::P2pRefused {
-                    a: name(a),
-                    b: name(b),
-                    topology: topo.name.clone(),
-                });
+                return Err(TransportError::P2pRefused { a: name(a), b: name(b), topology: topo.name.clone() });
             }
-            let rate_cap = topo.path_crosses(&path, NodeKind::CpuSocket).then(|| {
-                topo.bottleneck(&path)
-                    .scaled(topo.policy.root_complex_p2p_factor)
-            });
-            Ok(Connection::Direct {
-                path,
-                class: PathClass::Pcie,
-                rate_cap,
-            })
+            let rate_cap =
+                topo.path_crosses(&path, NodeKind::CpuSocket).then(|| topo.bottleneck(&path).scaled(topo.policy.root_complex_p2p_factor));
+            Ok(Connection::Direct { path, class: PathClass::Pcie, rate_cap })
         }
         Mode::Shm => {
             // NCCL puts the staging buffer on the receiver's side.
-            let memory = topo
-                .host_memory(topo.node(b).socket)
-                .map_err(|e| unavailable(mode, topo, e.to_string()))?;
-            let write = topo.memory_path(a, memory, false).ok_or_else(|| {
-                unavailable(mode, topo, format!("{} cannot reach host memory", name(a)))
-            })?;
-            let read = topo.memory_path(b, memory, true).ok_or_else(|| {
-                unavailable(mode, topo, format!("{} cannot reach host memory", name(b)))
-            })?;
+            let memory = topo.host_memory(topo.node(b).socket).map_err(|e| unavailable(mode, topo, e.to_string()))?;
+            let write = topo
+                .memory_path(a, memory, false)
+                .ok_or_else(|| unavailable(mode, topo, format!("{} cannot reach host memory", name(a))))?;
+            let read = topo
+                .memory_path(b, memory, true)
+                .ok_or_else(|| unavailable(mode, topo, format!("{} cannot reach host memory", name(b))))?;
             Ok(Connection::Staged { write, read })
         }
         Mode::Auto => {
@@ -247,52 +181,76 @@ pub fn connect(
 /// Like [`connect`], but where `p2p` is refused for a pair (across sockets)
 /// the pair falls back to `shm`, as NCCL does per connection. Returns whether
 /// it fell back.
-pub fn connect_with_fallback(
-    topo: &Topology,
-    a: NodeId,
-    b: NodeId,
-    mode: Mode,
-) -> Result<(Connection, bool), TransportError> {
+pub fn connect_with_fallback(topo: &Topology, a: NodeId, b: NodeId, mode: Mode) -> Result<(Connection, bool), TransportError> {
     match connect(topo, a, b, mode) {
         Err(TransportError::P2pRefused { .. }) => Ok((connect(topo, a, b, Mode::Shm)?, true)),
         other => other.map(|c| (c, false)),
     }
 }
 
+/// How pieces go down a pipe, besides their bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PipeRules {
+    /// Latency of a step (flag, fence, hop): on the critical path of the
+    /// piece, but the next piece may leave meanwhile.
+    pub latency: Time,
+    /// Work the sender does per piece before the next may leave: serial.
+    pub overhead: Time,
+    /// Through host memory, the reader follows the writer closely (GPU
+    /// threads polling flags, as NCCL's SHM transport does) instead of
+    /// waiting for the whole piece to be written (copy engines with the CPU
+    /// in between).
+    pub streaming: bool,
+}
+
 /// A connection in use: the order of what was sent down it, so that pieces
-/// go one after another and the staging buffer never overflows.
+/// leave one after another and the staging buffer never overflows.
 #[derive(Debug, Clone)]
 pub struct Pipe {
     connection: Connection,
-    /// The direct path (or the read path) with the step cost folded into its
-    /// latency, built once.
-    timed: Path,
-    write: Option<Path>,
-    chunk_sync: Time,
+    /// Links of the direct path, or of the read from host memory.
+    links: Path,
+    /// Links of the write into host memory (staged only).
+    write_links: Option<Path>,
+    /// From the last byte leaving to the piece counting as delivered.
+    delivery_delay: Time,
+    /// From the write draining to the reader starting (staged only).
+    handover_delay: Time,
+    overhead: Time,
     slots: usize,
     last_write: Option<TaskId>,
+    last_transfer: Option<TaskId>,
     deliveries: Vec<TaskId>,
 }
 
+fn links_only(path: &Path) -> Path {
+    Path { links: path.links.clone(), latency: Time::ZERO }
+}
+
 impl Pipe {
-    /// A pipe over `connection` where every piece also pays `step_latency`
-    /// (the protocol's synchronisation) before the next may go.
-    pub fn new(connection: Connection, step_latency: Time, model: &HardwareModel) -> Pipe {
-        let add_latency = |p: &Path| Path {
-            links: p.links.clone(),
-            latency: p.latency + step_latency,
-        };
-        let (timed, write) = match &connection {
-            Connection::Direct { path, .. } => (add_latency(path), None),
-            Connection::Staged { write, read } => (add_latency(read), Some(write.clone())),
+    pub fn new(connection: Connection, rules: PipeRules, model: &HardwareModel) -> Pipe {
+        let (links, write_links, delivery_delay, handover_delay) = match &connection {
+            Connection::Direct { path, .. } => (links_only(path), None, path.latency + rules.latency, Time::ZERO),
+            Connection::Staged { write, read } if rules.streaming => {
+                // One flow over both halves: the memory bus carries it twice.
+                let links: Vec<_> = write.links.iter().chain(read.links.iter()).copied().collect();
+                let delay = write.latency + model.shm.chunk_sync + read.latency + rules.latency;
+                (Path::new(links, Time::ZERO), None, delay, Time::ZERO)
+            }
+            Connection::Staged { write, read } => {
+                (links_only(read), Some(links_only(write)), read.latency + rules.latency, write.latency + model.shm.chunk_sync)
+            }
         };
         Pipe {
             connection,
-            timed,
-            write,
-            chunk_sync: model.shm.chunk_sync,
+            links,
+            write_links,
+            delivery_delay,
+            handover_delay,
+            overhead: rules.overhead,
             slots: model.shm.slots as usize,
             last_write: None,
+            last_transfer: None,
             deliveries: Vec::new(),
         }
     }
@@ -301,41 +259,42 @@ impl Pipe {
         &self.connection
     }
 
+    fn delay_unless_zero(graph: &mut TaskGraph<Path>, delay: Time, after: TaskId) -> TaskId {
+        if delay == Time::ZERO { after } else { graph.delay(delay, &[after]) }
+    }
+
     /// Sends `bytes` (as they go on the wire) once `ready` has finished,
     /// each flow held to `cap`; returns the task after which the bytes are
     /// at the receiver.
-    pub fn send(
-        &mut self,
-        graph: &mut TaskGraph<Path>,
-        bytes: Bytes,
-        cap: Option<Bandwidth>,
-        ready: &[TaskId],
-    ) -> TaskId {
+    pub fn send(&mut self, graph: &mut TaskGraph<Path>, bytes: Bytes, cap: Option<Bandwidth>, ready: &[TaskId]) -> TaskId {
         let mut after: Vec<TaskId> = ready.to_vec();
-        let delivery = match &self.connection {
-            Connection::Direct { rate_cap, .. } => {
-                after.extend(self.deliveries.last());
-                let cap = min_cap(cap, *rate_cap);
-                graph.transfer(self.timed.clone(), bytes, cap, &after)
-            }
-            Connection::Staged { .. } => {
+        let first_leg = if self.write_links.is_some() { self.last_write } else { self.last_transfer };
+        after.extend(first_leg);
+        if self.write_links.is_some() && self.deliveries.len() >= self.slots {
+            // The staging buffer has `slots` pieces; wait for one to empty.
+            after.push(self.deliveries[self.deliveries.len() - self.slots]);
+        }
+        if self.overhead > Time::ZERO {
+            after = vec![graph.delay(self.overhead, &after)];
+        }
+        let transferred = match (&self.connection, &self.write_links) {
+            (Connection::Direct { rate_cap, .. }, _) => graph.transfer(self.links.clone(), bytes, min_cap(cap, *rate_cap), &after),
+            (Connection::Staged { .. }, None) => graph.transfer(self.links.clone(), bytes, cap, &after),
+            (Connection::Staged { .. }, Some(write_links)) => {
                 // Write into a free slot of the staging buffer, hand it over,
                 // then the receiver reads it out: two copies, pipelined.
-                after.extend(self.last_write);
-                if self.deliveries.len() >= self.slots {
-                    after.push(self.deliveries[self.deliveries.len() - self.slots]);
-                }
-                let write_path = self.write.clone().expect("a staged pipe has a write path");
-                let written = graph.transfer(write_path, bytes, cap, &after);
+                let written = graph.transfer(write_links.clone(), bytes, cap, &after);
                 self.last_write = Some(written);
-                let handed_over = graph.delay(self.chunk_sync, &[written]);
+                let handed_over = Self::delay_unless_zero(graph, self.handover_delay, written);
                 let mut read_after = vec![handed_over];
-                read_after.extend(self.deliveries.last());
-                graph.transfer(self.timed.clone(), bytes, cap, &read_after)
+                read_after.extend(self.last_transfer);
+                graph.transfer(self.links.clone(), bytes, cap, &read_after)
             }
         };
-        self.deliveries.push(delivery);
-        delivery
+        self.last_transfer = Some(transferred);
+        let delivered = Self::delay_unless_zero(graph, self.delivery_delay, transferred);
+        self.deliveries.push(delivered);
+        delivered
     }
 
     /// The last delivery, if anything was sent.
@@ -367,7 +326,7 @@ pub fn add_copy(
         Connection::Direct { .. } => bytes.max(Bytes(1)),
         Connection::Staged { .. } => model.shm.copy_chunk,
     };
-    let mut pipe = Pipe::new(connection, Time::ZERO, model);
+    let mut pipe = Pipe::new(connection, PipeRules::default(), model);
     let pieces = bytes.0.div_ceil(chunk.0).max(1);
     for piece in bytes.split_even(pieces) {
         pipe.send(graph, piece, None, after);
@@ -390,13 +349,8 @@ mod tests {
         let topo = topology("pcie-gen4-8gpu");
         let (a, b) = (topo.gpus()[0], topo.gpus()[1]);
         let error = connect(&topo, a, b, Mode::Nvlink).unwrap_err().to_string();
-        assert!(
-            error.contains("nvlink") && error.contains("pcie-gen4-8gpu"),
-            "{error}"
-        );
-        let error = connect(&topo, a, b, Mode::Nvswitch)
-            .unwrap_err()
-            .to_string();
+        assert!(error.contains("nvlink") && error.contains("pcie-gen4-8gpu"), "{error}");
+        let error = connect(&topo, a, b, Mode::Nvswitch).unwrap_err().to_string();
         assert!(error.contains("no NVSwitch"), "{error}");
     }
 
@@ -404,10 +358,7 @@ mod tests {
     fn p2p_across_sockets_is_refused_on_intel_and_falls_back_to_shm() {
         let topo = topology("pcie-gen5-8gpu");
         let (a, b) = (topo.gpus()[0], topo.gpus()[7]);
-        assert!(matches!(
-            connect(&topo, a, b, Mode::P2p),
-            Err(TransportError::P2pRefused { .. })
-        ));
+        assert!(matches!(connect(&topo, a, b, Mode::P2p), Err(TransportError::P2pRefused { .. })));
         let (connection, fell_back) = connect_with_fallback(&topo, a, b, Mode::P2p).unwrap();
         assert!(fell_back && connection.class() == PathClass::Shm);
     }
@@ -416,48 +367,23 @@ mod tests {
     fn p2p_through_an_intel_root_complex_is_slower() {
         let topo = topology("pcie-gen5-8gpu");
         let g = topo.gpus();
-        let Connection::Direct { rate_cap, .. } = connect(&topo, g[0], g[2], Mode::P2p).unwrap()
-        else {
-            panic!("direct")
-        };
+        let Connection::Direct { rate_cap, .. } = connect(&topo, g[0], g[2], Mode::P2p).unwrap() else { panic!("direct") };
         let link = topo.bottleneck(&topo.path(g[0], g[2], Medium::Pcie).unwrap());
         assert_eq!(rate_cap, Some(link.scaled(0.833)));
-        let Connection::Direct { rate_cap, .. } = connect(&topo, g[0], g[1], Mode::P2p).unwrap()
-        else {
-            panic!("direct")
-        };
-        assert_eq!(
-            rate_cap, None,
-            "under one switch the root complex is not crossed"
-        );
+        let Connection::Direct { rate_cap, .. } = connect(&topo, g[0], g[1], Mode::P2p).unwrap() else { panic!("direct") };
+        assert_eq!(rate_cap, None, "under one switch the root complex is not crossed");
     }
 
     #[test]
     fn auto_picks_what_nccl_would() {
         let hgx = topology("hgx-h200");
-        assert_eq!(
-            connect(&hgx, hgx.gpus()[0], hgx.gpus()[1], Mode::Auto)
-                .unwrap()
-                .mode(&hgx),
-            Mode::Nvswitch
-        );
+        assert_eq!(connect(&hgx, hgx.gpus()[0], hgx.gpus()[1], Mode::Auto).unwrap().mode(&hgx), Mode::Nvswitch);
         let mesh = topology("h20-nvlink-mesh");
-        assert_eq!(
-            connect(&mesh, mesh.gpus()[0], mesh.gpus()[1], Mode::Auto)
-                .unwrap()
-                .mode(&mesh),
-            Mode::Nvlink
-        );
+        assert_eq!(connect(&mesh, mesh.gpus()[0], mesh.gpus()[1], Mode::Auto).unwrap().mode(&mesh), Mode::Nvlink);
         let pcie = topology("pcie-gen4-8gpu");
         let g = pcie.gpus();
-        assert_eq!(
-            connect(&pcie, g[0], g[1], Mode::Auto).unwrap().mode(&pcie),
-            Mode::P2p
-        );
-        assert_eq!(
-            connect(&pcie, g[0], g[2], Mode::Auto).unwrap().mode(&pcie),
-            Mode::Shm
-        );
+        assert_eq!(connect(&pcie, g[0], g[1], Mode::Auto).unwrap().mode(&pcie), Mode::P2p);
+        assert_eq!(connect(&pcie, g[0], g[2], Mode::Auto).unwrap().mode(&pcie), Mode::Shm);
     }
 
     #[test]
@@ -472,25 +398,10 @@ mod tests {
         let schedule = run(&graph, &mut network);
         let usage = network.usage();
         let memory = topo.host_memory(0).unwrap();
-        let bus = topo
-            .memory_path(a, memory, false)
-            .unwrap()
-            .links
-            .last()
-            .copied()
-            .unwrap();
-        assert_eq!(
-            usage[bus.index()].bytes,
-            bytes * 2,
-            "written once, read once"
-        );
+        let bus = topo.memory_path(a, memory, false).unwrap().links.last().copied().unwrap();
+        assert_eq!(usage[bus.index()].bytes, bytes * 2, "written once, read once");
         // Pipelined: much closer to one copy's time than to two.
         let one_copy = bytes / topo.bottleneck(&topo.path(a, b, Medium::Pcie).unwrap());
-        assert!(
-            schedule.makespan() < Time(one_copy.0 * 13 / 10),
-            "{} vs one copy {}",
-            schedule.makespan(),
-            one_copy
-        );
+        assert!(schedule.makespan() < Time(one_copy.0 * 13 / 10), "{} vs one copy {}", schedule.makespan(), one_copy);
     }
 }

@@ -39,24 +39,14 @@ impl Decimal {
         if whole.is_empty() && frac.is_empty() {
             return None;
         }
-        if !whole
-            .chars()
-            .chain(frac.chars())
-            .all(|c| c.is_ascii_digit())
-            || frac.len() > 12
-        {
+        if !whole.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) || frac.len() > 12 {
             return None;
         }
         let mut mantissa: u128 = 0;
         for c in whole.chars().chain(frac.chars()) {
-            mantissa = mantissa
-                .checked_mul(10)?
-                .checked_add(u128::from(c as u8 - b'0'))?;
+            mantissa = mantissa.checked_mul(10)?.checked_add(u128::from(c as u8 - b'0'))?;
         }
-        Some(Decimal {
-            mantissa,
-            scale: frac.len() as u32,
-        })
+        Some(Decimal { mantissa, scale: frac.len() as u32 })
     }
 
     /// `self * unit`, rounded to the nearest integer; `None` on overflow.
@@ -77,9 +67,7 @@ impl Decimal {
 /// Splits "12.5 GiB" into ("12.5", "GiB").
 fn split_number(text: &str) -> (&str, &str) {
     let text = text.trim();
-    let end = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
+    let end = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
     (&text[..end], text[end..].trim())
 }
 
@@ -133,11 +121,7 @@ impl Bytes {
             value /= 1024.0;
             unit += 1;
         }
-        if unit == 0 {
-            format!("{} B", self.0)
-        } else {
-            format!("{value:.2} {}", UNITS[unit])
-        }
+        if unit == 0 { format!("{} B", self.0) } else { format!("{value:.2} {}", UNITS[unit]) }
     }
 }
 
@@ -153,24 +137,15 @@ impl FromStr for Bytes {
         let (number, suffix) = split_number(text);
         let unit = byte_unit(suffix).ok_or_else(|| error(&format!("unknown unit {suffix:?}")))?;
         let decimal = Decimal::parse(number).ok_or_else(|| error("no number"))?;
-        let value = decimal
-            .times_exact(unit)
-            .ok_or_else(|| error("not a whole number of bytes"))?;
-        u64::try_from(value)
-            .map(Bytes)
-            .map_err(|_| error("too large"))
+        let value = decimal.times_exact(unit).ok_or_else(|| error("not a whole number of bytes"))?;
+        u64::try_from(value).map(Bytes).map_err(|_| error("too large"))
     }
 }
 
 /// Prints the shortest exact form: "128MiB", "1000B" stays "1000B".
 impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [(&str, u64); 4] = [
-            ("TiB", 1 << 40),
-            ("GiB", 1 << 30),
-            ("MiB", 1 << 20),
-            ("KiB", 1 << 10),
-        ];
+        const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
         for (name, size) in UNITS {
             if self.0 >= size && self.0 % size == 0 {
                 return write!(f, "{}{name}", self.0 / size);
@@ -228,10 +203,7 @@ impl Time {
     }
     /// Microseconds as a float, rounded to the nearest picosecond on input.
     pub fn from_us_f64(us: f64) -> Time {
-        assert!(
-            us.is_finite() && us >= 0.0,
-            "time must be finite and non-negative, got {us} us"
-        );
+        assert!(us.is_finite() && us >= 0.0, "time must be finite and non-negative, got {us} us");
         Time((us * PS_PER_US as f64).round() as u64)
     }
     pub fn as_us(self) -> f64 {
@@ -251,12 +223,8 @@ impl Time {
 impl FromStr for Time {
     type Err = ParseUnitError;
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let error = |reason: &str| ParseUnitError {
-            input: text.to_string(),
-            what: "a time",
-            reason: reason.to_string(),
-            examples: TIME_EXAMPLES,
-        };
+        let error =
+            |reason: &str| ParseUnitError { input: text.to_string(), what: "a time", reason: reason.to_string(), examples: TIME_EXAMPLES };
         let (number, suffix) = split_number(text);
         let unit: u128 = match suffix {
             "ps" => 1,
@@ -268,12 +236,8 @@ impl FromStr for Time {
             other => return Err(error(&format!("unknown unit {other:?}"))),
         };
         let decimal = Decimal::parse(number).ok_or_else(|| error("no number"))?;
-        let value = decimal
-            .times_rounded(unit)
-            .ok_or_else(|| error("too large"))?;
-        u64::try_from(value)
-            .map(Time)
-            .map_err(|_| error("too large"))
+        let value = decimal.times_rounded(unit).ok_or_else(|| error("too large"))?;
+        u64::try_from(value).map(Time).map_err(|_| error("too large"))
     }
 }
 
@@ -332,10 +296,7 @@ impl Bandwidth {
     }
     /// From GB/s (10^9 bytes per second) as a float.
     pub fn from_gbps_f64(gb_per_s: f64) -> Bandwidth {
-        assert!(
-            gb_per_s.is_finite() && gb_per_s >= 0.0,
-            "bandwidth must be finite and non-negative, got {gb_per_s} GB/s"
-        );
+        assert!(gb_per_s.is_finite() && gb_per_s >= 0.0, "bandwidth must be finite and non-negative, got {gb_per_s} GB/s");
         Bandwidth((gb_per_s * 1e9).round() as u64)
     }
     pub fn as_gbps(self) -> f64 {
@@ -346,10 +307,7 @@ impl Bandwidth {
     }
     /// `self * factor`, for efficiencies and link counts.
     pub fn scaled(self, factor: f64) -> Bandwidth {
-        assert!(
-            factor.is_finite() && factor >= 0.0,
-            "bandwidth factor must be finite and non-negative, got {factor}"
-        );
+        assert!(factor.is_finite() && factor >= 0.0, "bandwidth factor must be finite and non-negative, got {factor}");
         Bandwidth((self.0 as f64 * factor).round() as u64)
     }
 }
@@ -364,22 +322,15 @@ impl FromStr for Bandwidth {
             examples: BANDWIDTH_EXAMPLES,
         };
         let (number, suffix) = split_number(text);
-        let per_second = suffix
-            .strip_suffix("/s")
-            .ok_or_else(|| error("missing \"/s\""))?
-            .trim();
+        let per_second = suffix.strip_suffix("/s").ok_or_else(|| error("missing \"/s\""))?.trim();
         let unit = match per_second {
             "" => None,
             s => byte_unit(s),
         }
         .ok_or_else(|| error(&format!("unknown unit {per_second:?}")))?;
         let decimal = Decimal::parse(number).ok_or_else(|| error("no number"))?;
-        let value = decimal
-            .times_rounded(unit)
-            .ok_or_else(|| error("too large"))?;
-        u64::try_from(value)
-            .map(Bandwidth)
-            .map_err(|_| error("too large"))
+        let value = decimal.times_rounded(unit).ok_or_else(|| error("too large"))?;
+        u64::try_from(value).map(Bandwidth).map_err(|_| error("too large"))
     }
 }
 
@@ -436,6 +387,48 @@ serde_as_text!(Bytes, BYTES_EXAMPLES);
 serde_as_text!(Time, TIME_EXAMPLES);
 serde_as_text!(Bandwidth, BANDWIDTH_EXAMPLES);
 
+/// Parses a list of sizes: "1MiB,16MiB", a range doubling each step
+/// ("8B..4GiB"), or a range with a factor ("1KiB..1GiB:x4").
+pub fn parse_sizes(text: &str) -> Result<Vec<Bytes>, String> {
+    let usage = "write sizes as a list (\"1MiB,16MiB\"), a doubling range (\"8B..4GiB\") or a range with a factor (\"1KiB..1GiB:x4\")";
+    let mut sizes = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((low, rest)) = part.split_once("..") else {
+            sizes.push(part.parse::<Bytes>().map_err(|e| e.to_string())?);
+            continue;
+        };
+        let (high, factor) = match rest.split_once(':') {
+            Some((high, factor)) => {
+                let factor = factor
+                    .trim()
+                    .strip_prefix('x')
+                    .and_then(|f| f.parse::<u64>().ok())
+                    .filter(|&f| f >= 2)
+                    .ok_or_else(|| format!("bad step {factor:?} in {part:?}: write it as x2, x4, ...; {usage}"))?;
+                (high, factor)
+            }
+            None => (rest, 2),
+        };
+        let (low, high) =
+            (low.trim().parse::<Bytes>().map_err(|e| e.to_string())?, high.trim().parse::<Bytes>().map_err(|e| e.to_string())?);
+        if low.0 == 0 || low > high {
+            return Err(format!("range {part:?} must start above zero and not end below its start; {usage}"));
+        }
+        let mut size = low.0;
+        while size <= high.0 {
+            sizes.push(Bytes(size));
+            size = match size.checked_mul(factor) {
+                Some(next) => next,
+                None => break,
+            };
+        }
+    }
+    if sizes.is_empty() {
+        return Err(format!("no sizes in {text:?}; {usage}"));
+    }
+    Ok(sizes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,24 +446,10 @@ mod tests {
     #[test]
     fn bad_units_say_what_is_accepted() {
         let error = "12 parsecs".parse::<Bytes>().unwrap_err().to_string();
-        assert!(
-            error.contains("parsecs") && error.contains("MiB"),
-            "{error}"
-        );
+        assert!(error.contains("parsecs") && error.contains("MiB"), "{error}");
         assert!("0.5B".parse::<Bytes>().is_err());
-        assert!(
-            "10".parse::<Time>()
-                .unwrap_err()
-                .to_string()
-                .contains("no unit")
-        );
-        assert!(
-            "450GB"
-                .parse::<Bandwidth>()
-                .unwrap_err()
-                .to_string()
-                .contains("/s")
-        );
+        assert!("10".parse::<Time>().unwrap_err().to_string().contains("no unit"));
+        assert!("450GB".parse::<Bandwidth>().unwrap_err().to_string().contains("/s"));
     }
 
     #[test]
@@ -492,14 +471,8 @@ mod tests {
 
     #[test]
     fn bandwidth_parses_and_prints() {
-        assert_eq!(
-            "450GB/s".parse::<Bandwidth>().unwrap(),
-            Bandwidth::gbps(450)
-        );
-        assert_eq!(
-            "55.3 GB/s".parse::<Bandwidth>().unwrap(),
-            Bandwidth(55_300_000_000)
-        );
+        assert_eq!("450GB/s".parse::<Bandwidth>().unwrap(), Bandwidth::gbps(450));
+        assert_eq!("55.3 GB/s".parse::<Bandwidth>().unwrap(), Bandwidth(55_300_000_000));
         assert_eq!("1GiB/s".parse::<Bandwidth>().unwrap(), Bandwidth(1 << 30));
         assert_eq!(Bandwidth(26_562_000_000).to_string(), "26.562GB/s");
     }
@@ -508,10 +481,7 @@ mod tests {
     fn transfer_time_rounds_up_and_is_never_zero() {
         assert_eq!(Bytes(1) / Bandwidth::gbps(450), Time(3)); // 2.22 ps rounds up
         assert_eq!(Bytes(1_000_000_000) / Bandwidth::gbps(1), Time(PS_PER_S));
-        assert_eq!(
-            Bytes::gib(1) / (Bytes::gib(1) / Time(PS_PER_S)),
-            Time(PS_PER_S)
-        );
+        assert_eq!(Bytes::gib(1) / (Bytes::gib(1) / Time(PS_PER_S)), Time(PS_PER_S));
     }
 
     #[test]
@@ -519,6 +489,16 @@ mod tests {
         let parts: Vec<Bytes> = Bytes(10).split_even(3).collect();
         assert_eq!(parts, vec![Bytes(4), Bytes(3), Bytes(3)]);
         assert_eq!(parts.into_iter().sum::<Bytes>(), Bytes(10));
+    }
+
+    #[test]
+    fn size_lists_and_ranges() {
+        assert_eq!(parse_sizes("1MiB,16MiB").unwrap(), vec![Bytes::mib(1), Bytes::mib(16)]);
+        assert_eq!(parse_sizes("8B..64B").unwrap(), vec![Bytes(8), Bytes(16), Bytes(32), Bytes(64)]);
+        assert_eq!(parse_sizes("1KiB..64KiB:x4").unwrap(), vec![Bytes::kib(1), Bytes::kib(4), Bytes::kib(16), Bytes::kib(64)]);
+        assert!(parse_sizes("1KiB..64KiB:x1").unwrap_err().contains("x2"));
+        assert!(parse_sizes("4GiB..1GiB").is_err());
+        assert!(parse_sizes("").is_err());
     }
 
     #[test]

@@ -7,11 +7,7 @@
 /// `linked(a, b)` says whether rank `a` can send directly to rank `b`. Each
 /// ring lists rank positions in sending order. Deterministic: ranks are tried
 /// in ascending order, with a bounded backtracking search per ring.
-pub fn disjoint_rings(
-    n: usize,
-    linked: impl Fn(usize, usize) -> bool,
-    max_rings: usize,
-) -> Vec<Vec<usize>> {
+pub fn disjoint_rings(n: usize, linked: impl Fn(usize, usize) -> bool, max_rings: usize) -> Vec<Vec<usize>> {
     if n < 2 {
         return vec![(0..n).collect()];
     }
@@ -55,9 +51,7 @@ fn extend(free: &[Vec<bool>], path: &mut Vec<usize>, used: &mut [bool], budget: 
     }
     // Try the rank whose links are scarcest first (Warnsdorff's rule), ties
     // by rank: it keeps later rings possible.
-    let mut candidates: Vec<usize> = (0..n)
-        .filter(|&next| !used[next] && free[last][next])
-        .collect();
+    let mut candidates: Vec<usize> = (0..n).filter(|&next| !used[next] && free[last][next]).collect();
     candidates.sort_by_key(|&next| ((0..n).filter(|&k| !used[k] && free[next][k]).count(), next));
     for next in candidates {
         if *budget == 0 {
@@ -93,10 +87,7 @@ mod tests {
         for ring in &rings {
             assert!(is_ring(ring, 8));
             for i in 0..8 {
-                assert!(
-                    arcs.insert((ring[i], ring[(i + 1) % 8])),
-                    "rings share a link"
-                );
+                assert!(arcs.insert((ring[i], ring[(i + 1) % 8])), "rings share a link");
             }
         }
     }

@@ -14,7 +14,7 @@ use crate::config::hardware::{HardwareModel, PathCost, Protocol as ProtocolModel
 use crate::engine::{self, TaskGraph, TaskId};
 use crate::network::{LinkUsage, Path};
 use crate::topology::{NodeId, Topology};
-use crate::transport::{self, Connection, Mode, PathClass, Pipe, TransportError};
+use crate::transport::{self, Connection, Mode, PathClass, Pipe, PipeRules, TransportError};
 use crate::units::{Bandwidth, Bytes, Time};
 
 pub use nccl::RingGraph;
@@ -59,9 +59,7 @@ impl FromStr for Op {
             "allgather" => Ok(Op::AllGather),
             "reducescatter" => Ok(Op::ReduceScatter),
             "broadcast" => Ok(Op::Broadcast),
-            other => Err(format!(
-                "unknown collective {other:?}: use allreduce, allgather, reducescatter or broadcast"
-            )),
+            other => Err(format!("unknown collective {other:?}: use allreduce, allgather, reducescatter or broadcast")),
         }
     }
 }
@@ -97,9 +95,7 @@ impl FromStr for Algorithm {
             "nvls" => Ok(Algorithm::Nvls),
             "oneshot" => Ok(Algorithm::OneShot),
             "twoshot" => Ok(Algorithm::TwoShot),
-            other => Err(format!(
-                "unknown algorithm {other:?}: use auto, ring, tree, nvls, oneshot or twoshot"
-            )),
+            other => Err(format!("unknown algorithm {other:?}: use auto, ring, tree, nvls, oneshot or twoshot")),
         }
     }
 }
@@ -131,9 +127,7 @@ impl FromStr for Protocol {
             "ll" => Ok(Protocol::Ll),
             "ll128" => Ok(Protocol::Ll128),
             "simple" => Ok(Protocol::Simple),
-            other => Err(format!(
-                "unknown protocol {other:?}: use auto, simple, ll or ll128"
-            )),
+            other => Err(format!("unknown protocol {other:?}: use auto, simple, ll or ll128")),
         }
     }
 }
@@ -158,11 +152,7 @@ pub enum Choice<T> {
 impl<T: FromStr<Err = String>> FromStr for Choice<T> {
     type Err = String;
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        if text == "auto" {
-            Ok(Choice::Auto)
-        } else {
-            text.parse().map(Choice::Fixed)
-        }
+        if text == "auto" { Ok(Choice::Auto) } else { text.parse().map(Choice::Fixed) }
     }
 }
 
@@ -230,11 +220,7 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn algbw_gbps(&self) -> f64 {
-        if self.time.0 == 0 {
-            0.0
-        } else {
-            self.bytes.0 as f64 / self.time.as_secs() / 1e9
-        }
+        if self.time.0 == 0 { 0.0 } else { self.bytes.0 as f64 / self.time.as_secs() / 1e9 }
     }
     pub fn busbw_gbps(&self) -> f64 {
         self.algbw_gbps() * self.op.bus_factor(self.ranks)
@@ -242,11 +228,7 @@ impl Outcome {
 }
 
 /// The link that was busiest relative to its capacity over `time`.
-pub fn busiest_link(
-    topo: &Topology,
-    usage: &[LinkUsage],
-    time: Time,
-) -> Option<(crate::network::LinkId, f64)> {
+pub fn busiest_link(topo: &Topology, usage: &[LinkUsage], time: Time) -> Option<(crate::network::LinkId, f64)> {
     if time.0 == 0 {
         return None;
     }
@@ -270,39 +252,23 @@ impl Plan {
     /// Resolves `request` on `topo`: connections in the requested mode, ring
     /// layout, NCCL's channel count, and (if left to auto) the algorithm and
     /// protocol NCCL's cost model picks.
-    pub fn new(
-        topo: &Topology,
-        model: &HardwareModel,
-        request: Request,
-    ) -> Result<Plan, CollectiveError> {
+    pub fn new(topo: &Topology, model: &HardwareModel, request: Request) -> Result<Plan, CollectiveError> {
         let n = request.ranks.len();
         if n == 0 {
-            return Err(CollectiveError::Unsupported(
-                "a collective needs at least one GPU".into(),
-            ));
+            return Err(CollectiveError::Unsupported("a collective needs at least one GPU".into()));
         }
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
         let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
 
         // Check the mode with every pair the ring needs, and lay rings.
         let direct_only = request.mode == Mode::Nvlink
-            || (request.mode == Mode::Auto
-                && !topo.has(crate::topology::NodeKind::NvSwitch)
-                && n > 1
-                && {
-                    let (a, b) = (request.ranks[0], request.ranks[1]);
-                    topo.path(a, b, crate::topology::Medium::NvLinkDirect)
-                        .is_some()
-                });
+            || (request.mode == Mode::Auto && !topo.has(crate::topology::NodeKind::NvSwitch) && n > 1 && {
+                let (a, b) = (request.ranks[0], request.ranks[1]);
+                topo.path(a, b, crate::topology::Medium::NvLinkDirect).is_some()
+            });
         let rings = if direct_only {
-            let linked = |a: usize, b: usize| {
-                topo.path(
-                    request.ranks[a],
-                    request.ranks[b],
-                    crate::topology::Medium::NvLinkDirect,
-                )
-                .is_some()
-            };
+            let linked =
+                |a: usize, b: usize| topo.path(request.ranks[a], request.ranks[b], crate::topology::Medium::NvLinkDirect).is_some();
             let rings = layout::disjoint_rings(n, linked, n.saturating_sub(1).max(1));
             if rings.is_empty() {
                 return Err(TransportError::Unavailable {
@@ -325,8 +291,7 @@ impl Plan {
                 if n == 1 {
                     break;
                 }
-                let (connection, fallback) =
-                    transport::connect_with_fallback(topo, a, b, request.mode)?;
+                let (connection, fallback) = transport::connect_with_fallback(topo, a, b, request.mode)?;
                 fell_back |= fallback;
                 hops.push(connection);
             }
@@ -336,23 +301,15 @@ impl Plan {
         let mut modes: Vec<Mode> = connections.iter().flatten().map(|c| c.mode(topo)).collect();
         modes.sort();
         modes.dedup();
-        let transport = if modes.is_empty() {
-            request.mode.to_string()
-        } else {
-            modes
-                .iter()
-                .map(Mode::to_string)
-                .collect::<Vec<_>>()
-                .join("+")
-        };
+        let transport =
+            if modes.is_empty() { request.mode.to_string() } else { modes.iter().map(Mode::to_string).collect::<Vec<_>>().join("+") };
         let _ = fell_back;
 
         // NCCL's ring graph for this layout.
         let mut hop_gbps = f64::INFINITY;
         let mut gpu_gbps: f64 = 0.0;
         for connection in connections.iter().flatten() {
-            let (hop, own) =
-                nccl::connection_gbps(topo, model, connection).map_err(CollectiveError::Model)?;
+            let (hop, own) = nccl::connection_gbps(topo, model, connection).map_err(CollectiveError::Model)?;
             hop_gbps = hop_gbps.min(hop);
             gpu_gbps = gpu_gbps.max(own);
         }
@@ -360,14 +317,7 @@ impl Plan {
             hop_gbps = 1.0;
             gpu_gbps = 1.0;
         }
-        let ring_graph = nccl::ring_search(
-            gpu.arch,
-            arch,
-            model.nccl.max_channels,
-            gpu_gbps,
-            hop_gbps,
-            rings.len() as u32,
-        );
+        let ring_graph = nccl::ring_search(gpu.arch, arch, model.nccl.max_channels, gpu_gbps, hop_gbps, rings.len() as u32);
 
         let mut plan = Plan {
             algorithm: Algorithm::Ring,
@@ -401,9 +351,7 @@ impl Plan {
         };
         for &algorithm in &algorithms {
             if algorithm != Algorithm::Ring {
-                return Err(CollectiveError::Unsupported(format!(
-                    "algorithm {algorithm} is not available here: use ring"
-                )));
+                return Err(CollectiveError::Unsupported(format!("algorithm {algorithm} is not available here: use ring")));
             }
         }
         let mut best: Option<(f64, Algorithm, Protocol)> = None;
@@ -412,17 +360,8 @@ impl Plan {
                 if protocol.model(model).needs_nvlink && self.class != PathClass::Nvlink {
                     continue;
                 }
-                let estimate = nccl::predicted_us(
-                    model,
-                    arch,
-                    &self.nccl,
-                    self.class,
-                    self.request.op,
-                    algorithm,
-                    protocol,
-                    n,
-                    self.request.bytes.0,
-                );
+                let estimate =
+                    nccl::predicted_us(model, arch, &self.nccl, self.class, self.request.op, algorithm, protocol, n, self.request.bytes.0);
                 let Some(estimate) = estimate else { continue };
                 if best.is_none_or(|(t, _, _)| estimate < t) {
                     best = Some((estimate, algorithm, protocol));
@@ -446,11 +385,7 @@ impl Plan {
     fn channels_used(&self, model: &HardwareModel) -> u32 {
         let protocol = self.protocol.model(model);
         let n = self.request.ranks.len() as u64;
-        let threshold = if self.protocol == Protocol::Ll {
-            protocol.channel_threshold.0 * n
-        } else {
-            protocol.channel_threshold.0
-        };
+        let threshold = if self.protocol == Protocol::Ll { protocol.channel_threshold.0 * n } else { protocol.channel_threshold.0 };
         let bytes = self.request.bytes.0;
         let mut channels = u64::from(self.nccl.runtime_channels);
         while channels > 1 && bytes < channels * threshold {
@@ -473,26 +408,13 @@ impl Plan {
     /// Rate of one channel on the wire: NCCL's modelled bus bandwidth for the
     /// protocol spread over its channels, scaled by the calibrated channel
     /// efficiency, in wire bytes.
-    pub fn channel_cap(
-        &self,
-        topo: &Topology,
-        model: &HardwareModel,
-    ) -> Result<Bandwidth, CollectiveError> {
+    pub fn channel_cap(&self, topo: &Topology, model: &HardwareModel) -> Result<Bandwidth, CollectiveError> {
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
         let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
-        let bus = nccl::bus_gbps(
-            model,
-            arch,
-            &self.nccl,
-            Algorithm::Ring,
-            self.protocol,
-            self.request.ranks.len() as u32,
-        );
+        let bus = nccl::bus_gbps(model, arch, &self.nccl, Algorithm::Ring, self.protocol, self.request.ranks.len() as u32);
         let per_channel = bus / f64::from(self.nccl.runtime_channels);
         let protocol = self.protocol.model(model);
-        Ok(Bandwidth::from_gbps_f64(
-            per_channel * self.costs(model).channel_efficiency * protocol.wire_factor,
-        ))
+        Ok(Bandwidth::from_gbps_f64(per_channel * self.costs(model).channel_efficiency * protocol.wire_factor))
     }
 
     /// Adds the collective to `graph` after `after`; returns the task that
@@ -511,12 +433,11 @@ impl Plan {
             return Ok(start);
         }
         let protocol = self.protocol.model(model);
+        // NCCL's SHM transport is SM-driven: the reader follows the writer.
+        let rules = PipeRules { latency: costs.step_latency, overhead: costs.slice_overhead, streaming: true };
         let mut pipes: Vec<Vec<Pipe>> = (0..self.channels as usize)
             .map(|c| {
-                self.connections[c % self.connections.len()]
-                    .iter()
-                    .map(|connection| Pipe::new(connection.clone(), costs.step_latency, model))
-                    .collect()
+                self.connections[c % self.connections.len()].iter().map(|connection| Pipe::new(connection.clone(), rules, model)).collect()
             })
             .collect();
         let mut plan = ring::RingPlan {
@@ -531,9 +452,7 @@ impl Plan {
             channel_cap: self.channel_cap(topo, model)?,
         };
         if self.request.op == Op::Broadcast {
-            return Err(CollectiveError::Unsupported(
-                "broadcast is not available here".into(),
-            ));
+            return Err(CollectiveError::Unsupported("broadcast is not available here".into()));
         }
         let ends = ring::build(&mut plan, graph, start);
         let _ = &self.rings;
@@ -542,21 +461,13 @@ impl Plan {
 }
 
 /// Simulates one collective alone on an idle network.
-pub fn simulate(
-    topo: &Topology,
-    model: &HardwareModel,
-    request: Request,
-) -> Result<Outcome, CollectiveError> {
+pub fn simulate(topo: &Topology, model: &HardwareModel, request: Request) -> Result<Outcome, CollectiveError> {
     let plan = Plan::new(topo, model, request)?;
     simulate_plan(topo, model, &plan)
 }
 
 /// Simulates a resolved plan alone on an idle network.
-pub fn simulate_plan(
-    topo: &Topology,
-    model: &HardwareModel,
-    plan: &Plan,
-) -> Result<Outcome, CollectiveError> {
+pub fn simulate_plan(topo: &Topology, model: &HardwareModel, plan: &Plan) -> Result<Outcome, CollectiveError> {
     let mut graph = TaskGraph::new();
     plan.build(topo, model, &mut graph, &[])?;
     let mut network = topo.network();
@@ -580,65 +491,21 @@ mod tests {
     use super::*;
     use crate::topology::{PresetOptions, preset};
 
-    fn request(
-        topo: &Topology,
-        gpus: usize,
-        bytes: Bytes,
-        mode: Mode,
-        protocol: Choice<Protocol>,
-    ) -> Request {
-        Request {
-            op: Op::AllReduce,
-            bytes,
-            ranks: topo.gpus()[..gpus].to_vec(),
-            mode,
-            algorithm: Choice::Fixed(Algorithm::Ring),
-            protocol,
-        }
+    fn request(topo: &Topology, gpus: usize, bytes: Bytes, mode: Mode, protocol: Choice<Protocol>) -> Request {
+        Request { op: Op::AllReduce, bytes, ranks: topo.gpus()[..gpus].to_vec(), mode, algorithm: Choice::Fixed(Algorithm::Ring), protocol }
     }
 
     #[test]
     fn ring_allreduce_moves_two_n_minus_one_over_n_of_the_buffer_through_every_gpu() {
         let model = HardwareModel::base();
         for gpus in [2usize, 4, 8] {
-            let topo = preset(
-                "hgx-h200",
-                &PresetOptions {
-                    gpus: Some(gpus as u32),
-                    gpu: None,
-                },
-                &model,
-            )
-            .unwrap();
+            let topo = preset("hgx-h200", &PresetOptions { gpus: Some(gpus as u32), gpu: None }, &model).unwrap();
             let bytes = Bytes::mib(96);
-            let outcome = simulate(
-                &topo,
-                &model,
-                request(
-                    &topo,
-                    gpus,
-                    bytes,
-                    Mode::Nvswitch,
-                    Choice::Fixed(Protocol::Simple),
-                ),
-            )
-            .unwrap();
+            let outcome = simulate(&topo, &model, request(&topo, gpus, bytes, Mode::Nvswitch, Choice::Fixed(Protocol::Simple))).unwrap();
             let expected = Bytes(bytes.0 * 2 * (gpus as u64 - 1) / gpus as u64);
             for &gpu in &topo.gpus()[..gpus] {
-                let out: Bytes = topo
-                    .links()
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, l)| l.from == gpu)
-                    .map(|(i, _)| outcome.usage[i].bytes)
-                    .sum();
-                let into: Bytes = topo
-                    .links()
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, l)| l.to == gpu)
-                    .map(|(i, _)| outcome.usage[i].bytes)
-                    .sum();
+                let out: Bytes = topo.links().iter().enumerate().filter(|(_, l)| l.from == gpu).map(|(i, _)| outcome.usage[i].bytes).sum();
+                let into: Bytes = topo.links().iter().enumerate().filter(|(_, l)| l.to == gpu).map(|(i, _)| outcome.usage[i].bytes).sum();
                 assert_eq!(out, expected, "{gpus} GPUs: out of {}", topo.node(gpu).name);
                 assert_eq!(into, expected, "{gpus} GPUs: into {}", topo.node(gpu).name);
             }
@@ -649,14 +516,7 @@ mod tests {
     fn the_same_request_gives_the_same_outcome_bit_for_bit() {
         let model = HardwareModel::base();
         let topo = preset("h20-nvlink-mesh", &PresetOptions::default(), &model).unwrap();
-        let run = || {
-            simulate(
-                &topo,
-                &model,
-                request(&topo, 8, Bytes::mib(64), Mode::Nvlink, Choice::Auto),
-            )
-            .unwrap()
-        };
+        let run = || simulate(&topo, &model, request(&topo, 8, Bytes::mib(64), Mode::Nvlink, Choice::Auto)).unwrap();
         let (a, b) = (run(), run());
         assert_eq!(a.time, b.time);
         assert_eq!(a.usage, b.usage);

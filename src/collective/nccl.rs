@@ -39,14 +39,7 @@ impl RingGraph {
 /// `gpu_gbps` is the GPU's own bandwidth in NCCL's units, `hop_gbps` the
 /// narrowest hop of one ring, `parallel_rings` how many link-disjoint rings
 /// the topology offers.
-pub fn ring_search(
-    arch_number: u32,
-    arch: &NcclArch,
-    max_channels: u32,
-    gpu_gbps: f64,
-    hop_gbps: f64,
-    parallel_rings: u32,
-) -> RingGraph {
+pub fn ring_search(arch_number: u32, arch: &NcclArch, max_channels: u32, gpu_gbps: f64, hop_gbps: f64, parallel_rings: u32) -> RingGraph {
     let mut best: Option<(u32, f64)> = None;
     for &speed in arch.search_speeds.iter().filter(|&&s| s <= hop_gbps + 1e-9) {
         let by_gpu = (gpu_gbps / speed + 1e-9).floor() as u32;
@@ -68,27 +61,17 @@ pub fn ring_search(
         channels *= 2;
         speed /= 2.0;
     }
-    RingGraph {
-        search_channels: channels,
-        channel_gbps: speed,
-        runtime_channels: (channels * 2).min(64),
-        gpu_gbps,
-    }
+    RingGraph { search_channels: channels, channel_gbps: speed, runtime_channels: (channels * 2).min(64), gpu_gbps }
 }
 
 /// NCCL's bandwidth for one connection of a ring, GB/s, and the GPU's own
 /// bandwidth on that kind of path.
-pub fn connection_gbps(
-    topo: &Topology,
-    model: &HardwareModel,
-    connection: &Connection,
-) -> Result<(f64, f64), String> {
+pub fn connection_gbps(topo: &Topology, model: &HardwareModel, connection: &Connection) -> Result<(f64, f64), String> {
     let gpu = model.gpu(&topo.gpu_model)?;
     let arch = model.nccl_arch(gpu.arch)?;
     let host = model.host(&topo.host)?;
-    let pcie_gbps = |generation: &str, lanes: u32| -> Result<f64, String> {
-        Ok(model.pcie(generation)?.nccl_x16_gbps * f64::from(lanes) / 16.0)
-    };
+    let pcie_gbps =
+        |generation: &str, lanes: u32| -> Result<f64, String> { Ok(model.pcie(generation)?.nccl_x16_gbps * f64::from(lanes) / 16.0) };
     let gpu_pcie = pcie_gbps(&gpu.pcie_generation, gpu.pcie_lanes)?;
     let pcie_path_gbps = |path: &crate::network::Path| -> Result<f64, String> {
         let mut bw = f64::INFINITY;
@@ -102,22 +85,14 @@ pub fn connection_gbps(
             });
         }
         // INTEL_P2P_OVERHEAD: PCIe through an Intel host bridge costs 1.2x.
-        let crosses_socket = path
-            .links
-            .iter()
-            .any(|l| topo.link(*l).kind == LinkKind::SocketLink);
-        if host.vendor == "intel" && topo.path_crosses(path, NodeKind::CpuSocket) && !crosses_socket
-        {
+        let crosses_socket = path.links.iter().any(|l| topo.link(*l).kind == LinkKind::SocketLink);
+        if host.vendor == "intel" && topo.path_crosses(path, NodeKind::CpuSocket) && !crosses_socket {
             bw /= 1.2;
         }
         Ok(bw)
     };
     match connection {
-        Connection::Direct {
-            path,
-            class: PathClass::Nvlink,
-            ..
-        } => {
+        Connection::Direct { path, class: PathClass::Nvlink, .. } => {
             let links: u32 = path
                 .links
                 .iter()
@@ -127,20 +102,13 @@ pub fn connection_gbps(
                 })
                 .min()
                 .unwrap_or(0);
-            Ok((
-                arch.nvlink_gbps * f64::from(links),
-                arch.nvlink_gbps * f64::from(gpu.nvlink_links),
-            ))
+            Ok((arch.nvlink_gbps * f64::from(links), arch.nvlink_gbps * f64::from(gpu.nvlink_links)))
         }
         Connection::Direct { path, .. } => Ok((pcie_path_gbps(path)?, gpu_pcie)),
         Connection::Staged { write, read } => {
             // NCCL routes the pair through the CPU: the narrower of the two halves.
             let bw = pcie_path_gbps(write)?.min(pcie_path_gbps(read)?);
-            let through_cpu = if host.vendor == "intel" {
-                bw.min(gpu_pcie / 1.2)
-            } else {
-                bw
-            };
+            let through_cpu = if host.vendor == "intel" { bw.min(gpu_pcie / 1.2) } else { bw };
             Ok((through_cpu, gpu_pcie))
         }
     }
@@ -167,23 +135,14 @@ fn pick(triple: ProtocolTriple, protocol: Protocol) -> f64 {
 
 /// NCCL's modelled bus bandwidth for one algorithm and protocol, GB/s (zero
 /// where NCCL would not run it).
-pub fn bus_gbps(
-    model: &HardwareModel,
-    arch: &NcclArch,
-    ring: &RingGraph,
-    algorithm: Algorithm,
-    protocol: Protocol,
-    ranks: u32,
-) -> f64 {
+pub fn bus_gbps(model: &HardwareModel, arch: &NcclArch, ring: &RingGraph, algorithm: Algorithm, protocol: Protocol, ranks: u32) -> f64 {
     let nccl = &model.nccl;
     let bus = ring.bus_gbps();
     let channels = f64::from(ring.search_channels);
     match (algorithm, protocol) {
         (Algorithm::Ring, Protocol::Simple) => bus,
         (Algorithm::Ring, Protocol::Ll) => arch.ll_max_gbps.min(bus * 0.5),
-        (Algorithm::Ring, Protocol::Ll128) => {
-            (bus * nccl.ll128_factor).min(channels * arch.ll128_channel_max_gbps)
-        }
+        (Algorithm::Ring, Protocol::Ll128) => (bus * nccl.ll128_factor).min(channels * arch.ll128_channel_max_gbps),
         (Algorithm::Tree, p) => {
             let tree = (bus * nccl.tree_factor).min(channels * arch.tree_channel_max_gbps);
             match p {
@@ -199,12 +158,7 @@ pub fn bus_gbps(
             // twice that, capped by the fastest search speed.
             let heads = f64::from(ranks.max(2));
             let fastest = arch.search_speeds.first().copied().unwrap_or(0.0);
-            let per_head = arch
-                .search_speeds
-                .iter()
-                .copied()
-                .find(|&s| s * (heads + 1.0) <= ring.gpu_gbps + 1e-9)
-                .unwrap_or(0.0);
+            let per_head = arch.search_speeds.iter().copied().find(|&s| s * (heads + 1.0) <= ring.gpu_gbps + 1e-9).unwrap_or(0.0);
             let intra = per_head * arch.nvls_efficiency * (heads - 1.0) / heads * 2.0;
             heads * intra.min((2.0 * per_head).min(fastest))
         }
@@ -294,41 +248,19 @@ mod tests {
         // to 12 at 30 (bus 360 GB/s), doubled at set-up to 24.
         let (_, arch) = sm90();
         let ring = ring_search(90, &arch, 32, 370.8, 370.8, 1);
-        assert_eq!(
-            ring,
-            RingGraph {
-                search_channels: 12,
-                channel_gbps: 30.0,
-                runtime_channels: 24,
-                gpu_gbps: 370.8
-            }
-        );
+        assert_eq!(ring, RingGraph { search_channels: 12, channel_gbps: 30.0, runtime_channels: 24, gpu_gbps: 370.8 });
         assert_eq!(ring.bus_gbps(), 360.0);
         // NVLS: 8 heads at 40 GB/s, 476 GB/s of bus bandwidth; 2 GPUs only 102.
         let (model, _) = sm90();
-        assert!(
-            (bus_gbps(&model, &arch, &ring, Algorithm::Nvls, Protocol::Simple, 8) - 476.0).abs()
-                < 0.01
-        );
-        assert!(
-            (bus_gbps(&model, &arch, &ring, Algorithm::Nvls, Protocol::Simple, 2) - 102.0).abs()
-                < 0.01
-        );
+        assert!((bus_gbps(&model, &arch, &ring, Algorithm::Nvls, Protocol::Simple, 8) - 476.0).abs() < 0.01);
+        assert!((bus_gbps(&model, &arch, &ring, Algorithm::Nvls, Protocol::Simple, 2) - 102.0).abs() < 0.01);
     }
 
     #[test]
     fn pcie_gen5_through_an_intel_cpu_is_two_channels_of_twenty() {
         let (_, arch) = sm90();
         let ring = ring_search(90, &arch, 32, 48.0, 40.0, 1);
-        assert_eq!(
-            ring,
-            RingGraph {
-                search_channels: 2,
-                channel_gbps: 20.0,
-                runtime_channels: 4,
-                gpu_gbps: 48.0
-            }
-        );
+        assert_eq!(ring, RingGraph { search_channels: 2, channel_gbps: 20.0, runtime_channels: 4, gpu_gbps: 48.0 });
     }
 
     #[test]
@@ -342,18 +274,7 @@ mod tests {
             [Protocol::Ll, Protocol::Ll128, Protocol::Simple]
                 .into_iter()
                 .filter_map(|p| {
-                    predicted_us(
-                        &model,
-                        &arch,
-                        &ring,
-                        PathClass::Nvlink,
-                        Op::AllReduce,
-                        Algorithm::Ring,
-                        p,
-                        ranks,
-                        bytes,
-                    )
-                    .map(|t| (t, p))
+                    predicted_us(&model, &arch, &ring, PathClass::Nvlink, Op::AllReduce, Algorithm::Ring, p, ranks, bytes).map(|t| (t, p))
                 })
                 .min_by(|a, b| a.0.total_cmp(&b.0))
                 .unwrap()

@@ -34,17 +34,16 @@ pub fn wire_bytes(data: Bytes, wire_factor: f64) -> Bytes {
 /// Slices of one piece: at least `min_slice` each (unless the piece is
 /// smaller), at most `slices_per_chunk` of them.
 fn slices(piece: Bytes, slices_per_chunk: u32, min_slice: Bytes) -> impl Iterator<Item = Bytes> {
-    let target = piece
-        .0
-        .div_ceil(u64::from(slices_per_chunk))
-        .max(min_slice.0)
-        .max(1);
+    let target = piece.0.div_ceil(u64::from(slices_per_chunk)).max(min_slice.0).max(1);
     let count = piece.0.div_ceil(target).max(1);
     piece.split_even(count)
 }
 
 /// Adds the ring to `graph`, starting after `start`; returns the tasks whose
-/// completion ends it (the last delivery of every connection).
+/// completion ends it. A slice of the last step lands in the receiver's
+/// staging buffer, and the receiver's thread block then copies it out to
+/// the user's buffer at the channel's rate: the copy of the very last slice
+/// is the tail of the collective.
 pub fn build(plan: &mut RingPlan<'_>, graph: &mut TaskGraph<Path>, start: TaskId) -> Vec<TaskId> {
     let n = plan.ranks;
     let channels = plan.pipes.len() as u64;
@@ -54,56 +53,52 @@ pub fn build(plan: &mut RingPlan<'_>, graph: &mut TaskGraph<Path>, start: TaskId
         Op::AllGather => (n - 1, 0),
         Op::Broadcast => unreachable!("broadcast runs as a chain, not a ring of pieces"),
     };
+    let mut ends = Vec::new();
     for (channel, channel_bytes) in plan.bytes.split_even(channels).enumerate() {
+        // The receiver's copy out of its staging buffer, per ring position.
+        let mut copied_out: Vec<Option<TaskId>> = vec![None; n];
         let mut remaining = channel_bytes;
         while remaining.0 > 0 {
             let loop_bytes = remaining.min(plan.chunk * n as u64);
             remaining = remaining - loop_bytes;
             let pieces: Vec<Bytes> = loop_bytes.split_even(n as u64).collect();
-            let piece_slices: Vec<Vec<Bytes>> = pieces
-                .iter()
-                .map(|&p| slices(p, plan.slices_per_chunk, plan.min_slice).collect())
-                .collect();
+            let piece_slices: Vec<Vec<Bytes>> =
+                pieces.iter().map(|&p| slices(p, plan.slices_per_chunk, plan.min_slice).collect()).collect();
             // arrived[i][j]: slice j of the piece that ring position i holds
             // for the next step has arrived there.
-            let mut arrived: Vec<Vec<Option<TaskId>>> = vec![Vec::new(); n];
+            let mut arrived: Vec<Vec<TaskId>> = vec![Vec::new(); n];
             for step in 0..steps {
-                let mut next_arrived: Vec<Vec<Option<TaskId>>> = vec![Vec::new(); n];
+                let mut next_arrived: Vec<Vec<TaskId>> = vec![Vec::new(); n];
                 for position in 0..n {
                     let piece = piece_sent(position, step, reduce_scatter_steps, n, plan.op);
+                    let receiver = (position + 1) % n;
                     let pipe = &mut plan.pipes[channel][position];
-                    let sent: Vec<Option<TaskId>> = piece_slices[piece]
-                        .iter()
-                        .enumerate()
-                        .map(|(j, &slice)| {
-                            let ready =
-                                arrived[position].get(j).copied().flatten().unwrap_or(start);
-                            let wire = wire_bytes(slice, plan.wire_factor);
-                            Some(pipe.send(graph, wire, Some(plan.channel_cap), &[ready]))
-                        })
-                        .collect();
-                    next_arrived[(position + 1) % n] = sent;
+                    let mut sent = Vec::with_capacity(piece_slices[piece].len());
+                    for (j, &slice) in piece_slices[piece].iter().enumerate() {
+                        let ready = arrived[position].get(j).copied().unwrap_or(start);
+                        let wire = wire_bytes(slice, plan.wire_factor);
+                        let delivered = pipe.send(graph, wire, Some(plan.channel_cap), &[ready]);
+                        if step + 1 == steps {
+                            let mut after = vec![delivered];
+                            after.extend(copied_out[receiver]);
+                            copied_out[receiver] = Some(graph.delay(wire / plan.channel_cap, &after));
+                        }
+                        sent.push(delivered);
+                    }
+                    next_arrived[receiver] = sent;
                 }
                 arrived = next_arrived;
             }
         }
+        ends.extend(copied_out.into_iter().flatten());
     }
-    plan.pipes
-        .iter()
-        .flat_map(|ring| ring.iter().filter_map(Pipe::last_delivery))
-        .collect()
+    ends
 }
 
 /// The piece ring position `position` sends at `step`. In the reduce-scatter
 /// phase a position passes on what it received, reduced with its own part;
 /// after it, each position starts the all-gather with the piece it finished.
-fn piece_sent(
-    position: usize,
-    step: usize,
-    reduce_scatter_steps: usize,
-    n: usize,
-    op: Op,
-) -> usize {
+fn piece_sent(position: usize, step: usize, reduce_scatter_steps: usize, n: usize, op: Op) -> usize {
     match op {
         Op::AllGather => (position + n - step % n) % n,
         _ if step < reduce_scatter_steps => (position + n - step % n) % n,
@@ -118,11 +113,7 @@ mod tests {
     #[test]
     fn every_position_forwards_the_piece_it_just_received() {
         for n in 2..9 {
-            for (op, steps, rs) in [
-                (Op::AllReduce, 2 * (n - 1), n - 1),
-                (Op::AllGather, n - 1, 0),
-                (Op::ReduceScatter, n - 1, n - 1),
-            ] {
+            for (op, steps, rs) in [(Op::AllReduce, 2 * (n - 1), n - 1), (Op::AllGather, n - 1, 0), (Op::ReduceScatter, n - 1, n - 1)] {
                 for step in 1..steps {
                     for position in 0..n {
                         let previous = (position + n - 1) % n;
@@ -144,9 +135,6 @@ mod tests {
         let small: Vec<Bytes> = slices(Bytes::kib(40), 2, Bytes::kib(32)).collect();
         assert_eq!(small.iter().copied().sum::<Bytes>(), Bytes::kib(40));
         assert_eq!(small.len(), 2);
-        assert_eq!(
-            slices(Bytes(10), 2, Bytes::kib(32)).collect::<Vec<_>>(),
-            vec![Bytes(10)]
-        );
+        assert_eq!(slices(Bytes(10), 2, Bytes::kib(32)).collect::<Vec<_>>(), vec![Bytes(10)]);
     }
 }

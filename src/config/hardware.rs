@@ -13,7 +13,10 @@ use super::{ConfigError, ConfigResult, check_range, merge_tables, parse_toml, re
 use crate::units::{Bandwidth, Bytes, Time};
 
 /// Model files shipped inside the binary, so that it runs from any folder.
-const SHIPPED: &[(&str, &str)] = &[("base", include_str!("../../models/hardware/base.toml"))];
+const SHIPPED: &[(&str, &str)] = &[
+    ("base", include_str!("../../models/hardware/base.toml")),
+    ("h200x2-nvswitch", include_str!("../../models/hardware/h200x2-nvswitch.toml")),
+];
 
 /// One PCIe generation, per lane and per direction.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -102,8 +105,11 @@ pub struct PathCost {
     /// Fraction of NCCL's modelled per-channel bandwidth that one channel
     /// (one thread block) really moves.
     pub channel_efficiency: f64,
-    /// Synchronisation cost paid by every step (slice) on a connection.
+    /// Latency of every step (slice) on a connection: flag, fence and hop.
+    /// The next slice may leave meanwhile.
     pub step_latency: Time,
+    /// Work a channel does per slice before the next may leave (serial).
+    pub slice_overhead: Time,
     /// Fixed cost of one collective call (launch, set-up, final sync).
     pub base_latency: Time,
 }
@@ -258,6 +264,9 @@ pub struct HardwareModel {
     pub nvls: NvlsModel,
     pub direct: DirectModel,
     pub nccl: NcclModel,
+    /// Host-side cost of one host-timed copy (launch and synchronisation),
+    /// by the copy path names of the measurement schema.
+    pub copy_overhead: BTreeMap<String, Time>,
     #[serde(default)]
     pub provenance: Vec<Provenance>,
 }
@@ -285,19 +294,14 @@ pub fn shipped_names() -> impl Iterator<Item = &'static str> {
 
 /// Finds a shipped model by name.
 pub fn shipped(name: &str) -> Option<ModelSource> {
-    SHIPPED
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(n, _)| ModelSource::Shipped(n))
+    SHIPPED.iter().find(|(n, _)| *n == name).map(|(n, _)| ModelSource::Shipped(n))
 }
 
 fn layer_text(source: &ModelSource) -> ConfigResult<String> {
     match source {
-        ModelSource::Shipped(name) => Ok(SHIPPED
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, text)| text.to_string())
-            .expect("shipped names come from the table")),
+        ModelSource::Shipped(name) => {
+            Ok(SHIPPED.iter().find(|(n, _)| n == name).map(|(_, text)| text.to_string()).expect("shipped names come from the table"))
+        }
         ModelSource::File(path) => read_text(path),
     }
 }
@@ -314,13 +318,9 @@ impl HardwareModel {
             merge_tables(&mut merged, table);
             last = source.label();
         }
-        let model: HardwareModel =
-            merged
-                .try_into()
-                .map_err(|error: toml::de::Error| ConfigError::Syntax {
-                    path: last.clone(),
-                    message: error.message().to_string(),
-                })?;
+        let model: HardwareModel = merged
+            .try_into()
+            .map_err(|error: toml::de::Error| ConfigError::Syntax { path: last.clone(), message: error.message().to_string() })?;
         model.validate(&last)?;
         Ok(model)
     }
@@ -331,86 +331,47 @@ impl HardwareModel {
     }
 
     pub fn gpu(&self, name: &str) -> Result<&GpuModel, String> {
-        self.gpu.get(name).ok_or_else(|| {
-            format!(
-                "unknown GPU model {name:?}; known: {}",
-                self.gpu.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
-        })
+        self.gpu
+            .get(name)
+            .ok_or_else(|| format!("unknown GPU model {name:?}; known: {}", self.gpu.keys().cloned().collect::<Vec<_>>().join(", ")))
     }
 
     pub fn host(&self, name: &str) -> Result<&HostPlatform, String> {
-        self.host.get(name).ok_or_else(|| {
-            format!(
-                "unknown host platform {name:?}; known: {}",
-                self.host.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
-        })
+        self.host
+            .get(name)
+            .ok_or_else(|| format!("unknown host platform {name:?}; known: {}", self.host.keys().cloned().collect::<Vec<_>>().join(", ")))
     }
 
     pub fn pcie(&self, generation: &str) -> Result<&PcieGeneration, String> {
         self.pcie.get(generation).ok_or_else(|| {
-            format!(
-                "unknown PCIe generation {generation:?}; known: {}",
-                self.pcie.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
+            format!("unknown PCIe generation {generation:?}; known: {}", self.pcie.keys().cloned().collect::<Vec<_>>().join(", "))
         })
     }
 
     pub fn nvlink(&self, generation: &str) -> Result<&NvlinkGeneration, String> {
         self.nvlink.get(generation).ok_or_else(|| {
-            format!(
-                "unknown NVLink generation {generation:?}; known: {}",
-                self.nvlink.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
+            format!("unknown NVLink generation {generation:?}; known: {}", self.nvlink.keys().cloned().collect::<Vec<_>>().join(", "))
         })
     }
 
     pub fn nccl_arch(&self, arch: u32) -> Result<&NcclArch, String> {
         let key = format!("sm{arch}");
-        self.nccl.arch.get(&key).ok_or_else(|| {
-            format!(
-                "no NCCL constants for {key}; known: {}",
-                self.nccl
-                    .arch
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
+        self.nccl
+            .arch
+            .get(&key)
+            .ok_or_else(|| format!("no NCCL constants for {key}; known: {}", self.nccl.arch.keys().cloned().collect::<Vec<_>>().join(", ")))
     }
 
     fn validate(&self, path: &Path) -> ConfigResult<()> {
         for (name, g) in &self.pcie {
-            check_range(
-                path,
-                &format!("pcie.{name}.efficiency"),
-                g.efficiency,
-                0.05..=1.0,
-            )?;
+            check_range(path, &format!("pcie.{name}.efficiency"), g.efficiency, 0.05..=1.0)?;
         }
         for (name, g) in &self.nvlink {
-            check_range(
-                path,
-                &format!("nvlink.{name}.efficiency"),
-                g.efficiency,
-                0.05..=1.0,
-            )?;
+            check_range(path, &format!("nvlink.{name}.efficiency"), g.efficiency, 0.05..=1.0)?;
         }
         for (name, h) in &self.host {
-            check_range(
-                path,
-                &format!("host.{name}.memory_efficiency"),
-                h.memory_efficiency,
-                0.05..=1.0,
-            )?;
-            check_range(
-                path,
-                &format!("host.{name}.root_complex_p2p_factor"),
-                h.root_complex_p2p_factor,
-                0.05..=1.0,
-            )?;
+            check_range(path, &format!("host.{name}.memory_efficiency"), h.memory_efficiency, 0.05..=1.0)?;
+            check_range(path, &format!("host.{name}.root_complex_p2p_factor"), h.root_complex_p2p_factor, 0.05..=1.0)?;
             if h.vendor != "intel" && h.vendor != "amd" {
                 return Err(ConfigError::invalid(
                     path,
@@ -425,73 +386,33 @@ impl HardwareModel {
                 return Err(ConfigError::invalid(
                     path,
                     key("nvlink_generation"),
-                    format!(
-                        "unknown generation {:?}; known: {:?}",
-                        g.nvlink_generation,
-                        self.nvlink.keys()
-                    ),
+                    format!("unknown generation {:?}; known: {:?}", g.nvlink_generation, self.nvlink.keys()),
                 ));
             }
             if !self.pcie.contains_key(&g.pcie_generation) {
                 return Err(ConfigError::invalid(
                     path,
                     key("pcie_generation"),
-                    format!(
-                        "unknown generation {:?}; known: {:?}",
-                        g.pcie_generation,
-                        self.pcie.keys()
-                    ),
+                    format!("unknown generation {:?}; known: {:?}", g.pcie_generation, self.pcie.keys()),
                 ));
             }
             check_range(path, &key("compute.matmul"), g.compute.matmul, 0.01..=1.0)?;
-            check_range(
-                path,
-                &key("compute.attention"),
-                g.compute.attention,
-                0.01..=1.0,
-            )?;
+            check_range(path, &key("compute.attention"), g.compute.attention, 0.01..=1.0)?;
             check_range(path, &key("compute.memory"), g.compute.memory, 0.01..=1.0)?;
         }
-        for (name, p) in [
-            ("simple", &self.protocol.simple),
-            ("ll", &self.protocol.ll),
-            ("ll128", &self.protocol.ll128),
-        ] {
-            check_range(
-                path,
-                &format!("protocol.{name}.wire_factor"),
-                p.wire_factor,
-                1.0..=4.0,
-            )?;
+        for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
+            check_range(path, &format!("protocol.{name}.wire_factor"), p.wire_factor, 1.0..=4.0)?;
             for (class, cost) in [("nvlink", &p.nvlink), ("pcie", &p.pcie), ("shm", &p.shm)] {
-                check_range(
-                    path,
-                    &format!("protocol.{name}.{class}.channel_efficiency"),
-                    cost.channel_efficiency,
-                    0.01..=4.0,
-                )?;
+                check_range(path, &format!("protocol.{name}.{class}.channel_efficiency"), cost.channel_efficiency, 0.01..=4.0)?;
             }
             if p.slices_per_chunk == 0 || p.chunk.0 == 0 {
-                return Err(ConfigError::invalid(
-                    path,
-                    format!("protocol.{name}"),
-                    "chunk and slices_per_chunk must be positive",
-                ));
+                return Err(ConfigError::invalid(path, format!("protocol.{name}"), "chunk and slices_per_chunk must be positive"));
             }
         }
         check_range(path, "nvls.efficiency", self.nvls.efficiency, 0.01..=1.0)?;
-        check_range(
-            path,
-            "direct.efficiency",
-            self.direct.efficiency,
-            0.01..=1.0,
-        )?;
+        check_range(path, "direct.efficiency", self.direct.efficiency, 0.01..=1.0)?;
         if self.shm.slots == 0 {
-            return Err(ConfigError::invalid(
-                path,
-                "shm.slots",
-                "must be at least 1",
-            ));
+            return Err(ConfigError::invalid(path, "shm.slots", "must be at least 1"));
         }
         for (name, table) in [
             ("ll", &self.nccl.tree_correction.ll),
@@ -515,6 +436,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_shipped_model_loads_over_the_base() {
+        for name in shipped_names() {
+            HardwareModel::load(&[shipped(name).unwrap()]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+
+    #[test]
     fn the_shipped_base_model_loads() {
         let model = HardwareModel::base();
         assert!(model.gpu.contains_key("h200"));
@@ -531,13 +459,8 @@ mod tests {
         assert_eq!(model.shm.slots, 3);
         assert_eq!(model.shm.copy_chunk, HardwareModel::base().shm.copy_chunk);
         std::fs::write(&file, "[shm]\nslotz = 3\n").unwrap();
-        let error = HardwareModel::load(&[ModelSource::File(file.clone())])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.contains("slotz") && error.contains("overlay.toml"),
-            "{error}"
-        );
+        let error = HardwareModel::load(&[ModelSource::File(file.clone())]).unwrap_err().to_string();
+        assert!(error.contains("slotz") && error.contains("overlay.toml"), "{error}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

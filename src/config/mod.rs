@@ -3,6 +3,7 @@
 //! is allowed. Nothing here simulates.
 
 pub mod hardware;
+pub mod llm;
 pub mod topology;
 
 use std::path::{Path, PathBuf};
@@ -21,24 +22,12 @@ pub enum ConfigError {
     #[error("{}: {message}", path.display())]
     Syntax { path: PathBuf, message: String },
     #[error("{}: key `{key}`: {message}", path.display())]
-    Invalid {
-        path: PathBuf,
-        key: String,
-        message: String,
-    },
+    Invalid { path: PathBuf, key: String, message: String },
 }
 
 impl ConfigError {
-    pub fn invalid(
-        path: impl Into<PathBuf>,
-        key: impl Into<String>,
-        message: impl Into<String>,
-    ) -> ConfigError {
-        ConfigError::Invalid {
-            path: path.into(),
-            key: key.into(),
-            message: message.into(),
-        }
+    pub fn invalid(path: impl Into<PathBuf>, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid { path: path.into(), key: key.into(), message: message.into() }
     }
 }
 
@@ -46,38 +35,22 @@ pub type ConfigResult<T> = Result<T, ConfigError>;
 
 /// Reads a whole file, naming it in the error.
 pub fn read_text(path: &Path) -> ConfigResult<String> {
-    std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })
 }
 
 /// Parses TOML text into a raw config type; serde's message (which names the
 /// unknown or missing key and, for a typo, the keys it expected) is kept.
 pub fn parse_toml<T: DeserializeOwned>(path: &Path, text: &str) -> ConfigResult<T> {
-    toml::from_str(text).map_err(|error| ConfigError::Syntax {
-        path: path.to_path_buf(),
-        message: one_line(&error.to_string()),
-    })
+    toml::from_str(text).map_err(|error| ConfigError::Syntax { path: path.to_path_buf(), message: one_line(&error.to_string()) })
 }
 
 /// Folds toml's multi-line error (with its source excerpt) into one line.
 fn one_line(message: &str) -> String {
-    let lines: Vec<&str> = message
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
+    let lines: Vec<&str> = message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     let excerpt_free: Vec<&str> = lines
         .iter()
         .copied()
-        .filter(|l| {
-            !l.starts_with('|')
-                && !l
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_digit() && l.contains('|'))
-        })
+        .filter(|l| !l.starts_with('|') && !l.chars().next().is_some_and(|c| c.is_ascii_digit() && l.contains('|')))
         .collect();
     excerpt_free.join("; ")
 }
@@ -87,9 +60,7 @@ fn one_line(message: &str) -> String {
 pub fn merge_tables(base: &mut toml::Table, overlay: toml::Table) {
     for (key, value) in overlay {
         match (base.get_mut(&key), value) {
-            (Some(toml::Value::Table(existing)), toml::Value::Table(incoming)) => {
-                merge_tables(existing, incoming)
-            }
+            (Some(toml::Value::Table(existing)), toml::Value::Table(incoming)) => merge_tables(existing, incoming),
             (_, value) => {
                 base.insert(key, value);
             }
@@ -98,24 +69,11 @@ pub fn merge_tables(base: &mut toml::Table, overlay: toml::Table) {
 }
 
 /// Checks that a number lies in `range`, naming the key otherwise.
-pub fn check_range(
-    path: &Path,
-    key: &str,
-    value: f64,
-    range: std::ops::RangeInclusive<f64>,
-) -> ConfigResult<()> {
+pub fn check_range(path: &Path, key: &str, value: f64, range: std::ops::RangeInclusive<f64>) -> ConfigResult<()> {
     if value.is_finite() && range.contains(&value) {
         Ok(())
     } else {
-        Err(ConfigError::invalid(
-            path,
-            key,
-            format!(
-                "{value} is out of range: allowed {} to {}",
-                range.start(),
-                range.end()
-            ),
-        ))
+        Err(ConfigError::invalid(path, key, format!("{value} is out of range: allowed {} to {}", range.start(), range.end())))
     }
 }
 
@@ -141,13 +99,8 @@ mod tests {
         struct Raw {
             gpus: u32,
         }
-        let error = parse_toml::<Raw>(Path::new("x.toml"), "gpuz = 3")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.starts_with("x.toml:") && error.contains("gpuz") && error.contains("gpus"),
-            "{error}"
-        );
+        let error = parse_toml::<Raw>(Path::new("x.toml"), "gpuz = 3").unwrap_err().to_string();
+        assert!(error.starts_with("x.toml:") && error.contains("gpuz") && error.contains("gpus"), "{error}");
         assert!(!error.contains('\n'), "{error}");
     }
 }

@@ -25,15 +25,9 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
     let invalid = |key: &str, message: String| ConfigError::invalid(path, key, message);
     let gpu_model = model.gpu(&raw.gpu).map_err(|m| invalid("gpu", m))?;
     let host = model.host(&raw.host).map_err(|m| invalid("host", m))?;
-    let arch_nvls = model
-        .nccl_arch(gpu_model.arch)
-        .map(|a| a.nvls_efficiency > 0.0)
-        .unwrap_or(false);
+    let arch_nvls = model.nccl_arch(gpu_model.arch).map(|a| a.nvls_efficiency > 0.0).unwrap_or(false);
     let policy = Policy {
-        p2p_across_sockets: raw
-            .policy
-            .p2p_across_sockets
-            .unwrap_or(host.p2p_across_sockets),
+        p2p_across_sockets: raw.policy.p2p_across_sockets.unwrap_or(host.p2p_across_sockets),
         root_complex_p2p_factor: host.root_complex_p2p_factor,
         nvls: raw.policy.nvls.unwrap_or(arch_nvls),
     };
@@ -50,17 +44,8 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
             NodeKindFile::Nvswitch => NodeKind::NvSwitch,
             NodeKindFile::Nvme => NodeKind::Nvme,
         };
-        if by_name
-            .insert(
-                node.name.as_str(),
-                topo.add_node(&node.name, kind, node.socket),
-            )
-            .is_some()
-        {
-            return Err(invalid(
-                &format!("node[{i}].name"),
-                format!("{:?} is used twice; node names must be unique", node.name),
-            ));
+        if by_name.insert(node.name.as_str(), topo.add_node(&node.name, kind, node.socket)).is_some() {
+            return Err(invalid(&format!("node[{i}].name"), format!("{:?} is used twice; node names must be unique", node.name)));
         }
     }
 
@@ -71,10 +56,7 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
             by_name.get(name).copied().ok_or_else(|| {
                 invalid(
                     &key(field),
-                    format!(
-                        "no node named {name:?}; nodes are: {}",
-                        by_name.keys().copied().collect::<Vec<_>>().join(", ")
-                    ),
+                    format!("no node named {name:?}; nodes are: {}", by_name.keys().copied().collect::<Vec<_>>().join(", ")),
                 )
             })
         };
@@ -82,51 +64,29 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
         let kinds = (topo.node(from).kind, topo.node(to).kind);
         let (kind, default_rate) = match link.kind {
             LinkKindFile::Pcie => {
-                let generation = link
-                    .generation
-                    .clone()
-                    .unwrap_or_else(|| gpu_model.pcie_generation.clone());
+                let generation = link.generation.clone().unwrap_or_else(|| gpu_model.pcie_generation.clone());
                 let lanes = link.lanes.unwrap_or(16);
-                let rate = rates
-                    .pcie(&generation, lanes)
-                    .map_err(|m| invalid(&key("generation"), m))?;
+                let rate = rates.pcie(&generation, lanes).map_err(|m| invalid(&key("generation"), m))?;
                 (LinkKind::Pcie { generation, lanes }, rate)
             }
             LinkKindFile::Nvlink => {
-                let generation = link
-                    .generation
-                    .clone()
-                    .unwrap_or_else(|| gpu_model.nvlink_generation.clone());
+                let generation = link.generation.clone().unwrap_or_else(|| gpu_model.nvlink_generation.clone());
                 let links = link.links.unwrap_or(gpu_model.nvlink_links);
-                let rate = rates
-                    .nvlink(&generation, links)
-                    .map_err(|m| invalid(&key("generation"), m))?;
+                let rate = rates.nvlink(&generation, links).map_err(|m| invalid(&key("generation"), m))?;
                 if kinds.0 != NodeKind::Gpu && kinds.1 != NodeKind::Gpu {
-                    return Err(invalid(
-                        &key("kind"),
-                        "an NVLink must have a GPU at one end at least".into(),
-                    ));
+                    return Err(invalid(&key("kind"), "an NVLink must have a GPU at one end at least".into()));
                 }
                 (LinkKind::NvLink { generation, links }, rate)
             }
             LinkKindFile::Socket => {
                 if kinds != (NodeKind::CpuSocket, NodeKind::CpuSocket) {
-                    return Err(invalid(
-                        &key("kind"),
-                        "a socket link joins two cpu nodes".into(),
-                    ));
+                    return Err(invalid(&key("kind"), "a socket link joins two cpu nodes".into()));
                 }
-                (
-                    LinkKind::SocketLink,
-                    (host.socket_link, host.socket_link_latency),
-                )
+                (LinkKind::SocketLink, (host.socket_link, host.socket_link_latency))
             }
             LinkKindFile::Memory => {
                 if kinds != (NodeKind::CpuSocket, NodeKind::HostMemory) {
-                    return Err(invalid(
-                        &key("kind"),
-                        "a memory link goes from a cpu node to a memory node".into(),
-                    ));
+                    return Err(invalid(&key("kind"), "a memory link goes from a cpu node to a memory node".into()));
                 }
                 let (rate, channels) = rates.memory(&raw.host).map_err(|m| invalid("host", m))?;
                 (LinkKind::MemoryBus { channels }, (rate, Time::ZERO))
@@ -146,7 +106,6 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
             }
         }
     }
-    topo.validate()
-        .map_err(|e| invalid("node", e.to_string()))?;
+    topo.validate().map_err(|e| invalid("node", e.to_string()))?;
     Ok(topo)
 }

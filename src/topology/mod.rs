@@ -14,10 +14,11 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
 pub use file::load_file;
-pub use presets::{PRESETS, PresetOptions, preset};
+use file::{build as build_file, read_raw};
+pub use presets::{PRESETS, PresetOptions, preset, preset_models};
 pub use show::describe;
 
-use crate::config::hardware::HardwareModel;
+use crate::config::hardware::{self, HardwareModel, ModelSource};
 use crate::network::{LinkId, Network, Path};
 use crate::units::{Bandwidth, Time};
 
@@ -181,12 +182,7 @@ impl fmt::Display for Relation {
 }
 
 impl Topology {
-    pub fn new(
-        name: impl Into<String>,
-        gpu_model: impl Into<String>,
-        host: impl Into<String>,
-        policy: Policy,
-    ) -> Topology {
+    pub fn new(name: impl Into<String>, gpu_model: impl Into<String>, host: impl Into<String>, policy: Policy) -> Topology {
         Topology {
             name: name.into(),
             description: String::new(),
@@ -200,11 +196,7 @@ impl Topology {
     }
 
     pub fn add_node(&mut self, name: impl Into<String>, kind: NodeKind, socket: u32) -> NodeId {
-        let index = self.graph.add_node(Node {
-            name: name.into(),
-            kind,
-            socket,
-        });
+        let index = self.graph.add_node(Node { name: name.into(), kind, socket });
         let id = NodeId(index.index() as u32);
         if kind == NodeKind::Gpu {
             self.gpus.push(id);
@@ -212,58 +204,24 @@ impl Topology {
         id
     }
 
-    fn push_link(
-        &mut self,
-        from: NodeId,
-        to: NodeId,
-        kind: LinkKind,
-        bandwidth: Bandwidth,
-        latency: Time,
-    ) -> LinkId {
-        assert!(
-            bandwidth.0 > 0,
-            "link {} -> {} needs a bandwidth",
-            self.node(from).name,
-            self.node(to).name
-        );
+    fn push_link(&mut self, from: NodeId, to: NodeId, kind: LinkKind, bandwidth: Bandwidth, latency: Time) -> LinkId {
+        assert!(bandwidth.0 > 0, "link {} -> {} needs a bandwidth", self.node(from).name, self.node(to).name);
         let id = LinkId(self.links.len() as u32);
-        self.links.push(Link {
-            from,
-            to,
-            kind,
-            bandwidth,
-            latency,
-        });
+        self.links.push(Link { from, to, kind, bandwidth, latency });
         id
     }
 
     /// A full-duplex cable: two links, one per direction, each `bandwidth`.
-    pub fn connect(
-        &mut self,
-        a: NodeId,
-        b: NodeId,
-        kind: LinkKind,
-        bandwidth: Bandwidth,
-        latency: Time,
-    ) -> (LinkId, LinkId) {
+    pub fn connect(&mut self, a: NodeId, b: NodeId, kind: LinkKind, bandwidth: Bandwidth, latency: Time) -> (LinkId, LinkId) {
         let forward = self.push_link(a, b, kind.clone(), bandwidth, latency);
         let backward = self.push_link(b, a, kind, bandwidth, latency);
-        self.graph
-            .add_edge(a.graph_index(), b.graph_index(), forward);
-        self.graph
-            .add_edge(b.graph_index(), a.graph_index(), backward);
+        self.graph.add_edge(a.graph_index(), b.graph_index(), forward);
+        self.graph.add_edge(b.graph_index(), a.graph_index(), backward);
         (forward, backward)
     }
 
     /// A half-duplex resource crossed both ways (a memory bus): one capacity.
-    pub fn connect_shared(
-        &mut self,
-        a: NodeId,
-        b: NodeId,
-        kind: LinkKind,
-        bandwidth: Bandwidth,
-        latency: Time,
-    ) -> LinkId {
+    pub fn connect_shared(&mut self, a: NodeId, b: NodeId, kind: LinkKind, bandwidth: Bandwidth, latency: Time) -> LinkId {
         let link = self.push_link(a, b, kind, bandwidth, latency);
         self.graph.add_edge(a.graph_index(), b.graph_index(), link);
         self.graph.add_edge(b.graph_index(), a.graph_index(), link);
@@ -275,9 +233,7 @@ impl Topology {
     }
 
     pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &Node)> {
-        self.graph
-            .node_indices()
-            .map(|i| (NodeId(i.index() as u32), &self.graph[i]))
+        self.graph.node_indices().map(|i| (NodeId(i.index() as u32), &self.graph[i]))
     }
 
     pub fn link(&self, id: LinkId) -> &Link {
@@ -294,13 +250,10 @@ impl Topology {
     }
 
     pub fn gpu(&self, index: usize) -> Result<NodeId, TopologyError> {
-        self.gpus.get(index).copied().ok_or_else(|| {
-            TopologyError::Invalid(format!(
-                "{} has {} GPUs; GPU {index} does not exist",
-                self.name,
-                self.gpus.len()
-            ))
-        })
+        self.gpus
+            .get(index)
+            .copied()
+            .ok_or_else(|| TopologyError::Invalid(format!("{} has {} GPUs; GPU {index} does not exist", self.name, self.gpus.len())))
     }
 
     pub fn find(&self, name: &str) -> Option<NodeId> {
@@ -308,9 +261,7 @@ impl Topology {
     }
 
     pub fn nodes_of(&self, kind: NodeKind) -> impl Iterator<Item = NodeId> + '_ {
-        self.nodes()
-            .filter(move |(_, n)| n.kind == kind)
-            .map(|(id, _)| id)
+        self.nodes().filter(move |(_, n)| n.kind == kind).map(|(id, _)| id)
     }
 
     pub fn has(&self, kind: NodeKind) -> bool {
@@ -336,12 +287,7 @@ impl Topology {
     pub fn host_memory(&self, socket: u32) -> Result<NodeId, TopologyError> {
         self.nodes_of(NodeKind::HostMemory)
             .find(|&m| self.node(m).socket == socket)
-            .ok_or_else(|| {
-                TopologyError::NoPath(format!(
-                    "{} has no host memory on socket {socket}",
-                    self.name
-                ))
-            })
+            .ok_or_else(|| TopologyError::NoPath(format!("{} has no host memory on socket {socket}", self.name)))
     }
 
     /// Shortest path (fewest links) from `from` to `to` over `medium`, or None.
@@ -354,15 +300,10 @@ impl Topology {
             return Some(self.path_of(vec![*edge.weight()]));
         }
         let links = self.breadth_first(from, to, |link, via| match medium {
-            Medium::NvSwitch => {
-                matches!(link.kind, LinkKind::NvLink { .. })
-                    && via.is_none_or(|n| n.kind == NodeKind::NvSwitch)
-            }
+            Medium::NvSwitch => matches!(link.kind, LinkKind::NvLink { .. }) && via.is_none_or(|n| n.kind == NodeKind::NvSwitch),
             Medium::Pcie => {
                 matches!(link.kind, LinkKind::Pcie { .. } | LinkKind::SocketLink)
-                    && via.is_none_or(|n| {
-                        matches!(n.kind, NodeKind::PcieSwitch | NodeKind::CpuSocket)
-                    })
+                    && via.is_none_or(|n| matches!(n.kind, NodeKind::PcieSwitch | NodeKind::CpuSocket))
             }
             Medium::NvLinkDirect => unreachable!("handled above"),
         })?;
@@ -371,25 +312,16 @@ impl Topology {
 
     /// Path from a device over PCIe into host memory (`reverse`: out of it).
     pub fn memory_path(&self, device: NodeId, memory: NodeId, reverse: bool) -> Option<Path> {
-        let (from, to) = if reverse {
-            (memory, device)
-        } else {
-            (device, memory)
-        };
+        let (from, to) = if reverse { (memory, device) } else { (device, memory) };
         let links = self.breadth_first(from, to, |link, via| {
-            matches!(
-                link.kind,
-                LinkKind::Pcie { .. } | LinkKind::SocketLink | LinkKind::MemoryBus { .. }
-            ) && via.is_none_or(|n| matches!(n.kind, NodeKind::PcieSwitch | NodeKind::CpuSocket))
+            matches!(link.kind, LinkKind::Pcie { .. } | LinkKind::SocketLink | LinkKind::MemoryBus { .. })
+                && via.is_none_or(|n| matches!(n.kind, NodeKind::PcieSwitch | NodeKind::CpuSocket))
         })?;
         Some(self.path_of(links))
     }
 
     pub fn path_of(&self, links: Vec<LinkId>) -> Path {
-        let latency = links
-            .iter()
-            .map(|&l| self.links[l.index()].latency)
-            .fold(Time::ZERO, |a, b| a + b);
+        let latency = links.iter().map(|&l| self.links[l.index()].latency).fold(Time::ZERO, |a, b| a + b);
         Path::new(links, latency)
     }
 
@@ -397,12 +329,7 @@ impl Topology {
     /// where `via` is the node the link leads into unless it is the target.
     /// Neighbours are visited in insertion order: the same graph always gives
     /// the same path.
-    fn breadth_first(
-        &self,
-        from: NodeId,
-        to: NodeId,
-        allowed: impl Fn(&Link, Option<&Node>) -> bool,
-    ) -> Option<Vec<LinkId>> {
+    fn breadth_first(&self, from: NodeId, to: NodeId, allowed: impl Fn(&Link, Option<&Node>) -> bool) -> Option<Vec<LinkId>> {
         if from == to {
             return Some(Vec::new());
         }
@@ -430,8 +357,7 @@ impl Topology {
                     let mut links = Vec::new();
                     let mut at = to;
                     while at != from {
-                        let link =
-                            came_by[at.0 as usize].expect("every reached node has a predecessor");
+                        let link = came_by[at.0 as usize].expect("every reached node has a predecessor");
                         links.push(link);
                         let l = &self.links[link.index()];
                         // A shared link is stored once, from one end: step to
@@ -462,25 +388,15 @@ impl Topology {
                 .min()
                 .unwrap_or(0)
         };
-        if let Some(path) = self
-            .path(a, b, Medium::NvLinkDirect)
-            .or_else(|| self.path(a, b, Medium::NvSwitch))
-        {
+        if let Some(path) = self.path(a, b, Medium::NvLinkDirect).or_else(|| self.path(a, b, Medium::NvSwitch)) {
             return Relation::NvLink(nvlinks(&path));
         }
         let Some(path) = self.path(a, b, Medium::Pcie) else {
             return Relation::Sys;
         };
-        let crosses_sockets = path
-            .links
-            .iter()
-            .any(|l| self.link(*l).kind == LinkKind::SocketLink);
+        let crosses_sockets = path.links.iter().any(|l| self.link(*l).kind == LinkKind::SocketLink);
         let through_cpu = self.path_crosses(&path, NodeKind::CpuSocket);
-        let switches = path
-            .links
-            .iter()
-            .filter(|l| self.node(self.link(**l).to).kind == NodeKind::PcieSwitch)
-            .count();
+        let switches = path.links.iter().filter(|l| self.node(self.link(**l).to).kind == NodeKind::PcieSwitch).count();
         if crosses_sockets {
             Relation::Sys
         } else if through_cpu {
@@ -495,19 +411,12 @@ impl Topology {
     /// Whether `path` passes through a node of `kind` (not at its ends).
     pub fn path_crosses(&self, path: &Path, kind: NodeKind) -> bool {
         let n = path.links.len();
-        path.links
-            .iter()
-            .take(n.saturating_sub(1))
-            .any(|l| self.node(self.link(*l).to).kind == kind)
+        path.links.iter().take(n.saturating_sub(1)).any(|l| self.node(self.link(*l).to).kind == kind)
     }
 
     /// The narrowest link of a path.
     pub fn bottleneck(&self, path: &Path) -> Bandwidth {
-        path.links
-            .iter()
-            .map(|l| self.link(*l).bandwidth)
-            .min()
-            .unwrap_or(Bandwidth(u64::MAX))
+        path.links.iter().map(|l| self.link(*l).bandwidth).min().unwrap_or(Bandwidth(u64::MAX))
     }
 
     /// Total NVLink bandwidth out of a GPU, per direction.
@@ -530,9 +439,7 @@ impl Topology {
         }
         for &gpu in &self.gpus {
             let socket = self.node(gpu).socket;
-            let memory = self
-                .host_memory(socket)
-                .map_err(|e| TopologyError::Invalid(e.to_string()))?;
+            let memory = self.host_memory(socket).map_err(|e| TopologyError::Invalid(e.to_string()))?;
             if self.memory_path(gpu, memory, false).is_none() {
                 return Err(TopologyError::Invalid(format!(
                     "{}: {} has no PCIe path to the host memory of socket {socket}",
@@ -545,6 +452,65 @@ impl Topology {
     }
 }
 
+/// What a user names as a topology: a preset with options, or a file.
+#[derive(Debug, Clone, Default)]
+pub struct TopologySpec {
+    /// A preset name or the path of a topology file.
+    pub name: String,
+    pub options: PresetOptions,
+    /// Extra hardware model overlays (shipped names or files), applied last.
+    pub models: Vec<String>,
+}
+
+/// A model overlay named in a file or on the command line: a shipped model
+/// by name, or a file (relative to `base_dir` if not absolute).
+pub fn model_source(name: &str, base_dir: &std::path::Path) -> ModelSource {
+    match hardware::shipped(name) {
+        Some(source) if !name.ends_with(".toml") => source,
+        _ => {
+            let path = std::path::Path::new(name);
+            ModelSource::File(if path.is_absolute() { path.to_path_buf() } else { base_dir.join(path) })
+        }
+    }
+}
+
+/// Builds the topology a user named, with the hardware model it uses
+/// (the base, the preset's or file's calibrated overlays, then the user's).
+pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::Error> {
+    let here = std::path::Path::new(".");
+    let user: Vec<ModelSource> = spec.models.iter().map(|m| model_source(m, here)).collect();
+    let looks_like_file = spec.name.ends_with(".toml") || spec.name.contains('/') || std::path::Path::new(&spec.name).is_file();
+    if looks_like_file {
+        let path = std::path::Path::new(&spec.name);
+        let raw = read_raw(path)?;
+        let base_dir = path.parent().unwrap_or(here);
+        let mut overlays: Vec<ModelSource> = raw.models.iter().map(|m| model_source(m, base_dir)).collect();
+        overlays.extend(user);
+        let model = HardwareModel::load(&overlays)?;
+        let topology = build_file(path, &raw, &model)?;
+        if let Some(gpus) = spec.options.gpus {
+            if gpus as usize > topology.gpus().len() || gpus == 0 {
+                return Err(TopologyError::Invalid(format!(
+                    "{} has {} GPUs; --gpus must be 1 to {}",
+                    spec.name,
+                    topology.gpus().len(),
+                    topology.gpus().len()
+                ))
+                .into());
+            }
+        }
+        return Ok((topology, model));
+    }
+    let mut overlays: Vec<ModelSource> = preset_models(&spec.name)
+        .iter()
+        .map(|name| hardware::shipped(name).unwrap_or_else(|| panic!("preset {} names model {name}, which is not shipped", spec.name)))
+        .collect();
+    overlays.extend(user);
+    let model = HardwareModel::load(&overlays)?;
+    let topology = preset(&spec.name, &spec.options, &model)?;
+    Ok((topology, model))
+}
+
 /// Builds the link bandwidths of a preset or file from the hardware model.
 pub(crate) struct LinkRates<'m> {
     pub model: &'m HardwareModel,
@@ -553,27 +519,17 @@ pub(crate) struct LinkRates<'m> {
 impl LinkRates<'_> {
     pub fn pcie(&self, generation: &str, lanes: u32) -> Result<(Bandwidth, Time), String> {
         let g = self.model.pcie(generation)?;
-        Ok((
-            g.lane_rate.scaled(f64::from(lanes) * g.efficiency),
-            g.hop_latency,
-        ))
+        Ok((g.lane_rate.scaled(f64::from(lanes) * g.efficiency), g.hop_latency))
     }
 
     pub fn nvlink(&self, generation: &str, links: u32) -> Result<(Bandwidth, Time), String> {
         let g = self.model.nvlink(generation)?;
-        Ok((
-            g.link_rate.scaled(f64::from(links) * g.efficiency),
-            g.hop_latency,
-        ))
+        Ok((g.link_rate.scaled(f64::from(links) * g.efficiency), g.hop_latency))
     }
 
     pub fn memory(&self, host: &str) -> Result<(Bandwidth, u32), String> {
         let h = self.model.host(host)?;
-        Ok((
-            h.memory_channel_rate
-                .scaled(f64::from(h.memory_channels) * h.memory_efficiency),
-            h.memory_channels,
-        ))
+        Ok((h.memory_channel_rate.scaled(f64::from(h.memory_channels) * h.memory_efficiency), h.memory_channels))
     }
 }
 
@@ -582,15 +538,7 @@ mod tests {
     use super::*;
 
     fn hgx(gpus: u32) -> Topology {
-        preset(
-            "hgx-h200",
-            &PresetOptions {
-                gpus: Some(gpus),
-                gpu: None,
-            },
-            &HardwareModel::base(),
-        )
-        .unwrap()
+        preset("hgx-h200", &PresetOptions { gpus: Some(gpus), gpu: None }, &HardwareModel::base()).unwrap()
     }
 
     #[test]
@@ -605,12 +553,7 @@ mod tests {
 
     #[test]
     fn pcie_relations_follow_the_tree() {
-        let topo = preset(
-            "pcie-gen4-8gpu",
-            &PresetOptions::default(),
-            &HardwareModel::base(),
-        )
-        .unwrap();
+        let topo = preset("pcie-gen4-8gpu", &PresetOptions::default(), &HardwareModel::base()).unwrap();
         let g = topo.gpus().to_vec();
         assert_eq!(topo.relation(g[0], g[1]), Relation::Pix);
         assert_eq!(topo.relation(g[0], g[2]), Relation::Phb);
@@ -624,10 +567,6 @@ mod tests {
         let memory = topo.host_memory(0).unwrap();
         let write = topo.memory_path(gpu, memory, false).unwrap();
         let read = topo.memory_path(gpu, memory, true).unwrap();
-        assert_eq!(
-            write.links.last(),
-            read.links.first(),
-            "one capacity for reads and writes"
-        );
+        assert_eq!(write.links.last(), read.links.first(), "one capacity for reads and writes");
     }
 }

@@ -23,39 +23,24 @@ mod board {
 
 /// Preset names and what they are.
 pub const PRESETS: &[(&str, &str)] = &[
-    (
-        "hgx-h100",
-        "8x H100 SXM on NVSwitch (18 NVLink 4 links each), PCIe Gen5 to two Sapphire Rapids sockets",
-    ),
-    (
-        "hgx-h200",
-        "8x H200 SXM on NVSwitch (18 NVLink 4 links each), PCIe Gen5 to two Sapphire Rapids sockets",
-    ),
-    (
-        "hgx-h20",
-        "8x H20 on NVSwitch (18 NVLink 4 links each), PCIe Gen5 to two Sapphire Rapids sockets",
-    ),
-    (
-        "hgx-a100",
-        "8x A100 SXM on NVSwitch (12 NVLink 3 links each), PCIe Gen4 to two EPYC sockets",
-    ),
-    (
-        "h20-nvlink-mesh",
-        "8x H20 with no NVSwitch: every pair joined directly, 64 GB/s per direction (7 links a GPU)",
-    ),
-    (
-        "pcie-gen3-8gpu",
-        "8 GPUs on PCIe Gen3, no NVLink: two Skylake sockets, two switches a socket, two GPUs a switch",
-    ),
-    (
-        "pcie-gen4-8gpu",
-        "8 GPUs on PCIe Gen4, no NVLink: two EPYC sockets, two switches a socket, two GPUs a switch",
-    ),
-    (
-        "pcie-gen5-8gpu",
-        "8 GPUs on PCIe Gen5, no NVLink: two Sapphire Rapids sockets, two switches a socket, two GPUs a switch",
-    ),
+    ("hgx-h100", "8x H100 SXM on NVSwitch (18 NVLink 4 links each), PCIe Gen5 to two Sapphire Rapids sockets"),
+    ("hgx-h200", "8x H200 SXM on NVSwitch (18 NVLink 4 links each), PCIe Gen5 to two Sapphire Rapids sockets"),
+    ("hgx-h20", "8x H20 on NVSwitch (18 NVLink 4 links each), PCIe Gen5 to two Sapphire Rapids sockets"),
+    ("hgx-a100", "8x A100 SXM on NVSwitch (12 NVLink 3 links each), PCIe Gen4 to two EPYC sockets"),
+    ("h20-nvlink-mesh", "8x H20 with no NVSwitch: every pair joined directly, 64 GB/s per direction (7 links a GPU)"),
+    ("pcie-gen3-8gpu", "8 GPUs on PCIe Gen3, no NVLink: two Skylake sockets, two switches a socket, two GPUs a switch"),
+    ("pcie-gen4-8gpu", "8 GPUs on PCIe Gen4, no NVLink: two EPYC sockets, two switches a socket, two GPUs a switch"),
+    ("pcie-gen5-8gpu", "8 GPUs on PCIe Gen5, no NVLink: two Sapphire Rapids sockets, two switches a socket, two GPUs a switch"),
 ];
+
+/// Calibrated hardware model overlays a preset uses, by shipped name.
+pub fn preset_models(name: &str) -> &'static [&'static str] {
+    match name {
+        // Fitted to two H200 SXM of an HGX board (models/hardware/h200x2-nvswitch.toml).
+        "hgx-h200" => &["h200x2-nvswitch"],
+        _ => &[],
+    }
+}
 
 /// What a user may change about a preset.
 #[derive(Debug, Clone, Default)]
@@ -81,11 +66,7 @@ struct Board {
 }
 
 /// Builds the preset `name`.
-pub fn preset(
-    name: &str,
-    options: &PresetOptions,
-    model: &HardwareModel,
-) -> Result<Topology, TopologyError> {
+pub fn preset(name: &str, options: &PresetOptions, model: &HardwareModel) -> Result<Topology, TopologyError> {
     let gpu_or = |default: &str| options.gpu.clone().unwrap_or_else(|| default.to_string());
     let fixed_gpu = |gpu: &str| -> Result<String, TopologyError> {
         match &options.gpu {
@@ -98,18 +79,8 @@ pub fn preset(
     let board = match name {
         "hgx-h100" | "hgx-h200" | "hgx-h20" => {
             let gpu = fixed_gpu(&name["hgx-".len()..])?;
-            let pcie_generation = model
-                .gpu(&gpu)
-                .map_err(TopologyError::Invalid)?
-                .pcie_generation
-                .clone();
-            Board {
-                name: leak(name),
-                gpu,
-                host: "spr-2s",
-                pcie_generation,
-                fabric: GpuFabric::NvSwitch,
-            }
+            let pcie_generation = model.gpu(&gpu).map_err(TopologyError::Invalid)?.pcie_generation.clone();
+            Board { name: leak(name), gpu, host: "spr-2s", pcie_generation, fabric: GpuFabric::NvSwitch }
         }
         "hgx-a100" => Board {
             name: "hgx-a100",
@@ -132,46 +103,27 @@ pub fn preset(
             pcie_generation: "gen3".into(),
             fabric: GpuFabric::None,
         },
-        "pcie-gen4-8gpu" => Board {
-            name: "pcie-gen4-8gpu",
-            gpu: gpu_or("a100"),
-            host: "epyc-2s",
-            pcie_generation: "gen4".into(),
-            fabric: GpuFabric::None,
-        },
-        "pcie-gen5-8gpu" => Board {
-            name: "pcie-gen5-8gpu",
-            gpu: gpu_or("h100"),
-            host: "spr-2s",
-            pcie_generation: "gen5".into(),
-            fabric: GpuFabric::None,
-        },
+        "pcie-gen4-8gpu" => {
+            Board { name: "pcie-gen4-8gpu", gpu: gpu_or("a100"), host: "epyc-2s", pcie_generation: "gen4".into(), fabric: GpuFabric::None }
+        }
+        "pcie-gen5-8gpu" => {
+            Board { name: "pcie-gen5-8gpu", gpu: gpu_or("h100"), host: "spr-2s", pcie_generation: "gen5".into(), fabric: GpuFabric::None }
+        }
         other => {
             let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
-            return Err(TopologyError::Invalid(format!(
-                "unknown topology {other:?}: use a preset ({}) or a .toml file",
-                names.join(", ")
-            )));
+            return Err(TopologyError::Invalid(format!("unknown topology {other:?}: use a preset ({}) or a .toml file", names.join(", "))));
         }
     };
     let gpus = options.gpus.unwrap_or(board::BOARD_GPUS);
     if gpus == 0 || gpus > board::BOARD_GPUS {
-        return Err(TopologyError::Invalid(format!(
-            "{name} has {} GPUs; --gpus must be 1 to {}",
-            board::BOARD_GPUS,
-            board::BOARD_GPUS
-        )));
+        return Err(TopologyError::Invalid(format!("{name} has {} GPUs; --gpus must be 1 to {}", board::BOARD_GPUS, board::BOARD_GPUS)));
     }
     build(&board, gpus, model).map_err(TopologyError::Invalid)
 }
 
 /// Preset names are static strings; this maps a matched name back to one.
 fn leak(name: &str) -> &'static str {
-    PRESETS
-        .iter()
-        .map(|(n, _)| *n)
-        .find(|n| *n == name)
-        .expect("matched names are presets")
+    PRESETS.iter().map(|(n, _)| *n).find(|n| *n == name).expect("matched names are presets")
 }
 
 fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, String> {
@@ -181,61 +133,33 @@ fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, St
     let policy = Policy {
         p2p_across_sockets: host.p2p_across_sockets,
         root_complex_p2p_factor: host.root_complex_p2p_factor,
-        nvls: matches!(board.fabric, GpuFabric::NvSwitch)
-            && model.nccl_arch(gpu_model.arch)?.nvls_efficiency > 0.0,
+        nvls: matches!(board.fabric, GpuFabric::NvSwitch) && model.nccl_arch(gpu_model.arch)?.nvls_efficiency > 0.0,
     };
     let mut topo = Topology::new(board.name, &board.gpu, board.host, policy);
-    topo.description = PRESETS
-        .iter()
-        .find(|(n, _)| *n == board.name)
-        .map(|(_, d)| d.to_string())
-        .unwrap_or_default();
+    topo.description = PRESETS.iter().find(|(n, _)| *n == board.name).map(|(_, d)| d.to_string()).unwrap_or_default();
     if gpus < board::BOARD_GPUS {
         topo.description = format!("{} (first {gpus} GPUs)", topo.description);
     }
 
     // Host: two sockets, each with its memory, joined by the socket link.
-    let sockets: Vec<NodeId> = (0..2)
-        .map(|s| topo.add_node(format!("cpu{s}"), NodeKind::CpuSocket, s))
-        .collect();
+    let sockets: Vec<NodeId> = (0..2).map(|s| topo.add_node(format!("cpu{s}"), NodeKind::CpuSocket, s)).collect();
     let (memory_rate, channels) = rates.memory(board.host)?;
     for (s, &socket) in sockets.iter().enumerate() {
         let memory = topo.add_node(format!("mem{s}"), NodeKind::HostMemory, s as u32);
-        topo.connect_shared(
-            socket,
-            memory,
-            LinkKind::MemoryBus { channels },
-            memory_rate,
-            crate::units::Time::ZERO,
-        );
+        topo.connect_shared(socket, memory, LinkKind::MemoryBus { channels }, memory_rate, crate::units::Time::ZERO);
     }
-    topo.connect(
-        sockets[0],
-        sockets[1],
-        LinkKind::SocketLink,
-        host.socket_link,
-        host.socket_link_latency,
-    );
+    topo.connect(sockets[0], sockets[1], LinkKind::SocketLink, host.socket_link, host.socket_link_latency);
 
     // PCIe: switches under the sockets, GPUs under the switches; the board
     // is filled in GPU order, so a 2-GPU slice shares one switch.
     let (pcie_rate, pcie_latency) = rates.pcie(&board.pcie_generation, 16)?;
-    let pcie = LinkKind::Pcie {
-        generation: board.pcie_generation.clone(),
-        lanes: 16,
-    };
+    let pcie = LinkKind::Pcie { generation: board.pcie_generation.clone(), lanes: 16 };
     let switches_needed = gpus.div_ceil(board::GPUS_PER_PCIE_SWITCH);
     let mut switches = Vec::new();
     for s in 0..switches_needed {
         let socket = s / board::PCIE_SWITCHES_PER_SOCKET;
         let switch = topo.add_node(format!("pcie-sw{s}"), NodeKind::PcieSwitch, socket);
-        topo.connect(
-            switch,
-            sockets[socket as usize],
-            pcie.clone(),
-            pcie_rate,
-            pcie_latency,
-        );
+        topo.connect(switch, sockets[socket as usize], pcie.clone(), pcie_rate, pcie_latency);
         switches.push(switch);
     }
     let gpu_nodes: Vec<NodeId> = (0..gpus)
@@ -254,16 +178,7 @@ fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, St
             let (rate, latency) = rates.nvlink(&gpu_model.nvlink_generation, links)?;
             let fabric = topo.add_node("nvswitch", NodeKind::NvSwitch, 0);
             for &gpu in &gpu_nodes {
-                topo.connect(
-                    gpu,
-                    fabric,
-                    LinkKind::NvLink {
-                        generation: gpu_model.nvlink_generation.clone(),
-                        links,
-                    },
-                    rate,
-                    latency,
-                );
+                topo.connect(gpu, fabric, LinkKind::NvLink { generation: gpu_model.nvlink_generation.clone(), links }, rate, latency);
             }
         }
         GpuFabric::PairMesh(pair_rate) => {
@@ -277,10 +192,7 @@ fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, St
                     topo.connect(
                         a,
                         b,
-                        LinkKind::NvLink {
-                            generation: gpu_model.nvlink_generation.clone(),
-                            links: links_per_pair,
-                        },
+                        LinkKind::NvLink { generation: gpu_model.nvlink_generation.clone(), links: links_per_pair },
                         rate,
                         generation.hop_latency,
                     );
@@ -303,15 +215,8 @@ mod tests {
         let model = HardwareModel::base();
         for (name, _) in PRESETS {
             for gpus in 1..=8 {
-                let topo = preset(
-                    name,
-                    &PresetOptions {
-                        gpus: Some(gpus),
-                        gpu: None,
-                    },
-                    &model,
-                )
-                .unwrap_or_else(|e| panic!("{name} with {gpus} GPUs: {e}"));
+                let topo = preset(name, &PresetOptions { gpus: Some(gpus), gpu: None }, &model)
+                    .unwrap_or_else(|e| panic!("{name} with {gpus} GPUs: {e}"));
                 assert_eq!(topo.gpus().len(), gpus as usize);
             }
         }
@@ -319,73 +224,31 @@ mod tests {
 
     #[test]
     fn the_mesh_has_seven_direct_links_a_gpu_and_no_switch() {
-        let topo = preset(
-            "h20-nvlink-mesh",
-            &PresetOptions::default(),
-            &HardwareModel::base(),
-        )
-        .unwrap();
+        let topo = preset("h20-nvlink-mesh", &PresetOptions::default(), &HardwareModel::base()).unwrap();
         let g = topo.gpus()[3];
-        let direct = topo
-            .gpus()
-            .iter()
-            .filter(|&&o| o != g && topo.path(g, o, Medium::NvLinkDirect).is_some())
-            .count();
+        let direct = topo.gpus().iter().filter(|&&o| o != g && topo.path(g, o, Medium::NvLinkDirect).is_some()).count();
         assert_eq!(direct, 7);
         assert!(!topo.has(NodeKind::NvSwitch));
         // Per direction: 64 GB/s a pair at NVLink 4's measured efficiency.
         let path = topo.path(g, topo.gpus()[0], Medium::NvLinkDirect).unwrap();
-        assert_eq!(
-            topo.bottleneck(&path),
-            Bandwidth::from_gbps_f64(64.0 * 0.877)
-        );
+        assert_eq!(topo.bottleneck(&path), Bandwidth::from_gbps_f64(64.0 * 0.877));
     }
 
     #[test]
     fn hgx_h200_port_is_eighteen_links_at_measured_efficiency() {
-        let topo = preset(
-            "hgx-h200",
-            &PresetOptions::default(),
-            &HardwareModel::base(),
-        )
-        .unwrap();
-        assert_eq!(
-            topo.nvlink_bandwidth(topo.gpus()[0]),
-            Bandwidth::from_gbps_f64(450.0 * 0.877)
-        );
+        let topo = preset("hgx-h200", &PresetOptions::default(), &HardwareModel::base()).unwrap();
+        assert_eq!(topo.nvlink_bandwidth(topo.gpus()[0]), Bandwidth::from_gbps_f64(450.0 * 0.877));
         assert!(topo.policy.nvls);
-        let a100 = preset(
-            "hgx-a100",
-            &PresetOptions::default(),
-            &HardwareModel::base(),
-        )
-        .unwrap();
-        assert!(
-            !a100.policy.nvls,
-            "NVSwitch gen 2 has no in-switch reduction"
-        );
+        let a100 = preset("hgx-a100", &PresetOptions::default(), &HardwareModel::base()).unwrap();
+        assert!(!a100.policy.nvls, "NVSwitch gen 2 has no in-switch reduction");
     }
 
     #[test]
     fn bad_preset_requests_say_what_is_allowed() {
         let model = HardwareModel::base();
-        let error = preset("hgx-h300", &PresetOptions::default(), &model)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.contains("hgx-h200") && error.contains(".toml"),
-            "{error}"
-        );
-        let error = preset(
-            "hgx-h200",
-            &PresetOptions {
-                gpus: Some(9),
-                gpu: None,
-            },
-            &model,
-        )
-        .unwrap_err()
-        .to_string();
+        let error = preset("hgx-h300", &PresetOptions::default(), &model).unwrap_err().to_string();
+        assert!(error.contains("hgx-h200") && error.contains(".toml"), "{error}");
+        let error = preset("hgx-h200", &PresetOptions { gpus: Some(9), gpu: None }, &model).unwrap_err().to_string();
         assert!(error.contains("1 to 8"), "{error}");
     }
 }

@@ -8,44 +8,23 @@ use super::{LinkKind, NodeKind, Topology};
 pub fn describe(topo: &Topology) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "topology {}: {}", topo.name, topo.description);
-    let _ = writeln!(
-        out,
-        "GPU model {}, host platform {}",
-        topo.gpu_model, topo.host
-    );
+    let _ = writeln!(out, "GPU model {}, host platform {}", topo.gpu_model, topo.host);
     let _ = writeln!(
         out,
         "policy: P2P across sockets {}, P2P through a root complex at {:.0}% of the path, in-switch reduction (NVLS) {}",
-        if topo.policy.p2p_across_sockets {
-            "allowed"
-        } else {
-            "refused"
-        },
+        if topo.policy.p2p_across_sockets { "allowed" } else { "refused" },
         topo.policy.root_complex_p2p_factor * 100.0,
         if topo.policy.nvls { "yes" } else { "no" }
     );
     let _ = writeln!(out);
-    for kind in [
-        NodeKind::Gpu,
-        NodeKind::NvSwitch,
-        NodeKind::PcieSwitch,
-        NodeKind::CpuSocket,
-        NodeKind::HostMemory,
-        NodeKind::Nvme,
-    ] {
-        let names: Vec<String> = topo
-            .nodes_of(kind)
-            .map(|n| format!("{} (socket {})", topo.node(n).name, topo.node(n).socket))
-            .collect();
+    for kind in [NodeKind::Gpu, NodeKind::NvSwitch, NodeKind::PcieSwitch, NodeKind::CpuSocket, NodeKind::HostMemory, NodeKind::Nvme] {
+        let names: Vec<String> = topo.nodes_of(kind).map(|n| format!("{} (socket {})", topo.node(n).name, topo.node(n).socket)).collect();
         if !names.is_empty() {
             let _ = writeln!(out, "{kind}: {}", names.join(", "));
         }
     }
     let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "links (bandwidth per direction; a memory bus is one capacity for reads and writes):"
-    );
+    let _ = writeln!(out, "links (bandwidth per direction; a memory bus is one capacity for reads and writes):");
     let rows: Vec<(String, String, String)> = topo
         .links()
         .iter()
@@ -56,11 +35,7 @@ pub fn describe(topo: &Topology) -> String {
         })
         .map(|(i, l)| {
             let label = topo.link_label(crate::network::LinkId(i as u32));
-            let label = if matches!(l.kind, LinkKind::MemoryBus { .. }) {
-                label
-            } else {
-                label.replacen(" -> ", " <-> ", 1)
-            };
+            let label = if matches!(l.kind, LinkKind::MemoryBus { .. }) { label } else { label.replacen(" -> ", " <-> ", 1) };
             (label, l.bandwidth.to_string(), l.latency.to_string())
         })
         .collect();

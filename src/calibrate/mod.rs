@@ -1,0 +1,9 @@
+//! Calibration: the measurement schema, predicting measurements, the
+//! fidelity report, fitting the hardware model, importers of other tools'
+//! output, and the GPU runner. Changes no simulator logic: it only reads
+//! measurements and writes model files.
+
+pub mod fit;
+pub mod predict;
+pub mod schema;
+pub mod validate;

@@ -1,0 +1,139 @@
+//! Measurement schema 1 (JSON Lines; shared/calibration/README.md): one
+//! measured operation per line. Unknown fields are kept out of the way, not
+//! refused: the schema grows by adding fields.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::ConfigError;
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct Measurement {
+    pub schema: u32,
+    #[serde(default)]
+    pub system: String,
+    /// copy, allreduce, allgather, reducescatter, broadcast, kernel, ...
+    pub op: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algo: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proto: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<u32>,
+    #[serde(default)]
+    pub bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<String>,
+    pub time_us: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    /// For `kernel`: the LLM whose layer it is (icsim's addition; files
+    /// without it mean Llama-3.1-70B, as the shared README says).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tp: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Measurement {
+    /// A short name of what was measured: "allreduce nvswitch", "copy h2d_pinned".
+    pub fn series(&self) -> String {
+        match self.op.as_str() {
+            "copy" => format!("copy {}", self.path.as_deref().unwrap_or("?")),
+            "kernel" => format!("kernel {}", self.kernel.as_deref().unwrap_or("?")),
+            op => {
+                let mut name = format!("{op} {}", self.transport.as_deref().unwrap_or("auto"));
+                for (label, value) in [("algo", &self.algo), ("proto", &self.proto)] {
+                    if let Some(v) = value.as_deref().filter(|v| *v != "auto") {
+                        name += &format!(" {label}={v}");
+                    }
+                }
+                name
+            }
+        }
+    }
+
+    pub fn is_collective(&self) -> bool {
+        matches!(self.op.as_str(), "allreduce" | "allgather" | "reducescatter" | "broadcast")
+    }
+}
+
+/// Reads a JSON Lines file of schema-1 measurements; blank lines and lines
+/// starting with '#' are skipped.
+pub fn read(path: &Path) -> Result<Vec<Measurement>, ConfigError> {
+    let text = crate::config::read_text(path)?;
+    parse(path, &text)
+}
+
+pub fn parse(path: &Path, text: &str) -> Result<Vec<Measurement>, ConfigError> {
+    let mut out = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let measurement: Measurement = serde_json::from_str(line).map_err(|e| ConfigError::Syntax {
+            path: path.to_path_buf(),
+            message: format!("line {}: {e}; each line must be a schema-1 measurement object", number + 1),
+        })?;
+        if measurement.schema != 1 {
+            return Err(ConfigError::invalid(
+                path,
+                format!("line {}: schema", number + 1),
+                format!("schema {} is not supported: icsim reads schema 1", measurement.schema),
+            ));
+        }
+        if !(measurement.time_us.is_finite() && measurement.time_us > 0.0) {
+            return Err(ConfigError::invalid(path, format!("line {}: time_us", number + 1), "must be a positive number of microseconds"));
+        }
+        out.push(measurement);
+    }
+    Ok(out)
+}
+
+/// Writes measurements as JSON Lines.
+pub fn to_jsonl(measurements: &[Measurement]) -> String {
+    measurements.iter().map(|m| serde_json::to_string(m).expect("plain data") + "\n").collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_lines_and_keeps_going_past_unknown_fields() {
+        let text = r#"{"schema": 1, "system": "x", "op": "allreduce", "transport": "nvswitch", "ranks": 2, "bytes": 8, "time_us": 9.9, "new_field": 3}
+# a comment
+
+{"schema": 1, "op": "copy", "path": "h2d_pinned", "bytes": 4096, "time_us": 4.3}"#;
+        let m = parse(Path::new("m.jsonl"), text).unwrap();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].series(), "allreduce nvswitch");
+        assert_eq!(m[1].series(), "copy h2d_pinned");
+    }
+
+    #[test]
+    fn bad_lines_name_the_file_and_line() {
+        let error = parse(Path::new("m.jsonl"), "{\"schema\": 1, \"op\": \"copy\"}").unwrap_err().to_string();
+        assert!(error.contains("m.jsonl") && error.contains("line 1") && error.contains("time_us"), "{error}");
+        let error = parse(Path::new("m.jsonl"), "{\"schema\": 2, \"op\": \"copy\", \"time_us\": 1}").unwrap_err().to_string();
+        assert!(error.contains("schema 2"), "{error}");
+    }
+}

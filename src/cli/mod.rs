@@ -1,0 +1,72 @@
+//! Argument types (what the user typed, kept apart from resolved
+//! configuration) and the dispatch to each subcommand.
+
+mod calibrate;
+mod collective;
+mod topo;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+
+use icsim::report::Format;
+use icsim::topology::{PresetOptions, TopologySpec};
+
+/// icsim: a discrete-event simulator of the interconnect inside a GPU server.
+#[derive(Debug, Parser)]
+#[command(name = "icsim", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Simulate a collective over a range of message sizes.
+    Collective(collective::CollectiveArgs),
+    /// Show or import topologies.
+    #[command(subcommand)]
+    Topo(topo::TopoCommand),
+    /// Fit the hardware model to measurements, and validate it.
+    #[command(subcommand)]
+    Calibrate(calibrate::CalibrateCommand),
+}
+
+/// Which server to simulate.
+#[derive(Debug, Clone, Args)]
+pub struct TopologyArgs {
+    /// A preset (hgx-h100, hgx-h200, hgx-h20, hgx-a100, h20-nvlink-mesh,
+    /// pcie-gen3-8gpu, pcie-gen4-8gpu, pcie-gen5-8gpu) or a topology file.
+    #[arg(long, short = 't', default_value = "hgx-h200")]
+    pub topology: String,
+    /// Use the first N GPUs.
+    #[arg(long)]
+    pub gpus: Option<u32>,
+    /// GPU model for the pcie-* presets (a100, h100, h200, h20, b200).
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// Hardware model overlay (a file, or a shipped model's name); repeatable.
+    #[arg(long = "model", value_name = "FILE")]
+    pub models: Vec<String>,
+}
+
+impl TopologyArgs {
+    pub fn spec(&self) -> TopologySpec {
+        TopologySpec {
+            name: self.topology.clone(),
+            options: PresetOptions { gpus: self.gpus, gpu: self.gpu.clone() },
+            models: self.models.clone(),
+        }
+    }
+}
+
+pub fn parse_format(text: &str) -> Result<Format, String> {
+    text.parse()
+}
+
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Collective(args) => collective::run(args),
+        Command::Topo(command) => topo::run(command),
+        Command::Calibrate(command) => calibrate::run(command),
+    }
+}
