@@ -177,13 +177,15 @@ impl<'g, R> Executor<'g, R> {
         let mut now = Time::ZERO;
         let mut ready: Vec<TaskId> = (0..self.graph.len() as u32).map(TaskId).filter(|t| self.waiting_on[t.index()] == 0).collect();
         let mut finished = Vec::new();
+        let mut starting = Vec::new();
         let mut done = 0usize;
         loop {
             // Start everything that became ready at `now`, in task order so
             // that ties are broken the same way on every run.
             while !ready.is_empty() {
                 ready.sort_unstable();
-                for task in std::mem::take(&mut ready) {
+                std::mem::swap(&mut ready, &mut starting);
+                for task in starting.drain(..) {
                     self.start[task.index()] = now;
                     match self.graph.work(task) {
                         Work::Transfer { route, bytes, rate_cap } => fabric.start(now, task, route, *bytes, *rate_cap),

@@ -69,6 +69,8 @@ struct Flow {
     /// Bytes still to leave the source, as of `updated`.
     remaining: f64,
     rate: f64,
+    /// The rate the solver is computing (scratch of `fill_progressively`).
+    next_rate: f64,
     cap: f64,
     updated: Time,
     /// Bumped whenever the flow's scheduled event changes; stale heap entries
@@ -83,6 +85,8 @@ struct Flow {
 struct LinkState {
     capacity: f64,
     flows: Vec<u32>,
+    /// Sum of the rates of the flows on the link.
+    allocated: f64,
     usage: LinkUsage,
     busy_since: Time,
     mark: u64,
@@ -106,6 +110,9 @@ pub struct Network {
     epoch: u64,
     scratch_links: Vec<u32>,
     scratch_flows: Vec<u32>,
+    /// Re-solve every flow on every change: the slow reference the
+    /// incremental solver is tested against.
+    full_recompute: bool,
 }
 
 impl Network {
@@ -119,6 +126,7 @@ impl Network {
                 LinkState {
                     capacity: capacity.bytes_per_sec(),
                     flows: Vec::new(),
+                    allocated: 0.0,
                     usage: LinkUsage::default(),
                     busy_since: Time::ZERO,
                     mark: 0,
@@ -136,7 +144,15 @@ impl Network {
             epoch: 0,
             scratch_links: Vec::new(),
             scratch_flows: Vec::new(),
+            full_recompute: false,
         }
+    }
+
+    /// The same network, re-solving all flows on every change (slow; the
+    /// reference for tests).
+    pub fn with_full_recompute(mut self) -> Network {
+        self.full_recompute = true;
+        self
     }
 
     pub fn link_count(&self) -> usize {
@@ -190,6 +206,7 @@ impl Network {
             bytes,
             remaining: bytes.as_f64(),
             rate: 0.0,
+            next_rate: 0.0,
             cap,
             updated: now,
             generation: 0,
@@ -206,12 +223,30 @@ impl Network {
             self.schedule(slot, now + drain + path.latency);
             return;
         }
+        // Fast path: a capped flow that fits in the spare capacity of every
+        // link it crosses runs at its cap and changes no one else's share
+        // (a saturated link, the only kind that limits others, has no spare).
+        let fits = !self.full_recompute
+            && cap.is_finite()
+            && path.links.iter().all(|l| {
+                let state = &self.links[l.index()];
+                state.allocated + cap <= state.capacity * (1.0 - SHARE_TOLERANCE)
+            });
         for &link in path.links.iter() {
             let state = &mut self.links[link.index()];
             if state.flows.is_empty() {
                 state.busy_since = now;
             }
             state.flows.push(slot);
+            if fits {
+                state.allocated += cap;
+            }
+        }
+        if fits {
+            self.flows[slot as usize].rate = cap;
+            let at = now + Time((bytes.as_f64() * 1e12 / cap).ceil() as u64);
+            self.schedule(slot, at);
+            return;
         }
         let seeds: Vec<LinkId> = path.links.to_vec();
         self.reshare(now, &seeds);
@@ -220,6 +255,13 @@ impl Network {
     /// Settles every flow of the component around `seeds` at `now` and gives
     /// it its new max-min fair rate.
     fn reshare(&mut self, now: Time, seeds: &[LinkId]) {
+        let every_busy_link: Vec<LinkId>;
+        let seeds = if self.full_recompute {
+            every_busy_link = (0..self.links.len() as u32).map(LinkId).filter(|l| !self.links[l.index()].flows.is_empty()).collect();
+            &every_busy_link[..]
+        } else {
+            seeds
+        };
         self.epoch += 1;
         let epoch = self.epoch;
         let mut component_links = std::mem::take(&mut self.scratch_links);
@@ -254,23 +296,29 @@ impl Network {
             }
         }
 
-        // Bring every flow's remaining bytes up to `now` at its old rate.
+        for &slot in &component_flows {
+            self.flows[slot as usize].frozen = false;
+        }
+        self.fill_progressively(&component_links, &component_flows);
+
+        // Flows whose share changed: bring their remaining bytes up to `now`
+        // at the old rate, then reschedule. The others keep their event.
         for &slot in &component_flows {
             let flow = &mut self.flows[slot as usize];
+            debug_assert!(flow.next_rate > 0.0, "every flow gets a positive share");
+            if flow.rate > 0.0 && (flow.next_rate - flow.rate).abs() <= flow.rate * SHARE_TOLERANCE {
+                continue;
+            }
             let elapsed = (now - flow.updated).as_secs();
             flow.remaining = (flow.remaining - flow.rate * elapsed).max(0.0);
             flow.updated = now;
-            flow.frozen = false;
-        }
-
-        self.fill_progressively(&component_links, &component_flows);
-
-        for &slot in &component_flows {
-            let flow = &self.flows[slot as usize];
-            debug_assert!(flow.rate > 0.0, "every flow gets a positive share");
+            flow.rate = flow.next_rate;
             let drain_ps = (flow.remaining * 1e12 / flow.rate).ceil();
-            let at = now + Time(drain_ps as u64);
-            self.schedule(slot, at);
+            self.schedule(slot, now + Time(drain_ps as u64));
+        }
+        for &link in &component_links {
+            let allocated = self.links[link as usize].flows.iter().map(|&f| self.flows[f as usize].rate).sum();
+            self.links[link as usize].allocated = allocated;
         }
         self.scratch_links = component_links;
         self.scratch_flows = component_flows;
@@ -309,14 +357,14 @@ impl Network {
                 let limited = flow.cap <= threshold
                     || flow.links.iter().any(|l| {
                         let state = &self.links[l.index()];
-                        state.spare / f64::from(state.unfrozen) <= threshold
+                        state.unfrozen > 0 && state.spare / f64::from(state.unfrozen) <= threshold
                     });
                 if !limited {
                     continue;
                 }
                 let flow = &mut self.flows[slot as usize];
                 flow.frozen = true;
-                flow.rate = share;
+                flow.next_rate = share;
                 unfrozen -= 1;
                 for l in flow.links.iter() {
                     let state = &mut self.links[l.index()];
@@ -329,10 +377,19 @@ impl Network {
 
     fn drain_finished(&mut self, now: Time, slot: u32) {
         let links = self.flows[slot as usize].links.clone();
+        let rate = self.flows[slot as usize].rate;
+        // Fast path: if none of its links was saturated, none was anyone's
+        // bottleneck, and no other share changes when it leaves.
+        let saturated = self.full_recompute
+            || links.iter().any(|l| {
+                let state = &self.links[l.index()];
+                state.allocated >= state.capacity * (1.0 - SHARE_TOLERANCE)
+            });
         for &link in links.iter() {
             let state = &mut self.links[link.index()];
             let position = state.flows.iter().position(|&f| f == slot).expect("a draining flow is listed on each of its links");
             state.flows.swap_remove(position);
+            state.allocated = if state.flows.is_empty() { 0.0 } else { (state.allocated - rate).max(0.0) };
             if state.flows.is_empty() {
                 state.usage.busy += now - state.busy_since;
             }
@@ -344,7 +401,7 @@ impl Network {
         let latency = flow.latency;
         self.schedule(slot, now + latency);
         let touched: Vec<LinkId> = links.iter().copied().filter(|l| !self.links[l.index()].flows.is_empty()).collect();
-        if !touched.is_empty() {
+        if saturated && !touched.is_empty() {
             self.reshare(now, &touched);
         }
     }

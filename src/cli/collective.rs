@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use serde_json::json;
 
 use super::{TopologyArgs, parse_format};
-use icsim::collective::{self, Algorithm, Choice, Op, Protocol, Request};
+use icsim::collective::{self, Algorithm, Choice, CollectiveError, Op, Outcome, Protocol, Request};
 use icsim::report::{self, Format, Record};
 use icsim::topology;
 use icsim::transport::Mode;
@@ -26,15 +26,24 @@ pub struct CollectiveArgs {
     /// auto, nvswitch, nvlink, p2p or shm.
     #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<Mode>())]
     transport: Mode,
-    /// auto, ring, tree, nvls, oneshot or twoshot.
-    #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<Choice<Algorithm>>())]
-    algo: Choice<Algorithm>,
+    /// auto, ring, tree, nvls, oneshot or twoshot; a list (oneshot,twoshot,ring)
+    /// compares them size by size and prints where each is fastest.
+    #[arg(long, default_value = "auto", value_parser = parse_algorithms)]
+    algo: Algorithms,
     /// auto, simple, ll or ll128.
     #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<Choice<Protocol>>())]
     proto: Choice<Protocol>,
     /// table, json or csv.
     #[arg(long, default_value = "table", value_parser = parse_format)]
     format: Format,
+}
+
+/// One or more algorithm choices, as one argument.
+#[derive(Debug, Clone)]
+pub struct Algorithms(Vec<Choice<Algorithm>>);
+
+fn parse_algorithms(text: &str) -> Result<Algorithms, String> {
+    text.split(',').map(|a| a.trim().parse::<Choice<Algorithm>>()).collect::<Result<Vec<_>, _>>().map(Algorithms)
 }
 
 /// A list of message sizes, as one argument.
@@ -49,34 +58,90 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
         bail!("{} has {} GPUs; --gpus {gpus} is too many", topo.name, topo.gpus().len());
     }
     let ranks = topo.gpus()[..gpus].to_vec();
-    let outcomes: Vec<_> = sizes
+    let algorithms = &args.algo.0;
+    let cases: Vec<(Bytes, Choice<Algorithm>)> = sizes.iter().flat_map(|&b| algorithms.iter().map(move |&a| (b, a))).collect();
+    let outcomes: Vec<Result<Outcome, CollectiveError>> = cases
         .par_iter()
-        .map(|&bytes| {
-            let request =
-                Request { op: args.op, bytes, ranks: ranks.clone(), mode: args.transport, algorithm: args.algo, protocol: args.proto };
-            collective::simulate(&topo, &model, request).with_context(|| format!("{} of {bytes} on {}", args.op, topo.name))
+        .map(|&(bytes, algorithm)| {
+            let request = Request { op: args.op, bytes, ranks: ranks.clone(), mode: args.transport, algorithm, protocol: args.proto };
+            collective::simulate(&topo, &model, request)
         })
-        .collect::<Result<_>>()?;
+        .collect();
+    let comparing = algorithms.len() > 1;
+    if !comparing {
+        // One algorithm: any failure is the answer.
+        if let Some((error, (bytes, _))) = outcomes.iter().zip(&cases).find_map(|(o, c)| o.as_ref().err().map(|e| (e, c))) {
+            return Err(anyhow::Error::new(error.clone())).with_context(|| format!("{} of {bytes} on {}", args.op, topo.name));
+        }
+    }
+    let fastest: Vec<Option<usize>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(s, _)| {
+            (0..algorithms.len())
+                .filter_map(|a| outcomes[s * algorithms.len() + a].as_ref().ok().map(|o| (o.time, a)))
+                .min()
+                .map(|(_, a)| a)
+        })
+        .collect();
     let records: Vec<Record> = outcomes
         .iter()
-        .map(|o| {
-            let busiest = collective::busiest_link(&topo, &o.usage, o.time);
-            let value = json!({
-                "bytes": o.bytes.0,
-                "size": o.bytes.to_string(),
-                "time_us": o.time.as_us(),
-                "algbw_gbps": o.algbw_gbps(),
-                "busbw_gbps": o.busbw_gbps(),
-                "algo": o.algorithm.to_string(),
-                "proto": o.protocol.to_string(),
-                "transport": o.transport,
-                "channels": o.channels,
-                "busiest_link": busiest.map(|(l, _)| topo.link_label(l)),
-                "busiest_link_util": busiest.map(|(_, u)| u),
-            });
-            value.as_object().cloned().expect("a JSON object")
+        .zip(&cases)
+        .enumerate()
+        .map(|(i, (outcome, (bytes, algorithm)))| {
+            let mut record = match outcome {
+                Ok(o) => outcome_record(&topo, o),
+                Err(error) => {
+                    let label = match algorithm {
+                        Choice::Auto => "auto".to_string(),
+                        Choice::Fixed(a) => a.to_string(),
+                    };
+                    json!({"bytes": bytes.0, "size": bytes.to_string(), "algo": label, "unavailable": error.to_string()})
+                        .as_object()
+                        .cloned()
+                        .expect("a JSON object")
+                }
+            };
+            if comparing {
+                record.insert("fastest".into(), json!(fastest[i / algorithms.len()] == Some(i % algorithms.len())));
+            }
+            record
         })
         .collect();
     print!("{}", report::render(&records, args.format));
+    if comparing && args.format == Format::Table {
+        let winners: Vec<(Bytes, String)> = sizes
+            .iter()
+            .enumerate()
+            .filter_map(|(s, &b)| {
+                fastest[s].and_then(|a| outcomes[s * algorithms.len() + a].as_ref().ok()).map(|o| (b, o.algorithm.to_string()))
+            })
+            .collect();
+        println!("\nfastest by size:");
+        for (label, from, to) in collective::crossovers(&winners) {
+            println!("  {label:<8} from {from} to {to}");
+        }
+    }
     Ok(())
+}
+
+fn outcome_record(topo: &topology::Topology, o: &Outcome) -> Record {
+    let busiest = collective::busiest_link(topo, &o.usage, o.time);
+    json!({
+        "bytes": o.bytes.0,
+        "size": o.bytes.to_string(),
+        "time_us": o.time.as_us(),
+        "algbw_gbps": o.algbw_gbps(),
+        "busbw_gbps": o.busbw_gbps(),
+        "algo": o.algorithm.to_string(),
+        "proto": o.protocol.to_string(),
+        "transport": o.transport,
+        "channels": o.channels,
+        "nccl_model_us": o.nccl_estimate_us,
+        "busiest_link": busiest.map(|(l, _)| topo.link_label(l)),
+        "busiest_link_util": busiest.map(|(_, u)| u),
+    })
+    .as_object()
+    .cloned()
+    .expect("a JSON object")
 }

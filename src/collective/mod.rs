@@ -3,9 +3,12 @@
 //! (Simple, LL, LL128) and channels; and the choice of algorithm and protocol
 //! as NCCL's tuner makes it. Knows nothing of LLMs.
 
+mod direct;
 mod layout;
 pub mod nccl;
+mod nvls;
 mod ring;
+mod tree;
 
 use std::fmt;
 use std::str::FromStr;
@@ -13,7 +16,7 @@ use std::str::FromStr;
 use crate::config::hardware::{HardwareModel, PathCost, Protocol as ProtocolModel};
 use crate::engine::{self, TaskGraph, TaskId};
 use crate::network::{LinkUsage, Path};
-use crate::topology::{NodeId, Topology};
+use crate::topology::{Medium, NodeId, NodeKind, Topology};
 use crate::transport::{self, Connection, Mode, PathClass, Pipe, PipeRules, TransportError};
 use crate::units::{Bandwidth, Bytes, Time};
 
@@ -188,9 +191,8 @@ pub struct Plan {
     pub request: Request,
     pub algorithm: Algorithm,
     pub protocol: Protocol,
-    /// Ring orders (rank positions), link-disjoint where the links are direct.
-    rings: Vec<Vec<usize>>,
-    /// `connections[r][i]`: ring r, from position i to position i+1.
+    /// `connections[r][i]`: ring r, from position i to position i+1. Rings
+    /// are link-disjoint where the links are direct (a mesh).
     connections: Vec<Vec<Connection>>,
     pub class: PathClass,
     pub nccl: RingGraph,
@@ -198,8 +200,11 @@ pub struct Plan {
     pub channels: u32,
     /// What the ring connections really use ("nvswitch", "p2p+shm", ...).
     pub transport: String,
-    /// NCCL's closed-form time for the chosen algorithm and protocol, µs.
+    /// NCCL's closed-form time for the chosen algorithm and protocol, µs
+    /// (none for algorithms NCCL does not have).
     pub nccl_estimate_us: Option<f64>,
+    /// Largest message the direct (one-shot, two-shot) kernels take.
+    max_direct_bytes: Bytes,
 }
 
 /// The result of simulating one collective.
@@ -213,6 +218,7 @@ pub struct Outcome {
     pub protocol: Protocol,
     pub transport: String,
     pub channels: u32,
+    pub nccl_estimate_us: Option<f64>,
     /// What every link carried, indexed by link.
     pub usage: Vec<LinkUsage>,
     pub events: u64,
@@ -248,11 +254,21 @@ fn worst_class(classes: impl Iterator<Item = PathClass>) -> PathClass {
     classes.max().unwrap_or(PathClass::Nvlink)
 }
 
+/// Algorithms NCCL's tuner chooses among when left to auto. One-shot and
+/// two-shot are not NCCL's: they run only when asked for.
+const NCCL_ALGORITHMS: [Algorithm; 3] = [Algorithm::Ring, Algorithm::Tree, Algorithm::Nvls];
+
 impl Plan {
     /// Resolves `request` on `topo`: connections in the requested mode, ring
     /// layout, NCCL's channel count, and (if left to auto) the algorithm and
     /// protocol NCCL's cost model picks.
     pub fn new(topo: &Topology, model: &HardwareModel, request: Request) -> Result<Plan, CollectiveError> {
+        Plan::with_ring_limit(topo, model, request, usize::MAX)
+    }
+
+    /// Like [`Plan::new`], with at most `max_rings` rings laid over direct
+    /// links (1: a single ring, as a naive layout would use).
+    pub fn with_ring_limit(topo: &Topology, model: &HardwareModel, request: Request, max_rings: usize) -> Result<Plan, CollectiveError> {
         let n = request.ranks.len();
         if n == 0 {
             return Err(CollectiveError::Unsupported("a collective needs at least one GPU".into()));
@@ -260,40 +276,29 @@ impl Plan {
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
         let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
 
-        // Check the mode with every pair the ring needs, and lay rings.
-        let direct_only = request.mode == Mode::Nvlink
-            || (request.mode == Mode::Auto && !topo.has(crate::topology::NodeKind::NvSwitch) && n > 1 && {
-                let (a, b) = (request.ranks[0], request.ranks[1]);
-                topo.path(a, b, crate::topology::Medium::NvLinkDirect).is_some()
-            });
-        let rings = if direct_only {
-            let linked =
-                |a: usize, b: usize| topo.path(request.ranks[a], request.ranks[b], crate::topology::Medium::NvLinkDirect).is_some();
-            let rings = layout::disjoint_rings(n, linked, n.saturating_sub(1).max(1));
-            if rings.is_empty() {
-                return Err(TransportError::Unavailable {
-                    mode: Mode::Nvlink,
-                    topology: topo.name.clone(),
-                    reason: "the GPUs' direct NVLinks do not close a ring".into(),
-                }
-                .into());
+        // Lay rings (link-disjoint over direct links on a mesh), and check
+        // the mode with every pair they need.
+        let direct = |a: usize, b: usize| topo.path(request.ranks[a], request.ranks[b], Medium::NvLinkDirect).is_some();
+        let direct_only =
+            n > 1 && (request.mode == Mode::Nvlink || (request.mode == Mode::Auto && !topo.has(NodeKind::NvSwitch) && direct(0, 1)));
+        let rings = if direct_only { layout::disjoint_rings(n, direct, (n - 1).min(max_rings.max(1))) } else { vec![(0..n).collect()] };
+        if rings.is_empty() {
+            return Err(TransportError::Unavailable {
+                mode: Mode::Nvlink,
+                topology: topo.name.clone(),
+                reason: "the GPUs' direct NVLinks do not close a ring".into(),
             }
-            rings
-        } else {
-            vec![(0..n).collect()]
-        };
-        let mut fell_back = false;
+            .into());
+        }
         let mut connections = Vec::new();
         for ring in &rings {
             let mut hops = Vec::new();
             for i in 0..n {
-                let (a, b) = (request.ranks[ring[i]], request.ranks[ring[(i + 1) % n]]);
                 if n == 1 {
                     break;
                 }
-                let (connection, fallback) = transport::connect_with_fallback(topo, a, b, request.mode)?;
-                fell_back |= fallback;
-                hops.push(connection);
+                let (a, b) = (request.ranks[ring[i]], request.ranks[ring[(i + 1) % n]]);
+                hops.push(transport::connect_with_fallback(topo, a, b, request.mode)?.0);
             }
             connections.push(hops);
         }
@@ -303,37 +308,73 @@ impl Plan {
         modes.dedup();
         let transport =
             if modes.is_empty() { request.mode.to_string() } else { modes.iter().map(Mode::to_string).collect::<Vec<_>>().join("+") };
-        let _ = fell_back;
 
         // NCCL's ring graph for this layout.
-        let mut hop_gbps = f64::INFINITY;
-        let mut gpu_gbps: f64 = 0.0;
+        let (mut hop_gbps, mut gpu_gbps) = (f64::INFINITY, 0.0f64);
         for connection in connections.iter().flatten() {
             let (hop, own) = nccl::connection_gbps(topo, model, connection).map_err(CollectiveError::Model)?;
             hop_gbps = hop_gbps.min(hop);
             gpu_gbps = gpu_gbps.max(own);
         }
-        if connections.iter().flatten().next().is_none() {
-            hop_gbps = 1.0;
-            gpu_gbps = 1.0;
+        if !hop_gbps.is_finite() {
+            (hop_gbps, gpu_gbps) = (1.0, 1.0);
         }
-        let ring_graph = nccl::ring_search(gpu.arch, arch, model.nccl.max_channels, gpu_gbps, hop_gbps, rings.len() as u32);
+        let nccl = nccl::ring_search(gpu.arch, arch, model.nccl.max_channels, gpu_gbps, hop_gbps, rings.len() as u32);
 
         let mut plan = Plan {
             algorithm: Algorithm::Ring,
             protocol: Protocol::Simple,
-            rings,
             connections,
             class,
-            nccl: ring_graph,
+            nccl,
             channels: 1,
             transport,
             nccl_estimate_us: None,
+            max_direct_bytes: model.direct.max_bytes,
             request,
         };
         plan.choose(topo, model)?;
         plan.channels = plan.channels_used(model);
         Ok(plan)
+    }
+
+    /// Why `algorithm` cannot run this request, if it cannot.
+    fn unavailable(&self, topo: &Topology, algorithm: Algorithm) -> Option<String> {
+        let op = self.request.op;
+        let needs_allreduce = |name: &str| (op != Op::AllReduce).then(|| format!("{name} is an allreduce algorithm; {op} runs as a ring"));
+        match algorithm {
+            Algorithm::Ring => None,
+            Algorithm::Tree => needs_allreduce("tree"),
+            Algorithm::Nvls => needs_allreduce("nvls").or_else(|| {
+                let on_switch = self.transport == Mode::Nvswitch.to_string();
+                (!(topo.policy.nvls && on_switch)).then(|| {
+                    format!("nvls needs GPUs on an NVSwitch that reduces in the switch (topology {} over {})", topo.name, self.transport)
+                })
+            }),
+            Algorithm::OneShot | Algorithm::TwoShot => needs_allreduce(&algorithm.to_string())
+                .or_else(|| {
+                    (self.request.bytes > self.max_direct_bytes).then(|| {
+                        format!("{algorithm} takes at most {} (its staging buffer); larger messages go to NCCL", self.max_direct_bytes)
+                    })
+                })
+                .or_else(|| self.direct_reads(topo).err()),
+        }
+    }
+
+    /// Protocols an algorithm can run with over this plan's paths.
+    fn protocols_for(&self, model: &HardwareModel, algorithm: Algorithm) -> Vec<Protocol> {
+        let candidates: Vec<Protocol> = match self.request.protocol {
+            Choice::Fixed(p) => vec![p],
+            Choice::Auto => PROTOCOLS.to_vec(),
+        };
+        candidates
+            .into_iter()
+            .filter(|p| match algorithm {
+                // NVLS runs Simple only; direct kernels use plain loads, reported as simple.
+                Algorithm::Nvls | Algorithm::OneShot | Algorithm::TwoShot => *p == Protocol::Simple,
+                _ => !(p.model(model).needs_nvlink && self.class != PathClass::Nvlink),
+            })
+            .collect()
     }
 
     /// Fixes the algorithm and protocol: as asked, or as NCCL's tuner would.
@@ -342,51 +383,57 @@ impl Plan {
         let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
         let n = self.request.ranks.len() as u32;
         let algorithms: Vec<Algorithm> = match self.request.algorithm {
-            Choice::Fixed(a) => vec![a],
-            Choice::Auto => vec![Algorithm::Ring],
-        };
-        let protocols: Vec<Protocol> = match self.request.protocol {
-            Choice::Fixed(p) => vec![p],
-            Choice::Auto => PROTOCOLS.to_vec(),
-        };
-        for &algorithm in &algorithms {
-            if algorithm != Algorithm::Ring {
-                return Err(CollectiveError::Unsupported(format!("algorithm {algorithm} is not available here: use ring")));
-            }
-        }
-        let mut best: Option<(f64, Algorithm, Protocol)> = None;
-        for &algorithm in &algorithms {
-            for &protocol in &protocols {
-                if protocol.model(model).needs_nvlink && self.class != PathClass::Nvlink {
-                    continue;
+            Choice::Fixed(a) => {
+                if let Some(reason) = self.unavailable(topo, a) {
+                    return Err(CollectiveError::Unsupported(reason));
                 }
+                vec![a]
+            }
+            Choice::Auto => NCCL_ALGORITHMS.into_iter().filter(|&a| self.unavailable(topo, a).is_none()).collect(),
+        };
+        let mut best: Option<(Option<f64>, Algorithm, Protocol)> = None;
+        for &algorithm in &algorithms {
+            for protocol in self.protocols_for(model, algorithm) {
                 let estimate =
                     nccl::predicted_us(model, arch, &self.nccl, self.class, self.request.op, algorithm, protocol, n, self.request.bytes.0);
-                let Some(estimate) = estimate else { continue };
-                if best.is_none_or(|(t, _, _)| estimate < t) {
+                let direct = matches!(algorithm, Algorithm::OneShot | Algorithm::TwoShot);
+                if estimate.is_none() && !direct {
+                    continue;
+                }
+                let better = match (&best, estimate) {
+                    (None, _) => true,
+                    (Some((Some(t), _, _)), Some(e)) => e < *t,
+                    _ => false,
+                };
+                if better {
                     best = Some((estimate, algorithm, protocol));
                 }
             }
         }
         let (estimate, algorithm, protocol) = best.ok_or_else(|| {
             CollectiveError::Unsupported(format!(
-                "no algorithm and protocol among those asked ({:?} / {:?}) can run {} over {} paths",
-                self.request.algorithm, self.request.protocol, self.request.op, self.transport
+                "no algorithm and protocol among those asked can run {} over {} paths (LL128 needs NVLink; NVLS needs an NVSwitch with in-switch reduction)",
+                self.request.op, self.transport
             ))
         })?;
         self.algorithm = algorithm;
         self.protocol = protocol;
-        self.nccl_estimate_us = Some(estimate);
+        self.nccl_estimate_us = estimate;
         Ok(())
     }
 
     /// Channels the call really uses: NCCL drops channels while each would
     /// get less than its threshold, and spreads small calls over few.
     fn channels_used(&self, model: &HardwareModel) -> u32 {
+        let bytes = self.request.bytes.0;
+        match self.algorithm {
+            Algorithm::OneShot | Algorithm::TwoShot => return 1,
+            Algorithm::Nvls => return bytes.div_ceil(model.nvls.chunk.0).clamp(1, u64::from(model.nvls.channels)) as u32,
+            Algorithm::Ring | Algorithm::Tree => {}
+        }
         let protocol = self.protocol.model(model);
         let n = self.request.ranks.len() as u64;
         let threshold = if self.protocol == Protocol::Ll { protocol.channel_threshold.0 * n } else { protocol.channel_threshold.0 };
-        let bytes = self.request.bytes.0;
         let mut channels = u64::from(self.nccl.runtime_channels);
         while channels > 1 && bytes < channels * threshold {
             channels -= 1;
@@ -406,15 +453,40 @@ impl Plan {
     }
 
     /// Rate of one channel on the wire: NCCL's modelled bus bandwidth for the
-    /// protocol spread over its channels, scaled by the calibrated channel
-    /// efficiency, in wire bytes.
+    /// algorithm and protocol spread over its channels, scaled by the
+    /// calibrated channel efficiency, in wire bytes.
     pub fn channel_cap(&self, topo: &Topology, model: &HardwareModel) -> Result<Bandwidth, CollectiveError> {
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
         let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
-        let bus = nccl::bus_gbps(model, arch, &self.nccl, Algorithm::Ring, self.protocol, self.request.ranks.len() as u32);
+        let bus = nccl::bus_gbps(model, arch, &self.nccl, self.algorithm, self.protocol, self.request.ranks.len() as u32);
         let per_channel = bus / f64::from(self.nccl.runtime_channels);
         let protocol = self.protocol.model(model);
         Ok(Bandwidth::from_gbps_f64(per_channel * self.costs(model).channel_efficiency * protocol.wire_factor))
+    }
+
+    /// Every rank's read paths from each of its peers, for the direct
+    /// algorithms: they need peer access (not a staged path).
+    fn direct_reads(&self, topo: &Topology) -> Result<Vec<Vec<Path>>, String> {
+        let ranks = &self.request.ranks;
+        ranks
+            .iter()
+            .map(|&reader| {
+                ranks
+                    .iter()
+                    .filter(|&&peer| peer != reader)
+                    .map(|&peer| match transport::connect(topo, peer, reader, self.request.mode) {
+                        Ok(Connection::Direct { path, .. }) => Ok(path),
+                        Ok(Connection::Staged { .. }) | Err(_) => Err(format!(
+                            "{} needs every GPU to read its peers directly; {} cannot reach {} that way over {}",
+                            self.request.algorithm_label(),
+                            topo.node(reader).name,
+                            topo.node(peer).name,
+                            self.request.mode
+                        )),
+                    })
+                    .collect()
+            })
+            .collect()
     }
 
     /// Adds the collective to `graph` after `after`; returns the task that
@@ -426,38 +498,129 @@ impl Plan {
         graph: &mut TaskGraph<Path>,
         after: &[TaskId],
     ) -> Result<TaskId, CollectiveError> {
-        let costs = self.costs(model);
-        let start = graph.delay(costs.base_latency, after);
         let n = self.request.ranks.len();
+        let base = match self.algorithm {
+            Algorithm::Nvls => model.nvls.latency,
+            Algorithm::OneShot | Algorithm::TwoShot => model.direct.launch_latency,
+            Algorithm::Ring | Algorithm::Tree => self.costs(model).base_latency,
+        };
+        let start = graph.delay(base, after);
         if n < 2 || self.request.bytes.0 == 0 {
             return Ok(start);
         }
+        let costs = self.costs(model);
         let protocol = self.protocol.model(model);
         // NCCL's SHM transport is SM-driven: the reader follows the writer.
         let rules = PipeRules { latency: costs.step_latency, overhead: costs.slice_overhead, streaming: true };
-        let mut pipes: Vec<Vec<Pipe>> = (0..self.channels as usize)
-            .map(|c| {
-                self.connections[c % self.connections.len()].iter().map(|connection| Pipe::new(connection.clone(), rules, model)).collect()
-            })
-            .collect();
-        let mut plan = ring::RingPlan {
-            op: self.request.op,
-            bytes: self.request.bytes,
-            ranks: n,
-            pipes: &mut pipes,
-            chunk: protocol.chunk,
-            slices_per_chunk: protocol.slices_per_chunk,
-            min_slice: protocol.min_slice,
-            wire_factor: protocol.wire_factor,
-            channel_cap: self.channel_cap(topo, model)?,
+        let pipe = |connection: &Connection| Pipe::new(connection.clone(), rules, model);
+        let ends = match self.algorithm {
+            Algorithm::Ring => {
+                let mut pipes: Vec<Vec<Pipe>> =
+                    (0..self.channels as usize).map(|c| self.connections[c % self.connections.len()].iter().map(pipe).collect()).collect();
+                let mut plan = ring::RingPlan {
+                    op: self.request.op,
+                    bytes: self.request.bytes,
+                    ranks: n,
+                    pipes: &mut pipes,
+                    chunk: protocol.chunk,
+                    slices_per_chunk: protocol.slices_per_chunk,
+                    min_slice: protocol.min_slice,
+                    wire_factor: protocol.wire_factor,
+                    channel_cap: self.channel_cap(topo, model)?,
+                };
+                if self.request.op == Op::Broadcast {
+                    ring::broadcast(&mut plan, graph, start)
+                } else {
+                    ring::build(&mut plan, graph, start)
+                }
+            }
+            Algorithm::Tree => {
+                let mut channels = Vec::new();
+                for c in 0..self.channels as usize {
+                    let parent = tree::parents(n, c % 2);
+                    let mut up = Vec::new();
+                    let mut down = Vec::new();
+                    for (i, p) in parent.iter().enumerate() {
+                        match p {
+                            Some(p) => {
+                                let (child, parent) = (self.request.ranks[i], self.request.ranks[*p]);
+                                up.push(Some(pipe(&transport::connect_with_fallback(topo, child, parent, self.request.mode)?.0)));
+                                down.push(Some(pipe(&transport::connect_with_fallback(topo, parent, child, self.request.mode)?.0)));
+                            }
+                            None => {
+                                up.push(None);
+                                down.push(None);
+                            }
+                        }
+                    }
+                    channels.push(tree::TreePipes { parent, up, down });
+                }
+                let mut plan = tree::TreePlan {
+                    bytes: self.request.bytes,
+                    channels: &mut channels,
+                    chunk: Bytes(protocol.chunk.0.div_ceil(u64::from(protocol.slices_per_chunk))),
+                    wire_factor: protocol.wire_factor,
+                    channel_cap: self.channel_cap(topo, model)?,
+                };
+                tree::build(&mut plan, graph, start)
+            }
+            Algorithm::Nvls => {
+                let switch_path = |from, to| {
+                    topo.path(from, to, Medium::NvSwitch)
+                        .ok_or_else(|| CollectiveError::Unsupported("nvls needs every GPU on the NVSwitch".into()))
+                };
+                let switch = topo
+                    .nodes_of(NodeKind::NvSwitch)
+                    .next()
+                    .ok_or_else(|| CollectiveError::Unsupported("nvls needs an NVSwitch".into()))?;
+                let up = self.request.ranks.iter().map(|&g| switch_path(g, switch)).collect::<Result<Vec<_>, _>>()?;
+                let down = self.request.ranks.iter().map(|&g| switch_path(switch, g)).collect::<Result<Vec<_>, _>>()?;
+                let port = topo.nvlink_bandwidth(self.request.ranks[0]);
+                let plan = nvls::NvlsPlan {
+                    bytes: self.request.bytes,
+                    up,
+                    down,
+                    channels: self.channels,
+                    chunk: model.nvls.chunk,
+                    channel_cap: port.scaled(model.nvls.efficiency / f64::from(model.nvls.channels)),
+                };
+                nvls::build(&plan, graph, start)
+            }
+            Algorithm::OneShot | Algorithm::TwoShot => {
+                let plan = direct::DirectPlan {
+                    bytes: self.request.bytes,
+                    reads: self.direct_reads(topo).map_err(CollectiveError::Unsupported)?,
+                    wire_factor: 1.0 / model.direct.efficiency,
+                    barrier: model.direct.barrier_latency,
+                    two_shot: self.algorithm == Algorithm::TwoShot,
+                };
+                vec![direct::build(&plan, graph, start)]
+            }
         };
-        if self.request.op == Op::Broadcast {
-            return Err(CollectiveError::Unsupported("broadcast is not available here".into()));
-        }
-        let ends = ring::build(&mut plan, graph, start);
-        let _ = &self.rings;
         Ok(graph.join(&ends))
     }
+}
+
+impl Request {
+    fn algorithm_label(&self) -> String {
+        match self.algorithm {
+            Choice::Auto => "this algorithm".to_string(),
+            Choice::Fixed(a) => a.to_string(),
+        }
+    }
+}
+
+/// Runs of equal winners: (label, first size, last size) for each stretch of
+/// consecutive sizes where the same algorithm is fastest.
+pub fn crossovers(winners: &[(Bytes, String)]) -> Vec<(String, Bytes, Bytes)> {
+    let mut runs: Vec<(String, Bytes, Bytes)> = Vec::new();
+    for (bytes, label) in winners {
+        match runs.last_mut() {
+            Some((last, _, to)) if last == label => *to = *bytes,
+            _ => runs.push((label.clone(), *bytes, *bytes)),
+        }
+    }
+    runs
 }
 
 /// Simulates one collective alone on an idle network.
@@ -481,6 +644,7 @@ pub fn simulate_plan(topo: &Topology, model: &HardwareModel, plan: &Plan) -> Res
         protocol: plan.protocol,
         transport: plan.transport.clone(),
         channels: plan.channels,
+        nccl_estimate_us: plan.nccl_estimate_us,
         usage: network.usage(),
         events: schedule.events,
     })

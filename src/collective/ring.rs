@@ -51,7 +51,7 @@ pub fn build(plan: &mut RingPlan<'_>, graph: &mut TaskGraph<Path>, start: TaskId
         Op::AllReduce => (2 * (n - 1), n - 1),
         Op::ReduceScatter => (n - 1, n - 1),
         Op::AllGather => (n - 1, 0),
-        Op::Broadcast => unreachable!("broadcast runs as a chain, not a ring of pieces"),
+        Op::Broadcast => unreachable!("broadcast runs as a chain: see `broadcast`"),
     };
     let mut ends = Vec::new();
     for (channel, channel_bytes) in plan.bytes.split_even(channels).enumerate() {
@@ -91,6 +91,28 @@ pub fn build(plan: &mut RingPlan<'_>, graph: &mut TaskGraph<Path>, start: TaskId
             }
         }
         ends.extend(copied_out.into_iter().flatten());
+    }
+    ends
+}
+
+/// Broadcast from ring position 0 along the ring (a chain of n-1 hops):
+/// every slice is forwarded as soon as it has arrived. Returns the tasks that
+/// end it.
+pub fn broadcast(plan: &mut RingPlan<'_>, graph: &mut TaskGraph<Path>, start: TaskId) -> Vec<TaskId> {
+    let n = plan.ranks;
+    let channels = plan.pipes.len() as u64;
+    let mut ends = Vec::new();
+    for (channel, channel_bytes) in plan.bytes.split_even(channels).enumerate() {
+        let slice = plan.chunk.0.div_ceil(u64::from(plan.slices_per_chunk)).max(plan.min_slice.0).max(1);
+        let count = channel_bytes.0.div_ceil(slice).max(1);
+        for piece in channel_bytes.split_even(count) {
+            let wire = wire_bytes(piece, plan.wire_factor);
+            let mut arrived = start;
+            for position in 0..n - 1 {
+                arrived = plan.pipes[channel][position].send(graph, wire, Some(plan.channel_cap), &[arrived]);
+            }
+            ends.push(arrived);
+        }
     }
     ends
 }

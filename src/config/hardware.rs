@@ -173,12 +173,12 @@ pub struct NvlsModel {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DirectModel {
-    /// Launch plus the two cross-GPU barriers of one call.
-    pub base_latency: Time,
+    /// Launching the kernel.
+    pub launch_latency: Time,
+    /// One barrier across the GPUs (flags written to and polled on peers).
+    pub barrier_latency: Time,
     /// Fraction of the link rate that loads from peers reach.
     pub efficiency: f64,
-    /// Thread blocks the kernel runs; each is a stream of loads.
-    pub blocks: u32,
     /// Largest message the kernels take (their staging buffer).
     pub max_bytes: Bytes,
 }
