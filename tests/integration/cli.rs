@@ -1,0 +1,117 @@
+//! The command line end to end: what a user types and what they read.
+
+use crate::common::{h200_measurements_path, icsim, icsim_json, stderr, stdout};
+
+#[test]
+fn collective_prints_the_json_interface() {
+    let value = icsim_json(&[
+        "collective",
+        "--topology",
+        "hgx-h200",
+        "--gpus",
+        "8",
+        "--op",
+        "allreduce",
+        "--sizes",
+        "1KiB..1MiB:x32",
+        "--transport",
+        "nvswitch",
+        "--format",
+        "json",
+    ]);
+    let results = value["results"].as_array().expect("results array");
+    assert_eq!(results.len(), 3, "1KiB, 32KiB, 1MiB");
+    for row in results {
+        for field in ["bytes", "time_us", "algbw_gbps", "busbw_gbps", "algo", "proto", "transport", "busiest_link"] {
+            assert!(!row[field].is_null(), "missing {field} in {row}");
+        }
+        assert_eq!(row["transport"], "nvswitch");
+    }
+    assert_eq!(results[2]["bytes"], 1 << 20);
+}
+
+#[test]
+fn tables_and_csv_carry_the_same_rows() {
+    let table = stdout(&icsim(&["collective", "--sizes", "1MiB,16MiB"]));
+    assert_eq!(table.lines().count(), 3, "{table}");
+    assert!(table.lines().next().unwrap().contains("busbw_gbps"));
+    let csv = stdout(&icsim(&["collective", "--sizes", "1MiB,16MiB", "--format", "csv"]));
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert!(csv.starts_with("bytes,size,time_us,"));
+}
+
+#[test]
+fn comparing_algorithms_prints_where_each_is_fastest() {
+    let output = icsim(&["collective", "--topology", "hgx-h200", "--algo", "oneshot,twoshot,ring", "--sizes", "1KiB..64MiB:x4"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    let summary = text.split("fastest by size:").nth(1).expect("a crossover summary");
+    println!("{summary}");
+    let first = summary.lines().find(|l| !l.trim().is_empty()).unwrap();
+    assert!(first.trim_start().starts_with("oneshot") && first.contains("from 1KiB"), "{summary}");
+    assert!(summary.contains("ring"), "ring takes over for large messages: {summary}");
+}
+
+#[test]
+fn a_mode_the_topology_lacks_is_a_clear_error() {
+    let output = icsim(&["collective", "--topology", "pcie-gen4-8gpu", "--transport", "nvlink", "--sizes", "1MiB"]);
+    assert!(!output.status.success());
+    let error = stderr(&output);
+    assert!(error.contains("nvlink") && error.contains("pcie-gen4-8gpu"), "{error}");
+    assert!(!error.contains("panicked"), "{error}");
+}
+
+#[test]
+fn bad_sizes_and_units_say_what_is_accepted() {
+    let error = stderr(&icsim(&["collective", "--sizes", "12parsecs"]));
+    assert!(error.contains("parsecs") && error.contains("MiB"), "{error}");
+    let error = stderr(&icsim(&["collective", "--topology", "hgx-h300"]));
+    assert!(error.contains("hgx-h200") && !error.contains("panicked"), "{error}");
+}
+
+#[test]
+fn topo_show_describes_links_and_relations() {
+    let output = icsim(&["topo", "show", "pcie-gen4-8gpu"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("PIX") && text.contains("SYS") && text.contains("socket link"), "{text}");
+}
+
+#[test]
+fn validate_reports_every_point_and_the_error_statistics() {
+    let path = h200_measurements_path();
+    let value = icsim_json(&["calibrate", "validate", path.to_str().unwrap(), "--topology", "hgx-h200", "--gpus", "2", "--format", "json"]);
+    let rows = value["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 103, "one row per measurement");
+    let summary = value["summary"].as_array().unwrap();
+    let nvswitch = summary.iter().find(|s| s["series"] == "allreduce nvswitch").expect("an nvswitch series");
+    assert!(nvswitch["median_abs_error_pct"].as_f64().unwrap() < 10.0);
+}
+
+#[test]
+fn fit_writes_an_overlay_with_its_provenance() {
+    let dir = std::env::temp_dir().join(format!("icsim-fit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("fitted.toml");
+    let path = h200_measurements_path();
+    let output = icsim(&[
+        "calibrate",
+        "fit",
+        path.to_str().unwrap(),
+        "--topology",
+        "hgx-h200",
+        "--gpus",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+        "--evaluations",
+        "60",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("[[provenance]]") && text.contains("measurements.jsonl"), "{text}");
+    // The overlay loads as a model file.
+    let check = icsim(&["collective", "--sizes", "1MiB", "--model", out.to_str().unwrap()]);
+    assert!(check.status.success(), "{}", stderr(&check));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

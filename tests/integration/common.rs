@@ -1,0 +1,54 @@
+//! Helpers shared by the integration tests: the shared measurement folder,
+//! running the `icsim` binary, loading presets.
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use icsim::calibrate::schema::{self, Measurement};
+use icsim::config::hardware::HardwareModel;
+use icsim::topology::{PresetOptions, Topology, TopologySpec, resolve};
+
+/// The shared folder beside the checkout (or `ICSIM_SHARED`).
+pub fn shared() -> PathBuf {
+    std::env::var_os("ICSIM_SHARED").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"))
+}
+
+pub fn h200_measurements_path() -> PathBuf {
+    shared().join("calibration/h200x2-nvswitch/measurements.jsonl")
+}
+
+pub fn h200_measurements() -> Vec<Measurement> {
+    let path = h200_measurements_path();
+    schema::read(&path).unwrap_or_else(|e| panic!("the shared measurements must be readable: {e}"))
+}
+
+/// A preset with its shipped model overlays (`models` adds more, e.g. "base"
+/// to undo calibration).
+pub fn preset(name: &str, gpus: Option<u32>, models: &[&str]) -> (Topology, HardwareModel) {
+    let spec = TopologySpec {
+        name: name.into(),
+        options: PresetOptions { gpus, gpu: None },
+        models: models.iter().map(|m| m.to_string()).collect(),
+    };
+    resolve(&spec).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Runs `icsim` with `args`.
+pub fn icsim(args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_icsim")).args(args).output().expect("the icsim binary runs")
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Runs `icsim` and parses its JSON output, failing with its stderr.
+pub fn icsim_json(args: &[&str]) -> serde_json::Value {
+    let output = icsim(args);
+    assert!(output.status.success(), "icsim {args:?} failed: {}", stderr(&output));
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("icsim {args:?} printed no JSON ({e}): {}", stdout(&output)))
+}

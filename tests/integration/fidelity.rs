@@ -1,0 +1,242 @@
+//! Fidelity: predictions against the shared 2x H200 measurements and the
+//! public 8-GPU figures of shared/reference/hardware.md. Every test prints
+//! its table and fails when an error passes its bound.
+
+use icsim::calibrate::fit;
+use icsim::calibrate::schema::Measurement;
+use icsim::calibrate::validate::{self, Row};
+use icsim::collective::{self, Algorithm, Choice, Op, Plan, Protocol, Request};
+use icsim::config::hardware::HardwareModel;
+use icsim::topology::Topology;
+use icsim::transport::Mode;
+use icsim::units::{Bytes, Time};
+
+use crate::common::{h200_measurements, preset};
+
+fn allreduce(topo: &Topology, gpus: usize, bytes: Bytes, mode: Mode, algorithm: Choice<Algorithm>) -> Request {
+    Request { op: Op::AllReduce, bytes, ranks: topo.gpus()[..gpus].to_vec(), mode, algorithm, protocol: Choice::Auto }
+}
+
+fn busbw(topo: &Topology, model: &HardwareModel, request: Request) -> f64 {
+    collective::simulate(topo, model, request).expect("simulates").busbw_gbps()
+}
+
+/// Relative distance of `value` from the range [low, high] (0 inside it).
+fn off_range(value: f64, low: f64, high: f64) -> f64 {
+    if value < low {
+        value / low - 1.0
+    } else if value > high {
+        value / high - 1.0
+    } else {
+        0.0
+    }
+}
+
+fn print_rows(title: &str, rows: &[&Row]) {
+    println!("\n{title}");
+    println!("{:<22} {:>8} {:>12} {:>12} {:>8}  model", "series", "size", "measured_us", "predicted_us", "error");
+    for r in rows {
+        let predicted = r.predicted_us.map_or("-".to_string(), |p| format!("{p:.2}"));
+        let error = r.error.map_or("-".to_string(), |e| format!("{:+.1}%", e * 100.0));
+        println!("{:<22} {:>8} {:>12.2} {:>12} {:>8}  {}", r.series, r.label, r.measured_us, predicted, error, r.note);
+    }
+}
+
+fn allreduce_rows(model_overlays: &[&str]) -> Vec<Row> {
+    let (topo, model) = preset("hgx-h200", Some(2), model_overlays);
+    let measured: Vec<Measurement> = h200_measurements().into_iter().filter(|m| m.op == "allreduce").collect();
+    validate::compare(&topo, &model, &measured).expect("every allreduce is predicted")
+}
+
+fn median_abs(rows: &[&Row]) -> f64 {
+    validate::median(&rows.iter().filter_map(|r| r.error.map(f64::abs)).collect::<Vec<_>>())
+}
+
+#[test]
+fn two_h200_from_one_mib_up_are_within_25_percent_median() {
+    // Issue: simulation core. Shipped (calibrated) model and the public,
+    // uncalibrated one, both printed; both must pass.
+    for (label, overlays) in [("calibrated (shipped)", &[][..]), ("uncalibrated NCCL-derived base", &["base"][..])] {
+        let rows = allreduce_rows(overlays);
+        for transport in ["nvswitch", "shm"] {
+            let selected: Vec<&Row> = rows.iter().filter(|r| r.series == format!("allreduce {transport}") && r.bytes >= 1 << 20).collect();
+            print_rows(&format!("2x H200 allreduce over {transport}, 1 MiB and up, {label} model"), &selected);
+            let median = median_abs(&selected);
+            println!("median absolute error: {:.1}%", median * 100.0);
+            assert!(median < 0.25, "{label}, {transport}: median error {:.1}% is over 25%", median * 100.0);
+        }
+    }
+}
+
+#[test]
+fn two_h200_with_nccl_choosing_are_within_10_percent_median_and_20_percent_from_64_kib() {
+    // Issue: collectives as NCCL runs them. These points were fitted: the
+    // out-of-sample check is `a_fit_on_half_the_sizes_predicts_the_other_half`.
+    let rows = allreduce_rows(&[]);
+    for transport in ["nvswitch", "shm"] {
+        let series: Vec<&Row> = rows.iter().filter(|r| r.series == format!("allreduce {transport}")).collect();
+        print_rows(&format!("2x H200 allreduce over {transport}, NCCL choosing"), &series);
+        let median = median_abs(&series);
+        println!("median absolute error: {:.1}%", median * 100.0);
+        assert!(median <= 0.10, "{transport}: median error {:.1}% is over 10%", median * 100.0);
+        for r in series.iter().filter(|r| r.bytes >= 64 << 10) {
+            let error = r.error.expect("predicted");
+            assert!(error.abs() <= 0.20, "{transport} {}: error {:+.1}% is over 20%", r.label, error * 100.0);
+        }
+    }
+}
+
+#[test]
+fn a_fit_on_half_the_sizes_predicts_the_other_half() {
+    // Out of sample: fit the base model on every other size of each series,
+    // predict the sizes it never saw.
+    let (topo, base) = preset("hgx-h200", Some(2), &["base"]);
+    let measured: Vec<Measurement> = h200_measurements().into_iter().filter(|m| m.op == "allreduce").collect();
+    let (train, test): (Vec<(usize, Measurement)>, Vec<(usize, Measurement)>) =
+        measured.into_iter().enumerate().partition(|(i, _)| i % 2 == 0);
+    let train: Vec<Measurement> = train.into_iter().map(|(_, m)| m).collect();
+    let test: Vec<Measurement> = test.into_iter().map(|(_, m)| m).collect();
+    let (fitted, _) = fit::fit(&topo, &base, &train, 300);
+    let rows = validate::compare(&topo, &fitted, &test).expect("predicted");
+    let all: Vec<&Row> = rows.iter().collect();
+    print_rows("2x H200 allreduce, sizes the fit never saw", &all);
+    let median = median_abs(&all);
+    println!("median absolute error out of sample: {:.1}%", median * 100.0);
+    assert!(median < 0.10, "out-of-sample median error {:.1}% is over 10%", median * 100.0);
+}
+
+#[test]
+fn eight_h200_ring_at_4_gib_is_near_the_public_figure() {
+    // Public: 365-370 GB/s bus bandwidth on 8x H100/H200 without NVLS.
+    let bytes = Bytes::gib(4);
+    let (topo, calibrated) = preset("hgx-h200", None, &[]);
+    let (_, public) = preset("hgx-h200", None, &["base"]);
+    let ring = |model: &HardwareModel| busbw(&topo, model, allreduce(&topo, 8, bytes, Mode::Nvswitch, Choice::Fixed(Algorithm::Ring)));
+    let (from_public, from_calibrated) = (ring(&public), ring(&calibrated));
+    println!(
+        "8x H200, 4 GiB ring allreduce, busbw: NCCL-derived base model {from_public:.1} GB/s ({:+.1}%), calibrated on the 2-GPU VM {from_calibrated:.1} GB/s ({:+.1}%); public 365-370",
+        off_range(from_public, 365.0, 370.0) * 100.0,
+        off_range(from_calibrated, 365.0, 370.0) * 100.0
+    );
+    assert!(off_range(from_public, 365.0, 370.0).abs() <= 0.10, "base model {from_public:.1} GB/s is more than 10% off 365-370");
+    // The 2-GPU machine itself peaks at 340 GB/s at 2 GiB; its calibrated
+    // model lands 10.1% under the public range (the README says so).
+    assert!(
+        off_range(from_calibrated, 365.0, 370.0).abs() <= 0.12,
+        "calibrated model {from_calibrated:.1} GB/s is more than 12% off 365-370"
+    );
+}
+
+#[test]
+fn eight_h100_and_a100_match_the_public_ring_and_nvls_figures() {
+    let bytes = Bytes::gib(4);
+    let (h100, model) = preset("hgx-h100", None, &[]);
+    let ring = busbw(&h100, &model, allreduce(&h100, 8, bytes, Mode::Nvswitch, Choice::Fixed(Algorithm::Ring)));
+    let nvls = busbw(&h100, &model, allreduce(&h100, 8, bytes, Mode::Nvswitch, Choice::Fixed(Algorithm::Nvls)));
+    let (a100, a100_model) = preset("hgx-a100", None, &[]);
+    let a100_ring = busbw(&a100, &a100_model, allreduce(&a100, 8, bytes, Mode::Nvswitch, Choice::Auto));
+    println!("8x H100 ring {ring:.1} GB/s (public 365-370, {:+.1}%)", off_range(ring, 365.0, 370.0) * 100.0);
+    println!("8x H100 NVLS {nvls:.1} GB/s (public about 480, {:+.1}%)", (nvls / 480.0 - 1.0) * 100.0);
+    println!("8x A100 auto {a100_ring:.1} GB/s (public 232, {:+.1}%)", (a100_ring / 232.0 - 1.0) * 100.0);
+    assert!(off_range(ring, 365.0, 370.0).abs() <= 0.05, "H100 ring {ring:.1} GB/s");
+    assert!((nvls / 480.0 - 1.0).abs() <= 0.08, "H100 NVLS {nvls:.1} GB/s");
+    assert!((a100_ring / 232.0 - 1.0).abs() <= 0.08, "A100 {a100_ring:.1} GB/s");
+}
+
+#[test]
+fn an_eight_byte_allreduce_on_two_h200_takes_about_ten_microseconds() {
+    let measured = h200_measurements()
+        .into_iter()
+        .find(|m| m.op == "allreduce" && m.transport.as_deref() == Some("nvswitch") && m.bytes == 8)
+        .expect("the shared file has the 8 B point");
+    let (topo, model) = preset("hgx-h200", Some(2), &[]);
+    let outcome = collective::simulate(&topo, &model, allreduce(&topo, 2, Bytes(8), Mode::Nvswitch, Choice::Auto)).unwrap();
+    let error = outcome.time.as_us() / measured.time_us - 1.0;
+    println!(
+        "8 B allreduce on 2x H200: predicted {} ({}/{}), measured {} us, error {:+.1}%",
+        outcome.time,
+        outcome.algorithm,
+        outcome.protocol,
+        measured.time_us,
+        error * 100.0
+    );
+    assert!(error.abs() <= 0.20);
+}
+
+#[test]
+fn one_shot_beats_ring_for_16_kib_on_eight_gpus() {
+    let (topo, model) = preset("hgx-h200", None, &[]);
+    let time = |algorithm| {
+        collective::simulate(&topo, &model, allreduce(&topo, 8, Bytes::kib(16), Mode::Nvswitch, Choice::Fixed(algorithm))).unwrap().time
+    };
+    let (one_shot, ring) = (time(Algorithm::OneShot), time(Algorithm::Ring));
+    println!("16 KiB allreduce on 8x H200: one-shot {one_shot}, ring {ring}");
+    assert!(one_shot < ring);
+}
+
+#[test]
+fn several_rings_on_the_h20_mesh_beat_a_single_ring() {
+    let (topo, model) = preset("h20-nvlink-mesh", None, &[]);
+    let request = allreduce(&topo, 8, Bytes::gib(1), Mode::Nvlink, Choice::Fixed(Algorithm::Ring));
+    let time = |rings: usize| {
+        let plan = Plan::with_ring_limit(&topo, &model, request.clone(), rings).unwrap();
+        collective::simulate_plan(&topo, &model, &plan).unwrap()
+    };
+    let (single, multi) = (time(1), time(usize::MAX));
+    let speedup = single.time.as_secs() / multi.time.as_secs();
+    println!(
+        "1 GiB allreduce on 8x H20 mesh: one ring {} ({:.1} GB/s busbw, {} channels), link-disjoint rings {} ({:.1} GB/s, {} channels): {speedup:.2}x faster",
+        single.time,
+        single.busbw_gbps(),
+        single.channels,
+        multi.time,
+        multi.busbw_gbps(),
+        multi.channels
+    );
+    assert!(speedup > 1.5, "rings over all links should be much faster than one ring, got {speedup:.2}x");
+}
+
+#[test]
+fn fitting_synthetic_measurements_recovers_the_parameters_that_made_them() {
+    // Make measurements with known parameters, fit from the base model, and
+    // recover every fitted parameter within 2%.
+    let (topo, base) = preset("hgx-h200", Some(2), &["base"]);
+    let mut truth = base.clone();
+    truth.protocol.simple.nvlink.channel_efficiency = 0.9;
+    truth.protocol.simple.nvlink.base_latency = Time::from_us(12);
+    truth.protocol.simple.nvlink.step_latency = Time::from_us_f64(2.5);
+    truth.protocol.simple.nvlink.slice_overhead = Time::from_us_f64(1.5);
+    let sizes = icsim::units::parse_sizes("64KiB..4GiB").unwrap();
+    let measurements: Vec<Measurement> = sizes
+        .iter()
+        .map(|&bytes| {
+            let mut request = allreduce(&topo, 2, bytes, Mode::Nvswitch, Choice::Fixed(Algorithm::Ring));
+            request.protocol = Choice::Fixed(Protocol::Simple);
+            let time = collective::simulate(&topo, &truth, request).unwrap().time;
+            Measurement {
+                schema: 1,
+                op: "allreduce".into(),
+                transport: Some("nvswitch".into()),
+                algo: Some("ring".into()),
+                proto: Some("simple".into()),
+                ranks: Some(2),
+                bytes: bytes.0,
+                time_us: time.as_us(),
+                ..Default::default()
+            }
+        })
+        .collect();
+    let (_, fits) = fit::fit(&topo, &base, &measurements, 1500);
+    let fitted = &fits.iter().find(|f| f.name == "simple over nvlink").expect("the group is fitted").parameters;
+    let expected = [
+        ("protocol.simple.nvlink.channel_efficiency", 0.9),
+        ("protocol.simple.nvlink.base_latency", 12.0),
+        ("protocol.simple.nvlink.step_latency", 2.5),
+        ("protocol.simple.nvlink.slice_overhead", 1.5),
+    ];
+    for (key, want) in expected {
+        let got = fitted.iter().find(|(k, _, _)| k == key).map(|(_, _, v)| *v).expect("fitted");
+        println!("{key}: true {want}, fitted {got:.4} ({:+.2}%)", (got / want - 1.0) * 100.0);
+        assert!((got / want - 1.0).abs() <= 0.02, "{key}: fitted {got} is more than 2% from {want}");
+    }
+}

@@ -1,0 +1,8 @@
+//! icsim's integration tests, in one test binary: the command line end to
+//! end, fidelity against the shared measurements and public figures, and
+//! properties that must hold for any input.
+
+mod cli;
+mod common;
+mod fidelity;
+mod properties;
