@@ -22,6 +22,8 @@ pub enum Error {
     #[error(transparent)]
     Topology(#[from] topology::TopologyError),
     #[error(transparent)]
+    Import(#[from] topology::import::ImportError),
+    #[error(transparent)]
     Collective(#[from] collective::CollectiveError),
     #[error(transparent)]
     Transport(#[from] transport::TransportError),

@@ -4,6 +4,57 @@
 //! measurements and writes model files.
 
 pub mod fit;
+pub mod nccl_tests;
 pub mod predict;
 pub mod schema;
 pub mod validate;
+
+use std::path::Path;
+
+use crate::config::{ConfigError, read_text};
+use nccl_tests::NcclTestsOptions;
+use schema::Measurement;
+
+/// Reads measurements from schema-1 JSON Lines or from nccl-tests output,
+/// told apart by the first line that is neither blank nor a `#` comment: a
+/// JSON Lines file starts it with `{`. `options` say what nccl-tests output
+/// does not (JSON Lines say it themselves, so options are refused there).
+pub fn read_measurements(path: &Path, options: &NcclTestsOptions) -> Result<Vec<Measurement>, ConfigError> {
+    let text = read_text(path)?;
+    let first = text.lines().map(str::trim).find(|line| !line.is_empty() && !line.starts_with('#'));
+    if !first.is_none_or(|line| line.starts_with('{')) {
+        return nccl_tests::parse(path, &text, options);
+    }
+    for (key, given) in [("op", &options.op), ("transport", &options.transport)] {
+        if given.is_some() {
+            return Err(ConfigError::invalid(
+                path,
+                key,
+                "schema-1 measurements say their own op and transport; this option is for nccl-tests output only",
+            ));
+        }
+    }
+    schema::parse(path, &text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_lines_and_nccl_tests_output_are_both_read() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+        let rows = read_measurements(&data.join("all_reduce_perf_8gpu.txt"), &NcclTestsOptions::default()).unwrap();
+        assert_eq!(rows.len(), 16);
+
+        let dir = std::env::temp_dir().join(format!("icsim-measurements-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("m.jsonl");
+        std::fs::write(&file, format!("# from nccl-tests\n\n{}", schema::to_jsonl(&rows))).unwrap();
+        assert_eq!(read_measurements(&file, &NcclTestsOptions::default()).unwrap(), rows, "a leading comment keeps it JSON Lines");
+        let options = NcclTestsOptions { op: None, transport: Some("shm".into()) };
+        let error = read_measurements(&file, &options).unwrap_err().to_string();
+        assert!(error.contains("m.jsonl") && error.contains("transport"), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -75,13 +75,9 @@ impl Measurement {
     }
 }
 
-/// Reads a JSON Lines file of schema-1 measurements; blank lines and lines
-/// starting with '#' are skipped.
-pub fn read(path: &Path) -> Result<Vec<Measurement>, ConfigError> {
-    let text = crate::config::read_text(path)?;
-    parse(path, &text)
-}
-
+/// Parses JSON Lines of schema-1 measurements read from `path` (which errors
+/// name); blank lines and lines starting with '#' are skipped. Files are read
+/// by `calibrate::read_measurements`, which also takes nccl-tests output.
 pub fn parse(path: &Path, text: &str) -> Result<Vec<Measurement>, ConfigError> {
     let mut out = Vec::new();
     for (number, line) in text.lines().enumerate() {

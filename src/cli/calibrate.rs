@@ -4,10 +4,11 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 
 use super::{TopologyArgs, parse_format};
-use icsim::calibrate::{fit, schema, validate};
+use icsim::calibrate::nccl_tests::NcclTestsOptions;
+use icsim::calibrate::{fit, read_measurements, validate};
 use icsim::report::{self, Format};
 use icsim::topology;
 
@@ -16,8 +17,8 @@ pub enum CalibrateCommand {
     /// Compare predictions with measurements: every point, then the median,
     /// 90th percentile and largest absolute error of each series.
     Validate {
-        /// Schema-1 measurements (JSON Lines).
-        measurements: PathBuf,
+        #[command(flatten)]
+        measurements: MeasurementArgs,
         #[command(flatten)]
         topology: TopologyArgs,
         /// Only sizes from this many bytes up count in the statistics.
@@ -30,8 +31,8 @@ pub enum CalibrateCommand {
     /// Fit the model's parameters to measurements by least squares and write
     /// them as a model overlay with their provenance.
     Fit {
-        /// Schema-1 measurements (JSON Lines).
-        measurements: PathBuf,
+        #[command(flatten)]
+        measurements: MeasurementArgs,
         #[command(flatten)]
         topology: TopologyArgs,
         /// Where to write the fitted overlay (models/hardware/NAME.toml).
@@ -46,19 +47,44 @@ pub enum CalibrateCommand {
     },
 }
 
+/// A measurements file and what nccl-tests output does not say.
+#[derive(Debug, Args)]
+pub struct MeasurementArgs {
+    /// Schema-1 measurements (JSON Lines), or the output of a nccl-tests
+    /// binary (all_reduce_perf, all_gather_perf, ...).
+    measurements: PathBuf,
+    /// For nccl-tests output: the transport NCCL used (auto, nvswitch,
+    /// nvlink, p2p, shm), which nccl-tests does not print. Default auto.
+    #[arg(long)]
+    transport: Option<String>,
+    /// For nccl-tests output that does not name its test: the collective
+    /// (allreduce, allgather, reducescatter, broadcast).
+    #[arg(long)]
+    op: Option<String>,
+}
+
+impl MeasurementArgs {
+    fn read(&self) -> Result<Vec<icsim::calibrate::schema::Measurement>> {
+        let options = NcclTestsOptions { op: self.op.clone(), transport: self.transport.clone() };
+        Ok(read_measurements(&self.measurements, &options)?)
+    }
+}
+
 pub fn run(command: CalibrateCommand) -> Result<()> {
     match command {
         CalibrateCommand::Validate { measurements, topology, min_bytes, format } => {
-            let points = schema::read(&measurements)?;
+            let points = measurements.read()?;
             let (topo, model) = topology::resolve(&topology.spec())?;
-            let rows = validate::compare(&topo, &model, &points).with_context(|| format!("predicting {}", measurements.display()))?;
+            let rows =
+                validate::compare(&topo, &model, &points).with_context(|| format!("predicting {}", measurements.measurements.display()))?;
             let min = min_bytes.map_or(0, |b| b.0);
             let summary = validate::summarize(&rows, |r| r.bytes >= min || r.series.starts_with("kernel"));
             print_validation(&rows, &summary, format, &topo.name);
             Ok(())
         }
         CalibrateCommand::Fit { measurements, topology, out, system, evaluations } => {
-            let points = schema::read(&measurements)?;
+            let points = measurements.read()?;
+            let measurements = measurements.measurements;
             if points.is_empty() {
                 bail!("{} holds no measurements", measurements.display());
             }

@@ -35,13 +35,15 @@ enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct TopologyArgs {
     /// A preset (hgx-h100, hgx-h200, hgx-h20, hgx-a100, h20-nvlink-mesh,
-    /// pcie-gen3-8gpu, pcie-gen4-8gpu, pcie-gen5-8gpu) or a topology file.
+    /// pcie-gen3-8gpu, pcie-gen4-8gpu, pcie-gen5-8gpu) or a topology file:
+    /// TOML, `nvidia-smi topo -m` output or NCCL's topology XML.
     #[arg(long, short = 't', default_value = "hgx-h200")]
     pub topology: String,
     /// Use the first N GPUs.
     #[arg(long)]
     pub gpus: Option<u32>,
-    /// GPU model for the pcie-* presets (a100, h100, h200, h20, b200).
+    /// GPU model (a100, h100, h200, h20, b200) for the pcie-* presets and
+    /// for imported nvidia-smi or NCCL files.
     #[arg(long)]
     pub gpu: Option<String>,
     /// Hardware model overlay (a file, or a shipped model's name); repeatable.

@@ -1,21 +1,47 @@
-//! `icsim topo show`: describe a topology.
+//! `icsim topo show|import`: describe a topology; turn `nvidia-smi topo -m`
+//! output or NCCL's topology XML into a topology file.
 
-use anyhow::Result;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
 use clap::Subcommand;
 
 use super::TopologyArgs;
-use icsim::topology;
+use icsim::config::hardware::HardwareModel;
+use icsim::topology::{self, import};
 
 #[derive(Debug, Subcommand)]
 pub enum TopoCommand {
-    /// Describe a preset or topology file: parts, links, GPU relations.
+    /// Describe a preset or topology file (TOML, `nvidia-smi topo -m`
+    /// output, NCCL's topology XML): parts, links, GPU relations.
     Show {
         /// Preset name or topology file.
         topology: String,
         #[arg(long)]
         gpus: Option<u32>,
+        /// GPU model for pcie-* presets and imported files.
         #[arg(long)]
         gpu: Option<String>,
+        #[arg(long = "model", value_name = "FILE")]
+        models: Vec<String>,
+    },
+    /// Turn `nvidia-smi topo -m` output or NCCL's topology dump
+    /// (NCCL_TOPO_DUMP_FILE) into a topology file.
+    Import {
+        /// The file to import; its format is told from its content.
+        file: PathBuf,
+        /// GPU model (default: the dump's PCI device or architecture; h200
+        /// for nvidia-smi output, which does not say).
+        #[arg(long)]
+        gpu: Option<String>,
+        /// Host platform (skylake-2s, spr-2s, emr-2s, epyc-2s; default: the
+        /// dump's CPU; spr-2s for nvidia-smi output, which does not say).
+        #[arg(long)]
+        host: Option<String>,
+        /// Write the topology file here instead of printing it.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Hardware model overlay (a file, or a shipped model's name); repeatable.
         #[arg(long = "model", value_name = "FILE")]
         models: Vec<String>,
     },
@@ -27,6 +53,22 @@ pub fn run(command: TopoCommand) -> Result<()> {
             let args = TopologyArgs { topology, gpus, gpu, models };
             let (topo, _) = topology::resolve(&args.spec())?;
             print!("{}", topology::describe(&topo));
+            Ok(())
+        }
+        TopoCommand::Import { file, gpu, host, out, models } => {
+            let overlays: Vec<_> = models.iter().map(|m| topology::model_source(m, std::path::Path::new("."))).collect();
+            let model = HardwareModel::load(&overlays)?;
+            let raw = import::import(&file, &import::ImportOptions { gpu, host }, &model)?;
+            // Build it once, so that what is written is known to load.
+            topology::build_from_file(&file, &raw, &model)?;
+            let text = import::to_toml(&raw);
+            match out {
+                Some(out) => {
+                    std::fs::write(&out, text).with_context(|| format!("writing {}", out.display()))?;
+                    println!("wrote {}", out.display());
+                }
+                None => print!("{text}"),
+            }
             Ok(())
         }
     }

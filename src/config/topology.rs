@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::units::{Bandwidth, Time};
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TopologyFile {
     pub name: String,
@@ -28,7 +28,7 @@ pub struct TopologyFile {
 }
 
 /// Platform rules that override the host platform's defaults.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyFile {
     pub p2p_across_sockets: Option<bool>,
@@ -48,7 +48,7 @@ pub enum NodeKindFile {
     Nvme,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeFile {
     pub name: String,
@@ -67,7 +67,7 @@ pub enum LinkKindFile {
     Memory,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkFile {
     pub from: String,

@@ -16,16 +16,14 @@ pub fn load_file(path: &Path, model: &HardwareModel) -> ConfigResult<Topology> {
     build(path, &raw, model)
 }
 
-/// The raw file's overlays, so a caller can load the model before building.
-pub fn read_raw(path: &Path) -> ConfigResult<TopologyFile> {
-    parse_toml(path, &read_text(path)?)
-}
-
+/// Builds a topology file read from `path` (which errors name) with `model`.
 pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigResult<Topology> {
     let invalid = |key: &str, message: String| ConfigError::invalid(path, key, message);
     let gpu_model = model.gpu(&raw.gpu).map_err(|m| invalid("gpu", m))?;
     let host = model.host(&raw.host).map_err(|m| invalid("host", m))?;
-    let arch_nvls = model.nccl_arch(gpu_model.arch).map(|a| a.nvls_efficiency > 0.0).unwrap_or(false);
+    // In-switch reduction needs an NVSwitch, and an architecture that has it.
+    let has_nvswitch = raw.nodes.iter().any(|n| n.kind == NodeKindFile::Nvswitch);
+    let arch_nvls = has_nvswitch && model.nccl_arch(gpu_model.arch).map(|a| a.nvls_efficiency > 0.0).unwrap_or(false);
     let policy = Policy {
         p2p_across_sockets: raw.policy.p2p_across_sockets.unwrap_or(host.p2p_across_sockets),
         root_complex_p2p_factor: host.root_complex_p2p_factor,

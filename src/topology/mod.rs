@@ -1,9 +1,11 @@
 //! The server as a graph (petgraph): GPUs, PCIe switches, CPU sockets, host
 //! memory, NVSwitches and NVMe drives joined by directed links, each with its
 //! bandwidth per direction and latency; paths between nodes over each kind of
-//! medium; presets and topology files. Knows nothing of collectives.
+//! medium; presets, topology files and the importers of real machines'
+//! topologies. Knows nothing of collectives.
 
 mod file;
+pub mod import;
 mod presets;
 mod show;
 
@@ -13,12 +15,13 @@ use std::fmt;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
-pub use file::load_file;
-use file::{build as build_file, read_raw};
+pub use file::{build as build_from_file, load_file};
 pub use presets::{PRESETS, PresetOptions, preset, preset_models};
 pub use show::describe;
 
 use crate::config::hardware::{self, HardwareModel, ModelSource};
+use crate::config::topology::TopologyFile;
+use crate::config::{parse_toml, read_text};
 use crate::network::{LinkId, Network, Path};
 use crate::units::{Bandwidth, Time};
 
@@ -476,18 +479,33 @@ pub fn model_source(name: &str, base_dir: &std::path::Path) -> ModelSource {
 
 /// Builds the topology a user named, with the hardware model it uses
 /// (the base, the preset's or file's calibrated overlays, then the user's).
+/// A file is a TOML topology file, or, told by its content, the output of
+/// `nvidia-smi topo -m` or NCCL's topology dump, imported first (with
+/// `options.gpu` as the GPU model where given).
 pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::Error> {
     let here = std::path::Path::new(".");
     let user: Vec<ModelSource> = spec.models.iter().map(|m| model_source(m, here)).collect();
-    let looks_like_file = spec.name.ends_with(".toml") || spec.name.contains('/') || std::path::Path::new(&spec.name).is_file();
+    let path = std::path::Path::new(&spec.name);
+    let looks_like_file = [".toml", ".txt", ".xml"].iter().any(|ext| spec.name.ends_with(ext)) || spec.name.contains('/') || path.is_file();
     if looks_like_file {
-        let path = std::path::Path::new(&spec.name);
-        let raw = read_raw(path)?;
-        let base_dir = path.parent().unwrap_or(here);
-        let mut overlays: Vec<ModelSource> = raw.models.iter().map(|m| model_source(m, base_dir)).collect();
-        overlays.extend(user);
-        let model = HardwareModel::load(&overlays)?;
-        let topology = build_file(path, &raw, &model)?;
+        let text = read_text(path)?;
+        let (raw, model) = match import::Format::detect(&text) {
+            Some(format) => {
+                // An imported file names no overlays: the base and the user's.
+                let model = HardwareModel::load(&user)?;
+                let options = import::ImportOptions { gpu: spec.options.gpu.clone(), host: None };
+                (import::parse(path, &text, format, &options, &model)?, model)
+            }
+            None => {
+                let raw: TopologyFile = parse_toml(path, &text)?;
+                let base_dir = path.parent().unwrap_or(here);
+                let mut overlays: Vec<ModelSource> = raw.models.iter().map(|m| model_source(m, base_dir)).collect();
+                overlays.extend(user);
+                let model = HardwareModel::load(&overlays)?;
+                (raw, model)
+            }
+        };
+        let topology = build_from_file(path, &raw, &model)?;
         if let Some(gpus) = spec.options.gpus {
             if gpus as usize > topology.gpus().len() || gpus == 0 {
                 return Err(TopologyError::Invalid(format!(

@@ -111,7 +111,10 @@ pub fn preset(name: &str, options: &PresetOptions, model: &HardwareModel) -> Res
         }
         other => {
             let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
-            return Err(TopologyError::Invalid(format!("unknown topology {other:?}: use a preset ({}) or a .toml file", names.join(", "))));
+            return Err(TopologyError::Invalid(format!(
+                "unknown topology {other:?}: use a preset ({}) or a topology file (.toml, `nvidia-smi topo -m` output, NCCL's topology XML)",
+                names.join(", ")
+            )));
         }
     };
     let gpus = options.gpus.unwrap_or(board::BOARD_GPUS);
