@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 use std::process::Output;
 
-use icsim::calibrate::schema::{self, Measurement};
+use icsim::calibrate::nccl_tests::NcclTestsOptions;
+use icsim::calibrate::read_measurements;
+use icsim::calibrate::schema::Measurement;
 use icsim::config::hardware::HardwareModel;
 use icsim::topology::{PresetOptions, Topology, TopologySpec, resolve};
 
@@ -19,7 +21,7 @@ pub fn h200_measurements_path() -> PathBuf {
 
 pub fn h200_measurements() -> Vec<Measurement> {
     let path = h200_measurements_path();
-    schema::read(&path).unwrap_or_else(|e| panic!("the shared measurements must be readable: {e}"))
+    read_measurements(&path, &NcclTestsOptions::default()).unwrap_or_else(|e| panic!("the shared measurements must be readable: {e}"))
 }
 
 /// A preset with its shipped model overlays (`models` adds more, e.g. "base"
@@ -33,9 +35,25 @@ pub fn preset(name: &str, gpus: Option<u32>, models: &[&str]) -> (Topology, Hard
     resolve(&spec).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-/// Runs `icsim` with `args`.
+/// Runs `icsim` with `args` from the crate root, where tests/data lies.
 pub fn icsim(args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_icsim")).args(args).output().expect("the icsim binary runs")
+    std::process::Command::new(env!("CARGO_BIN_EXE_icsim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the icsim binary runs")
+}
+
+/// Standard output of a run that must have succeeded.
+pub fn succeeded(output: &Output) -> String {
+    assert!(output.status.success(), "icsim failed: {}", stderr(output));
+    stdout(output)
+}
+
+/// Standard error of a run that must have failed.
+pub fn failed(output: &Output) -> String {
+    assert!(!output.status.success(), "icsim succeeded: {}", stdout(output));
+    stderr(output)
 }
 
 pub fn stdout(output: &Output) -> String {

@@ -5,4 +5,5 @@
 mod cli;
 mod common;
 mod fidelity;
+mod import;
 mod properties;

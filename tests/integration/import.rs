@@ -3,7 +3,7 @@
 
 use icsim::config::topology::{NodeKindFile, TopologyFile};
 
-use super::{failed, icsim, succeeded};
+use crate::common::{failed, icsim, succeeded};
 
 #[test]
 fn topo_import_prints_a_topology_file_that_reads_back() {
