@@ -281,7 +281,12 @@ impl Plan {
         let direct = |a: usize, b: usize| topo.path(request.ranks[a], request.ranks[b], Medium::NvLinkDirect).is_some();
         let direct_only =
             n > 1 && (request.mode == Mode::Nvlink || (request.mode == Mode::Auto && !topo.has(NodeKind::NvSwitch) && direct(0, 1)));
-        let rings = if direct_only { layout::disjoint_rings(n, direct, (n - 1).min(max_rings.max(1))) } else { vec![(0..n).collect()] };
+        let mut rings = if direct_only { layout::disjoint_rings(n, direct, (n - 1).min(max_rings.max(1))) } else { vec![(0..n).collect()] };
+        if rings.is_empty() && request.mode == Mode::Auto {
+            // Direct links do not close a ring: one ring in rank order, each
+            // pair over whatever auto picks for it.
+            rings = vec![(0..n).collect()];
+        }
         if rings.is_empty() {
             return Err(TransportError::Unavailable {
                 mode: Mode::Nvlink,

@@ -31,17 +31,23 @@ impl RingGraph {
     }
 }
 
-/// NCCL's ring search: the fastest per-channel speed from its list, with as
-/// many channels as the GPU's links and the ring's narrowest hop allow,
-/// keeping the largest total (a higher speed wins a tie); then its channel
-/// duplication and its doubling at set-up.
+/// NCCL's ring search: per-channel speeds from its list, fastest first, each
+/// with as many channels as the GPU's links and the ring's narrowest hop
+/// allow, keeping the largest total (a higher speed wins a tie) and not
+/// going below half the best speed; then its channel duplication and its
+/// doubling at set-up.
 ///
 /// `gpu_gbps` is the GPU's own bandwidth in NCCL's units, `hop_gbps` the
 /// narrowest hop of one ring, `parallel_rings` how many link-disjoint rings
 /// the topology offers.
 pub fn ring_search(arch_number: u32, arch: &NcclArch, max_channels: u32, gpu_gbps: f64, hop_gbps: f64, parallel_rings: u32) -> RingGraph {
+    // Speeds are tried fastest first; the search stops going slower once a
+    // speed is under half of the best solution's (NCCL: `next/best > 0.49`).
     let mut best: Option<(u32, f64)> = None;
     for &speed in arch.search_speeds.iter().filter(|&&s| s <= hop_gbps + 1e-9) {
+        if best.is_some_and(|(_, best_speed)| speed / best_speed <= 0.49) {
+            break;
+        }
         let by_gpu = (gpu_gbps / speed + 1e-9).floor() as u32;
         let by_hops = (hop_gbps / speed + 1e-9).floor() as u32 * parallel_rings.max(1);
         let channels = by_gpu.min(by_hops).min(max_channels);
@@ -254,6 +260,22 @@ mod tests {
         let (model, _) = sm90();
         assert!((bus_gbps(&model, &arch, &ring, Algorithm::Nvls, Protocol::Simple, 8) - 476.0).abs() < 0.01);
         assert!((bus_gbps(&model, &arch, &ring, Algorithm::Nvls, Protocol::Simple, 2) - 102.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn a_bridged_pair_of_twelve_links_does_not_split_into_slow_channels() {
+        // 12 x 20.6 GB/s: 4 channels at 60 (240), duplicated to 8 at 30;
+        // slower speeds with more channels are under half of 60 and not tried.
+        let (_, arch) = sm90();
+        let ring = ring_search(90, &arch, 32, 370.8, 12.0 * 20.6, 1);
+        assert_eq!((ring.search_channels, ring.channel_gbps, ring.runtime_channels), (8, 30.0, 16));
+    }
+
+    #[test]
+    fn pcie_gen5_on_amd_is_two_channels_of_twenty_four() {
+        let (_, arch) = sm90();
+        let ring = ring_search(90, &arch, 32, 48.0, 48.0, 1);
+        assert_eq!((ring.search_channels, ring.channel_gbps, ring.runtime_channels), (2, 24.0, 4));
     }
 
     #[test]
