@@ -129,6 +129,10 @@ pub struct RunArgs {
     /// How long the process measuring one NCCL setting may run.
     #[arg(long, default_value = "300s", value_parser = time_arg)]
     child_timeout: Time,
+    /// Add to the folder's measurements.jsonl instead of replacing it (to
+    /// split a run over several commands).
+    #[arg(long)]
+    append: bool,
 }
 
 fn sizes_arg(text: &str) -> Result<Sizes, String> {
@@ -166,6 +170,7 @@ fn run_options(args: RunArgs) -> RunOptions {
         gpus: args.gpus,
         default_transport: args.default_transport,
         child_timeout: args.child_timeout,
+        append: args.append,
         command: std::env::args().collect(),
     }
 }

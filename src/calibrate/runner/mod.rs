@@ -343,9 +343,12 @@ pub fn run_child(spec_json: &str) -> Result<(), RunnerError> {
     let spec: ChildSpec =
         serde_json::from_str(spec_json).map_err(|e| RunnerError::Child(format!("unreadable child specification: {e}")))?;
     let emit = |message: ChildMessage| {
+        // One write of the whole line: pipe writes this short are atomic, so
+        // NCCL's log (on the same stream) cannot land inside it.
+        let line = encode(&message) + "\n";
         let mut out = std::io::stdout().lock();
         // A parent that went away leaves nobody to tell.
-        let _ = writeln!(out, "{}", encode(&message)).and_then(|()| out.flush());
+        let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());
     };
     collectives::run(&spec, &emit)
 }
@@ -373,6 +376,9 @@ pub struct RunOptions {
     pub default_transport: Option<Mode>,
     /// How long one child process may take.
     pub child_timeout: Time,
+    /// Add to measurements.jsonl instead of replacing it (a run split over
+    /// several commands).
+    pub append: bool,
     /// The command line, for system.json.
     pub command: Vec<String>,
 }
@@ -469,8 +475,15 @@ struct MeasurementsFile {
 }
 
 impl MeasurementsFile {
-    fn create(path: PathBuf) -> Result<MeasurementsFile, RunnerError> {
-        let file = File::create(&path).map_err(|e| RunnerError::Write { path: path.clone(), message: e.to_string() })?;
+    /// Opens the file empty, or keeps what it holds when `append`.
+    fn open(path: PathBuf, append: bool) -> Result<MeasurementsFile, RunnerError> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(&path)
+            .map_err(|e| RunnerError::Write { path: path.clone(), message: e.to_string() })?;
         Ok(MeasurementsFile { path, file, written: 0 })
     }
 
@@ -569,7 +582,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
     let probe = probe(&driver, &devices, nccl.as_ref(), options)?;
     let mut plan = RunPlan::new(options, &probe, devices.len(), measure_collectives);
     let out = write_system_files(&options.out, &probe, &mut plan.notices)?;
-    let mut file = MeasurementsFile::create(out.join("measurements.jsonl"))?;
+    let mut file = MeasurementsFile::open(out.join("measurements.jsonl"), options.append)?;
     let progress = Progress::new(plan.points());
     for notice in &plan.notices {
         progress.notice(notice);
@@ -948,6 +961,28 @@ mod tests {
     }
 
     #[test]
+    fn measurements_replace_the_file_unless_appended() {
+        let path = std::env::temp_dir().join(format!("icsim-measurements-{}.jsonl", std::process::id()));
+        let one = Measurement {
+            schema: 1,
+            op: "copy".into(),
+            path: Some("d2d_gpu0".into()),
+            bytes: 4096,
+            time_us: 2.5,
+            ..Measurement::default()
+        };
+        let lines = |append: bool| {
+            let mut file = MeasurementsFile::open(path.clone(), append).unwrap();
+            file.append(std::slice::from_ref(&one)).unwrap();
+            crate::calibrate::schema::read(&path).unwrap().len()
+        };
+        assert_eq!(lines(false), 1);
+        assert_eq!(lines(true), 2);
+        assert_eq!(lines(false), 1);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
     fn the_last_error_line_of_a_child_is_its_reason() {
         assert_eq!(last_error("NCCL WARN x\nerror: ncclAllReduce failed\n"), "ncclAllReduce failed");
         assert_eq!(last_error("thread panicked\n\n"), "thread panicked");
@@ -971,6 +1006,7 @@ mod tests {
             gpus: None,
             default_transport: None,
             child_timeout: "300s".parse().unwrap(),
+            append: false,
             command: vec![],
         }
     }
