@@ -3,9 +3,11 @@
 //! output, and the GPU runner. Changes no simulator logic: it only reads
 //! measurements and writes model files.
 
+pub mod clock;
 pub mod fit;
 pub mod nccl_tests;
 pub mod predict;
+pub mod runner;
 pub mod schema;
 pub mod validate;
 

@@ -1,19 +1,37 @@
-//! `icsim calibrate fit|validate`: fit the hardware model to measurements,
-//! and report how far predictions are from them.
+//! `icsim calibrate run|fit|validate`: measure a GPU machine, fit the
+//! hardware model to measurements, and report how far predictions are from
+//! them.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
+use super::collective::Sizes;
 use super::{TopologyArgs, parse_format};
 use icsim::calibrate::nccl_tests::NcclTestsOptions;
-use icsim::calibrate::{fit, read_measurements, validate};
+use icsim::calibrate::runner::{self, RunOptions, Timing, TransportSetting};
+use icsim::calibrate::{clock, fit, read_measurements, validate};
+use icsim::collective::{Algorithm, Choice, Op, Protocol};
 use icsim::report::{self, Format};
 use icsim::topology;
+use icsim::transport::Mode;
+use icsim::units::{Time, parse_sizes};
 
 #[derive(Debug, Subcommand)]
 pub enum CalibrateCommand {
+    /// Measure this machine's GPUs (copies between host and GPUs and between
+    /// GPUs; NCCL collectives under each transport, protocol and algorithm)
+    /// and write schema-1 measurements with a record of the system. Needs an
+    /// NVIDIA driver, and NCCL for collectives; both are loaded at run time.
+    Run(Box<RunArgs>),
+    /// Internal: measures collectives under one NCCL setting for `run`.
+    #[command(name = "collective-child", hide = true)]
+    CollectiveChild {
+        /// The child specification (JSON) the parent wrote.
+        #[arg(long)]
+        spec: String,
+    },
     /// Compare predictions with measurements: every point, then the median,
     /// 90th percentile and largest absolute error of each series.
     Validate {
@@ -70,8 +88,125 @@ impl MeasurementArgs {
     }
 }
 
+/// What `icsim calibrate run` takes.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Folder for measurements.jsonl, system.json, nvidia-smi-topo.txt and nccl-topo.xml.
+    #[arg(long, default_value = "calibration-out")]
+    out: PathBuf,
+    /// The `system` name of the measurements [default: the host name].
+    #[arg(long)]
+    system: Option<String>,
+    /// Sizes of copies and collectives alike: a list (1MiB,16MiB), a doubling
+    /// range (8B..4GiB) or a range with a factor (4KiB..1GiB:x4).
+    #[arg(long, value_parser = sizes_arg)]
+    sizes: Option<Sizes>,
+    /// Copy sizes (overrides --sizes) [default: 4KiB..1GiB:x4].
+    #[arg(long, value_parser = sizes_arg)]
+    copy_sizes: Option<Sizes>,
+    /// Collective sizes as nccl-tests counts them (overrides --sizes) [default: 8B..4GiB:x4].
+    #[arg(long, value_parser = sizes_arg)]
+    collective_sizes: Option<Sizes>,
+    /// Timed repetitions of each point (graph replays for collectives), at most.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    iters: u32,
+    /// Untimed repetitions before timing, at most.
+    #[arg(long, default_value_t = 3)]
+    warmup: u32,
+    /// Collective calls captured in each CUDA graph, at most.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    graph_calls: u32,
+    /// About how long the timed part of one point may take: slower points get
+    /// fewer repetitions and graph calls (at least one).
+    #[arg(long, default_value = "200ms", value_parser = time_arg)]
+    point_time: Time,
+    /// Collectives to measure: allreduce, allgather, reducescatter.
+    #[arg(long, value_delimiter = ',', default_value = "allreduce,allgather,reducescatter", value_parser = |s: &str| s.parse::<Op>())]
+    ops: Vec<Op>,
+    /// NCCL transports: default (NCCL's choice) and shm (NCCL_P2P_DISABLE=1).
+    #[arg(long, value_delimiter = ',', default_value = "default,shm", value_parser = |s: &str| s.parse::<TransportSetting>())]
+    transports: Vec<TransportSetting>,
+    /// Protocols to force with NCCL_PROTO, one per run (auto: none forced).
+    #[arg(long, value_delimiter = ',', default_value = "auto,ll,ll128,simple", value_parser = |s: &str| s.parse::<Choice<Protocol>>())]
+    protos: Vec<Choice<Protocol>>,
+    /// Algorithms to force with NCCL_ALGO, one per run: ring, tree (auto: none forced).
+    #[arg(long, value_delimiter = ',', default_value = "auto,ring,tree", value_parser = |s: &str| s.parse::<Choice<Algorithm>>())]
+    algos: Vec<Choice<Algorithm>>,
+    /// Measure no copies.
+    #[arg(long)]
+    skip_copies: bool,
+    /// Measure no collectives.
+    #[arg(long)]
+    skip_collectives: bool,
+    /// NCCL's shared library; else $NCCL_LIB, then libnccl.so.2 on the library
+    /// path, then python3's nvidia.nccl package, then torch's lib folder.
+    #[arg(long, value_name = "PATH")]
+    nccl_lib: Option<PathBuf>,
+    /// Use the first N GPUs [default: all visible].
+    #[arg(long, value_name = "N")]
+    gpus: Option<usize>,
+    /// The `transport` written for NCCL's default choice (auto, p2p, nvlink,
+    /// nvswitch) [default: nvswitch where nvidia-smi topo -m shows NVLink
+    /// between every pair of GPUs, else auto].
+    #[arg(long, value_parser = |s: &str| s.parse::<Mode>())]
+    default_transport: Option<Mode>,
+    /// How long the process measuring one NCCL setting may run.
+    #[arg(long, default_value = "300s", value_parser = time_arg)]
+    child_timeout: Time,
+    /// Add to the folder's measurements.jsonl instead of replacing it (to
+    /// split a run over several commands).
+    #[arg(long)]
+    append: bool,
+}
+
+fn sizes_arg(text: &str) -> Result<Sizes, String> {
+    parse_sizes(text).map(Sizes)
+}
+
+fn time_arg(text: &str) -> Result<Time, String> {
+    text.parse::<Time>().map_err(|e| e.to_string())
+}
+
+fn choices<T>(values: &[Choice<T>]) -> Vec<Option<T>>
+where
+    T: Copy,
+{
+    values.iter().map(|c| if let Choice::Fixed(v) = c { Some(*v) } else { None }).collect()
+}
+
+fn run_options(args: RunArgs) -> RunOptions {
+    let default_sizes = |text: &str| parse_sizes(text).expect("the default sizes parse");
+    let copy_sizes = args.copy_sizes.or_else(|| args.sizes.clone()).map_or_else(|| default_sizes(runner::DEFAULT_COPY_SIZES), |s| s.0);
+    let collective_sizes = args.collective_sizes.or(args.sizes).map_or_else(|| default_sizes(runner::DEFAULT_COLLECTIVE_SIZES), |s| s.0);
+    RunOptions {
+        out: args.out,
+        system: args.system,
+        copy_sizes,
+        collective_sizes,
+        timing: Timing { iters: args.iters, warmup: args.warmup, graph_calls: args.graph_calls, point_time: args.point_time },
+        ops: args.ops,
+        transports: args.transports,
+        protos: choices(&args.protos),
+        algos: choices(&args.algos),
+        skip_copies: args.skip_copies,
+        skip_collectives: args.skip_collectives,
+        nccl_lib: args.nccl_lib,
+        gpus: args.gpus,
+        default_transport: args.default_transport,
+        child_timeout: args.child_timeout,
+        append: args.append,
+        command: std::env::args().collect(),
+    }
+}
+
 pub fn run(command: CalibrateCommand) -> Result<()> {
     match command {
+        CalibrateCommand::Run(args) => {
+            let report = runner::run(&run_options(*args))?;
+            println!("wrote {} measurements to {}", report.measurements, report.out.join("measurements.jsonl").display());
+            Ok(())
+        }
+        CalibrateCommand::CollectiveChild { spec } => Ok(runner::run_child(&spec)?),
         CalibrateCommand::Validate { measurements, topology, min_bytes, format } => {
             let points = measurements.read()?;
             let (topo, model) = topology::resolve(&topology.spec())?;
@@ -118,7 +253,7 @@ fn overlay_text(fits: &[fit::GroupFit], measurements: &std::path::Path, system: 
     let mut provenance = toml::Table::new();
     provenance.insert("measurements".into(), toml::Value::Array(vec![toml::Value::String(measurements.display().to_string())]));
     provenance.insert("system".into(), toml::Value::String(system.to_string()));
-    provenance.insert("fitted_at".into(), toml::Value::String(today()));
+    provenance.insert("fitted_at".into(), toml::Value::String(clock::today()));
     provenance.insert(
         "method".into(),
         toml::Value::String(format!("icsim calibrate fit: Nelder-Mead on the mean squared log error, simulated on topology {topology}")),
@@ -132,22 +267,6 @@ fn overlay_text(fits: &[fit::GroupFit], measurements: &std::path::Path, system: 
         measurements.display(),
         toml::to_string(&table).expect("plain values")
     )
-}
-
-/// Today's date (UTC) as YYYY-MM-DD, from the system clock.
-fn today() -> String {
-    let days = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 86_400).unwrap_or(0) as i64;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
 }
 
 fn print_validation(rows: &[validate::Row], summary: &[validate::Summary], format: Format, topology: &str) {

@@ -1,0 +1,387 @@
+//! NCCL collectives as a child process measures them under one setting: one
+//! thread per GPU (rank), each capturing its calls into a CUDA graph and
+//! timing replays with CUDA events, so the time is the GPU's and not the
+//! host's launch overhead. Sizes and buffers follow nccl-tests (float32;
+//! `bytes` is the all-reduce buffer, the full gathered buffer of all-gather
+//! and the full input of reduce-scatter).
+//!
+//! One thread per rank rather than one thread driving all ranks inside
+//! ncclGroupStart/End: a CUDA graph is captured from one stream, so each
+//! GPU's calls are captured by the thread that owns that GPU's stream.
+
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Barrier, Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+
+use crate::calibrate::schema::Measurement;
+use crate::collective::Op;
+use crate::units::Bytes;
+
+use super::cuda::{Device, DeviceBuffer, Driver, Stream};
+use super::nccl::{Communicator, ELEMENT_BYTES, Nccl};
+use super::{ChildMessage, ChildSpec, RunnerError, Timing, microseconds, plan_sizes, size_list};
+
+/// One measured collective call: which, and its size as nccl-tests counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectivePoint {
+    pub op: Op,
+    pub bytes: Bytes,
+}
+
+/// The buffers and element count of one call on one rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub send_bytes: usize,
+    pub recv_bytes: usize,
+    /// The count NCCL is given: all elements (all-reduce), those one rank
+    /// sends (all-gather) or receives (reduce-scatter).
+    pub count: usize,
+}
+
+impl Shape {
+    pub fn of(op: Op, bytes: Bytes, ranks: usize) -> Shape {
+        let bytes = bytes.0 as usize;
+        match op {
+            Op::AllReduce | Op::Broadcast => Shape { send_bytes: bytes, recv_bytes: bytes, count: bytes / ELEMENT_BYTES },
+            Op::AllGather => Shape { send_bytes: bytes / ranks, recv_bytes: bytes, count: bytes / ranks / ELEMENT_BYTES },
+            Op::ReduceScatter => Shape { send_bytes: bytes, recv_bytes: bytes / ranks, count: bytes / ranks / ELEMENT_BYTES },
+        }
+    }
+}
+
+/// Sizes of `op` are multiples of this: whole floats on every rank.
+fn granularity(op: Op, ranks: usize) -> u64 {
+    let element = ELEMENT_BYTES as u64;
+    match op {
+        Op::AllReduce | Op::Broadcast => element,
+        Op::AllGather | Op::ReduceScatter => element * ranks as u64,
+    }
+}
+
+/// The points to measure, each op at each size that fits: a rank's send and
+/// receive buffers are each as large as the largest full buffer, so twice
+/// that must fit in `device_limit`.
+pub fn plan_points(ops: &[Op], sizes: &[Bytes], ranks: usize, device_limit: u64, notices: &mut Vec<String>) -> Vec<CollectivePoint> {
+    let mut points = Vec::new();
+    for &op in ops {
+        let plan = plan_sizes(sizes, granularity(op, ranks), |b| b.0.saturating_mul(2) <= device_limit);
+        if !plan.too_large.is_empty() {
+            notices.push(format!(
+                "{op}: {} left out, more than the free GPU memory ({}) allows",
+                size_list(&plan.too_large),
+                Bytes(device_limit).human()
+            ));
+        }
+        points.extend(plan.kept.into_iter().map(|bytes| CollectivePoint { op, bytes }));
+    }
+    points
+}
+
+/// How one point is replayed, the same on every rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayPlan {
+    pub calls_per_graph: u32,
+    pub warmup_replays: u32,
+    pub timed_replays: u32,
+}
+
+impl ReplayPlan {
+    /// For calls that take about `call_us`: up to `graph_calls` per graph
+    /// and `iters` timed replays, fewer where they would take longer than
+    /// the point's time.
+    pub fn new(call_us: f64, timing: &Timing) -> ReplayPlan {
+        let fitting_calls = (timing.point_time.as_us() / call_us.max(f64::MIN_POSITIVE)).floor();
+        let calls_per_graph = (fitting_calls.min(f64::from(timing.graph_calls)) as u32).max(1);
+        let timed_replays = timing.repetitions(call_us * f64::from(calls_per_graph));
+        ReplayPlan { calls_per_graph, warmup_replays: timing.warmup.min(timed_replays), timed_replays }
+    }
+}
+
+/// "allreduce shm proto=ll 64MiB".
+fn label(spec: &ChildSpec, point: &CollectivePoint) -> String {
+    format!("{} {} {}", point.op, spec.setting.label(), point.bytes)
+}
+
+/// The schema-1 record of one collective measurement.
+pub fn record(spec: &ChildSpec, point: &CollectivePoint, time_us: f64, plan: &ReplayPlan) -> Measurement {
+    let or_auto = |value: Option<String>| Some(value.unwrap_or_else(|| "auto".into()));
+    Measurement {
+        schema: 1,
+        system: spec.system.clone(),
+        op: point.op.to_string(),
+        transport: Some(spec.transport.clone()),
+        algo: or_auto(spec.setting.algo.map(|a| a.to_string())),
+        proto: or_auto(spec.setting.proto.map(|p| p.to_string())),
+        ranks: Some(spec.gpus as u32),
+        bytes: point.bytes.0,
+        dtype: Some("float32".into()),
+        time_us: microseconds(time_us),
+        timing: Some(format!(
+            "cuda graph of {} calls, cuda events, mean of {} replays after {} warm-up, slowest of {} ranks",
+            plan.calls_per_graph, plan.timed_replays, plan.warmup_replays, spec.gpus
+        )),
+        source: Some(spec.source.clone()),
+        env: Some(spec.setting.env_text()),
+        ..Measurement::default()
+    }
+}
+
+/// What a rank's thread tells the collecting thread.
+enum RankReport {
+    Timed { point: usize, rank: usize, time_us: f64, plan: ReplayPlan },
+    Failed(RunnerError),
+}
+
+/// Keeps the ranks in step: they agree on each point's replay plan and start
+/// timing together.
+struct Agreement {
+    barrier: Barrier,
+    values: Mutex<Vec<f64>>,
+}
+
+impl Agreement {
+    fn new(ranks: usize) -> Agreement {
+        Agreement { barrier: Barrier::new(ranks), values: Mutex::new(vec![0.0; ranks]) }
+    }
+
+    /// The largest of every rank's `value`; every rank must call this.
+    fn largest(&self, rank: usize, value: f64) -> f64 {
+        self.values.lock().unwrap_or_else(PoisonError::into_inner)[rank] = value;
+        self.barrier.wait();
+        let largest = self.values.lock().unwrap_or_else(PoisonError::into_inner).iter().copied().fold(0.0, f64::max);
+        // Nobody writes the next point's value before everyone has read.
+        self.barrier.wait();
+        largest
+    }
+
+    fn wait(&self) {
+        self.barrier.wait();
+    }
+}
+
+/// Measures every point of `spec` on its GPUs and reports through `emit`.
+pub fn run(spec: &ChildSpec, emit: &(dyn Fn(ChildMessage) + Sync)) -> Result<(), RunnerError> {
+    let nccl = Nccl::load(&spec.nccl_library)?;
+    let driver = Driver::init()?;
+    let visible = driver.device_count()?;
+    if visible < spec.gpus {
+        return Err(RunnerError::TooFewGpus { requested: spec.gpus, available: visible, visible: super::cuda::visible_devices() });
+    }
+    let devices = (0..spec.gpus).map(|ordinal| driver.open(ordinal)).collect::<Result<Vec<_>, _>>()?;
+    let ordinals: Vec<i32> = (0..spec.gpus).map(|o| o as i32).collect();
+    let communicators = nccl.init_all(&ordinals)?;
+    let largest = spec.points.iter().map(|p| p.bytes.0 as usize).max().unwrap_or(0);
+    let agreement = Agreement::new(spec.gpus);
+    let (reports, received) = mpsc::channel();
+    std::thread::scope(|scope| {
+        for (device, communicator) in devices.iter().zip(communicators) {
+            let reports = reports.clone();
+            let agreement = &agreement;
+            scope.spawn(move || {
+                rank_thread(device, communicator, spec, largest, agreement, &reports);
+            });
+        }
+        drop(reports);
+        if let Err(error) = collect(spec, &received, emit) {
+            abandon(&error);
+        }
+    });
+    Ok(())
+}
+
+/// Ends the process at once with `error`: the other ranks may be waiting on
+/// their GPUs for the rank that failed, forever, so they cannot be joined.
+fn abandon(error: &RunnerError) -> ! {
+    eprintln!("error: {error}");
+    std::process::exit(1)
+}
+
+/// Turns the ranks' times into measurements, point by point: the slowest
+/// rank's time, since the collective is done when the last rank is.
+fn collect(spec: &ChildSpec, received: &Receiver<RankReport>, emit: &(dyn Fn(ChildMessage) + Sync)) -> Result<(), RunnerError> {
+    let mut times: Vec<Vec<Option<f64>>> = vec![vec![None; spec.gpus]; spec.points.len()];
+    let mut plans: Vec<Option<ReplayPlan>> = vec![None; spec.points.len()];
+    let mut next = 0;
+    if let Some(first) = spec.points.first() {
+        emit(ChildMessage::Started { label: label(spec, first) });
+    }
+    for report in received {
+        match report {
+            RankReport::Failed(error) => return Err(error),
+            RankReport::Timed { point, rank, time_us, plan } => {
+                times[point][rank] = Some(time_us);
+                plans[point] = Some(plan);
+            }
+        }
+        while let (Some(point), Some(plan)) = (spec.points.get(next), plans.get(next).copied().flatten()) {
+            let Some(slowest) = times[next].iter().copied().collect::<Option<Vec<f64>>>().map(|t| t.into_iter().fold(0.0, f64::max)) else {
+                break;
+            };
+            emit(ChildMessage::Measured { measurement: Box::new(record(spec, point, slowest, &plan)) });
+            next += 1;
+            if let Some(following) = spec.points.get(next) {
+                emit(ChildMessage::Started { label: label(spec, following) });
+            }
+        }
+    }
+    if next < spec.points.len() {
+        return Err(RunnerError::Child(format!("a rank stopped after {next} of {} points without saying why", spec.points.len())));
+    }
+    Ok(())
+}
+
+/// One rank's thread: every point in order, in step with the other ranks,
+/// then the communicator is freed. A failure is reported first and nothing
+/// is freed after it: freeing waits for this GPU, which may wait for a peer
+/// forever; the collector ends the process instead (see `abandon`).
+fn rank_thread(
+    device: &Device,
+    communicator: Communicator<'_>,
+    spec: &ChildSpec,
+    largest: usize,
+    agreement: &Agreement,
+    reports: &Sender<RankReport>,
+) {
+    let fail = |error: RunnerError| {
+        // The collector may already be gone; then so is the process.
+        let _ = reports.send(RankReport::Failed(error));
+    };
+    let buffers =
+        match device.stream().and_then(|stream| Ok(RankBuffers { send: device.alloc(largest)?, recv: device.alloc(largest)?, stream })) {
+            Ok(buffers) => buffers,
+            Err(error) => {
+                fail(error);
+                std::mem::forget(communicator);
+                return;
+            }
+        };
+    if let Err(error) = measure_points(&communicator, &buffers, spec, agreement, reports) {
+        fail(error);
+        std::mem::forget((buffers, communicator));
+        return;
+    }
+    drop(buffers);
+    if let Err(error) = communicator.destroy() {
+        fail(error.into());
+    }
+}
+
+/// A rank's stream and its send and receive buffers, as large as the
+/// largest point needs.
+struct RankBuffers {
+    stream: Stream,
+    send: DeviceBuffer,
+    recv: DeviceBuffer,
+}
+
+fn measure_points(
+    communicator: &Communicator<'_>,
+    buffers: &RankBuffers,
+    spec: &ChildSpec,
+    agreement: &Agreement,
+    reports: &Sender<RankReport>,
+) -> Result<(), RunnerError> {
+    let (rank, stream) = (communicator.rank(), &buffers.stream);
+    for (index, point) in spec.points.iter().enumerate() {
+        let shape = Shape::of(point.op, point.bytes, spec.gpus);
+        let call = || enqueue(communicator, point.op, &shape, buffers, spec.gpus);
+        // NCCL connects ranks on first use, which must not happen inside a
+        // capture; this call also warms up.
+        call()?;
+        let estimate = stream.time(call)?;
+        let plan = ReplayPlan::new(agreement.largest(rank, estimate), &spec.timing);
+        let graph = stream.capture(|| (0..plan.calls_per_graph).try_for_each(|_| call()))?;
+        graph.upload()?;
+        for _ in 0..plan.warmup_replays {
+            graph.launch()?;
+        }
+        stream.synchronize()?;
+        agreement.wait();
+        let total = stream.time(|| (0..plan.timed_replays).try_for_each(|_| graph.launch()))?;
+        let time_us = total / f64::from(plan.timed_replays * plan.calls_per_graph);
+        reports
+            .send(RankReport::Timed { point: index, rank, time_us, plan })
+            .map_err(|_| RunnerError::Child("the collecting thread stopped".into()))?;
+    }
+    Ok(())
+}
+
+fn enqueue(communicator: &Communicator<'_>, op: Op, shape: &Shape, buffers: &RankBuffers, ranks: usize) -> Result<(), RunnerError> {
+    let (send, recv, stream) = (buffers.send.range(0, shape.send_bytes), buffers.recv.range(0, shape.recv_bytes), &buffers.stream);
+    match op {
+        Op::AllReduce => communicator.all_reduce(send, recv, shape.count, stream)?,
+        Op::AllGather => communicator.all_gather(send, recv, shape.count, ranks, stream)?,
+        Op::ReduceScatter => communicator.reduce_scatter(send, recv, shape.count, ranks, stream)?,
+        Op::Broadcast => return Err(RunnerError::Usage("broadcast is not measured by the runner".into())),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calibrate::runner::{NcclSetting, TransportSetting};
+    use crate::collective::Protocol;
+
+    fn timing() -> Timing {
+        Timing { iters: 20, warmup: 3, graph_calls: 20, point_time: "200ms".parse().unwrap() }
+    }
+
+    #[test]
+    fn shapes_count_bytes_as_nccl_tests_does() {
+        assert_eq!(Shape::of(Op::AllReduce, Bytes(64), 2), Shape { send_bytes: 64, recv_bytes: 64, count: 16 });
+        assert_eq!(Shape::of(Op::AllGather, Bytes(64), 2), Shape { send_bytes: 32, recv_bytes: 64, count: 8 });
+        assert_eq!(Shape::of(Op::ReduceScatter, Bytes(64), 4), Shape { send_bytes: 64, recv_bytes: 16, count: 4 });
+    }
+
+    #[test]
+    fn points_hold_whole_floats_per_rank_and_fit_in_memory() {
+        let mut notices = Vec::new();
+        let sizes = [Bytes(8), Bytes(12), Bytes::gib(1), Bytes::gib(4)];
+        let points = plan_points(&[Op::AllReduce, Op::AllGather], &sizes, 4, 3 << 30, &mut notices);
+        let of = |op| points.iter().filter(|p| p.op == op).map(|p| p.bytes).collect::<Vec<_>>();
+        assert_eq!(of(Op::AllReduce), vec![Bytes(8), Bytes(12), Bytes::gib(1)]);
+        // 16 bytes is the least that gives each of 4 ranks a float: 8 and 12 round to 0.
+        assert_eq!(of(Op::AllGather), vec![Bytes::gib(1)]);
+        assert_eq!(notices.len(), 2);
+        assert!(notices[0].starts_with("allreduce: 4GiB left out"), "{notices:?}");
+    }
+
+    #[test]
+    fn replay_plans_shrink_for_slow_calls() {
+        assert_eq!(ReplayPlan::new(10.0, &timing()), ReplayPlan { calls_per_graph: 20, warmup_replays: 3, timed_replays: 20 });
+        // 2 ms calls: 20 per graph take 40 ms, so 5 replays fill 200 ms.
+        assert_eq!(ReplayPlan::new(2_000.0, &timing()), ReplayPlan { calls_per_graph: 20, warmup_replays: 3, timed_replays: 5 });
+        assert_eq!(ReplayPlan::new(300_000.0, &timing()), ReplayPlan { calls_per_graph: 1, warmup_replays: 1, timed_replays: 1 });
+    }
+
+    #[test]
+    fn collective_records_carry_the_schema_fields() {
+        let spec = ChildSpec {
+            setting: NcclSetting { transport: TransportSetting::Shm, proto: Some(Protocol::Ll), algo: None },
+            transport: "shm".into(),
+            nccl_library: "libnccl.so.2".into(),
+            gpus: 2,
+            points: vec![],
+            timing: timing(),
+            system: "box".into(),
+            source: "NCCL 2.28.9 via icsim".into(),
+        };
+        let point = CollectivePoint { op: Op::AllGather, bytes: Bytes::mib(1) };
+        let plan = ReplayPlan::new(10.0, &timing());
+        let m = record(&spec, &point, 12.345_67, &plan);
+        assert_eq!((m.schema, m.system.as_str(), m.op.as_str(), m.bytes), (1, "box", "allgather", 1 << 20));
+        assert_eq!((m.transport.as_deref(), m.algo.as_deref(), m.proto.as_deref()), (Some("shm"), Some("auto"), Some("ll")));
+        assert_eq!((m.ranks, m.dtype.as_deref(), m.time_us), (Some(2), Some("float32"), 12.346));
+        assert_eq!(m.env.as_deref(), Some("NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_PROTO=LL"));
+        assert_eq!(m.series(), "allgather shm proto=ll");
+        assert!(m.is_collective());
+        assert!(m.timing.as_deref().is_some_and(|t| t.starts_with("cuda graph of 20 calls, cuda events")));
+        // What the runner writes, the calibration reader reads back.
+        let back =
+            crate::calibrate::schema::parse(std::path::Path::new("m.jsonl"), &crate::calibrate::schema::to_jsonl(std::slice::from_ref(&m)))
+                .unwrap();
+        assert_eq!(back, vec![m]);
+    }
+}
