@@ -3,6 +3,8 @@
 
 mod calibrate;
 mod collective;
+mod figures;
+mod llm;
 mod topo;
 
 use anyhow::Result;
@@ -12,15 +14,21 @@ use icsim::report::Format;
 use icsim::topology::{PresetOptions, TopologySpec};
 
 /// icsim: a discrete-event simulator of the interconnect inside a GPU server.
+/// With no subcommand it runs configs/default.toml.
 #[derive(Debug, Parser)]
 #[command(name = "icsim", version, about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run an experiment file: one LLM query replayed under each transport
+    /// mode (default: configs/default.toml).
+    Run(llm::RunArgs),
+    /// Replay one LLM query with tensor parallelism on one topology.
+    Llm(llm::LlmArgs),
     /// Simulate a collective over a range of message sizes.
     Collective(collective::CollectiveArgs),
     /// Show or import topologies.
@@ -67,8 +75,11 @@ pub fn parse_format(text: &str) -> Result<Format, String> {
 
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Collective(args) => collective::run(args),
-        Command::Topo(command) => topo::run(command),
-        Command::Calibrate(command) => calibrate::run(command),
+        None => llm::run_experiment(llm::RunArgs::default_run()),
+        Some(Command::Run(args)) => llm::run_experiment(args),
+        Some(Command::Llm(args)) => llm::run_llm(args),
+        Some(Command::Collective(args)) => collective::run(args),
+        Some(Command::Topo(command)) => topo::run(command),
+        Some(Command::Calibrate(command)) => calibrate::run(command),
     }
 }

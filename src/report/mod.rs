@@ -1,6 +1,8 @@
 //! Turning results into what people read: aligned tables, CSV and JSON from
 //! one list of records, and (in `plots`) figures. Computes nothing.
 
+pub mod plots;
+
 use std::str::FromStr;
 
 use serde_json::{Map, Value};

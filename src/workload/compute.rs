@@ -1,7 +1,9 @@
 //! The roofline compute model: a kernel takes the longer of its arithmetic
 //! at the GPU's achieved matrix rate and its memory traffic at the achieved
 //! HBM bandwidth, plus a launch overhead. The kernels of one decoder layer
-//! under tensor parallelism, for prefill and for one decode step.
+//! under tensor parallelism, for prefill and for one decode step, each tagged
+//! with the block (attention or MLP) whose allreduce follows it. Knows
+//! nothing of links or collectives.
 
 use crate::config::hardware::GpuModel;
 use crate::config::llm::LlmModel;
@@ -14,11 +16,21 @@ pub enum KernelClass {
     Attention,
 }
 
+/// The two halves of a Megatron decoder layer; each ends in an allreduce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Block {
+    /// QKV projection, attention, output projection.
+    Attention,
+    /// Gate/up projection, activation, down projection.
+    Mlp,
+}
+
 /// One kernel on one GPU: its floating-point work and memory traffic.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Kernel {
     pub name: &'static str,
     pub class: KernelClass,
+    pub block: Block,
     pub flops: f64,
     pub bytes: f64,
 }
@@ -45,9 +57,9 @@ fn heads_per_gpu(llm: &LlmModel, tp: u64) -> (f64, f64) {
 }
 
 /// A matrix product of (m x k) by (k x n) in the model's element type.
-fn matmul(name: &'static str, llm: &LlmModel, m: f64, k: f64, n: f64) -> Kernel {
+fn matmul(name: &'static str, block: Block, llm: &LlmModel, m: f64, k: f64, n: f64) -> Kernel {
     let element = llm.dtype_bytes as f64;
-    Kernel { name, class: KernelClass::Matmul, flops: 2.0 * m * k * n, bytes: (m * k + k * n + m * n) * element }
+    Kernel { name, class: KernelClass::Matmul, block, flops: 2.0 * m * k * n, bytes: (m * k + k * n + m * n) * element }
 }
 
 /// The kernels of one decoder layer on one GPU for `tokens` new tokens of
@@ -67,16 +79,17 @@ pub fn layer_kernels(llm: &LlmModel, tp: u64, batch: u64, tokens: u64, context: 
     let attention = Kernel {
         name: "attention_causal",
         class: KernelClass::Attention,
+        block: Block::Attention,
         flops: 4.0 * pairs * head_dim * q_heads,
         // Q and O of the new tokens, K and V of every token attended to.
         bytes: element * head_dim * batch as f64 * (2.0 * new * q_heads + 2.0 * (old + new) * kv_heads),
     };
     vec![
-        matmul("gemm_qkv", llm, rows, hidden, (q_heads + 2.0 * kv_heads) * head_dim),
+        matmul("gemm_qkv", Block::Attention, llm, rows, hidden, (q_heads + 2.0 * kv_heads) * head_dim),
         attention,
-        matmul("gemm_o", llm, rows, q_heads * head_dim, hidden),
-        matmul("gemm_gate_up", llm, rows, hidden, 2.0 * ffn),
-        matmul("gemm_down", llm, rows, ffn, hidden),
+        matmul("gemm_o", Block::Attention, llm, rows, q_heads * head_dim, hidden),
+        matmul("gemm_gate_up", Block::Mlp, llm, rows, hidden, 2.0 * ffn),
+        matmul("gemm_down", Block::Mlp, llm, rows, ffn, hidden),
     ]
 }
 

@@ -1,9 +1,11 @@
 //! Workloads as task graphs: tensor-parallel LLM inference (prefill and
-//! decode of one query) over a roofline compute model, and storage traffic.
-//! Knows nothing of link internals: it asks the collective layer for
-//! allreduces.
+//! decode of one query) over a roofline compute model, and experiments that
+//! replay a query under several transport modes. Knows nothing of link
+//! internals: it asks the collective layer for allreduces.
 
 pub mod compute;
+pub mod experiment;
+pub mod tp;
 
 use crate::calibrate::schema::Measurement;
 use crate::config::hardware::HardwareModel;
@@ -31,4 +33,31 @@ pub fn predict_kernel(model: &HardwareModel, m: &Measurement) -> Result<Time, St
         .find(|k| k.name == kernel)
         .map(|k| k.time(gpu))
         .ok_or_else(|| format!("kernel {kernel:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::hardware;
+
+    /// The five kernels of one Llama-3.1-70B layer at TP=2 measured on an
+    /// H200 (a verbatim slice of the shared measurements in tests/data).
+    #[test]
+    fn the_calibrated_h200_reproduces_the_measured_kernels_within_10_percent() {
+        let slice = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/h200x2-slice.jsonl");
+        let kernels: Vec<Measurement> = crate::calibrate::read_measurements(&slice, &Default::default()).unwrap().into_iter().filter(|m| m.op == "kernel").collect();
+        assert_eq!(kernels.len(), 5);
+        let model = HardwareModel::load(&[hardware::shipped("h200x2-nvswitch").unwrap()]).unwrap();
+        for measured in &kernels {
+            let predicted = predict_kernel(&model, measured).unwrap().as_us();
+            let error = predicted / measured.time_us - 1.0;
+            println!(
+                "{:<18} measured {:>8.1} us, predicted {predicted:>8.1} us ({:+.1}%)",
+                measured.series(),
+                measured.time_us,
+                100.0 * error
+            );
+            assert!(error.abs() <= 0.10, "{}: {predicted:.1} us against {} us measured", measured.series(), measured.time_us);
+        }
+    }
 }

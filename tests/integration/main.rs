@@ -7,4 +7,5 @@ mod cli;
 mod common;
 mod fidelity;
 mod import;
+mod llm;
 mod properties;

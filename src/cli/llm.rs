@@ -1,0 +1,237 @@
+//! `icsim run [EXPERIMENT]` and `icsim llm ...`: replay one LLM query under
+//! each transport mode, print one row per mode, and write results.json,
+//! results.csv and the plots. What the user typed is turned into an
+//! experiment here; the library runs it.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::{figures, parse_format};
+use icsim::config::experiment::{Experiment, RawExperiment, RawMode, RawQuery, Source};
+use icsim::report::{self, Format, Record};
+use icsim::workload::experiment::{self, ExperimentResult, RunOptions};
+
+/// The experiment a plain `icsim` (or `cargo run`) runs.
+pub const DEFAULT_EXPERIMENT: &str = "configs/default.toml";
+/// The same file, built in, for runs outside the repository.
+const DEFAULT_TEXT: &str = include_str!("../../configs/default.toml");
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Experiment file (TOML).
+    #[arg(default_value = DEFAULT_EXPERIMENT)]
+    experiment: PathBuf,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+impl RunArgs {
+    /// What `icsim` with no subcommand does.
+    pub fn default_run() -> RunArgs {
+        RunArgs { experiment: PathBuf::from(DEFAULT_EXPERIMENT), output: OutputArgs { out: None, plots: None, format: Format::Table } }
+    }
+}
+
+#[derive(Debug, Args)]
+struct OutputArgs {
+    /// Write results.json, results.csv and the plots into DIR instead of the
+    /// experiment's output_dir.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Write the plots into DIR instead of the output folder.
+    #[arg(long, value_name = "DIR")]
+    plots: Option<PathBuf>,
+    /// table, json or csv.
+    #[arg(long, default_value = "table", value_parser = parse_format)]
+    format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct LlmArgs {
+    /// A shipped LLM (llama-3.1-8b, llama-3.1-70b, llama-3.1-405b) or a model file.
+    #[arg(long, default_value = "llama-3.1-70b")]
+    model: String,
+    /// Prompt tokens (prefill).
+    #[arg(long, default_value_t = 8192)]
+    prompt: u64,
+    /// Generated tokens (decode steps).
+    #[arg(long, default_value_t = 256)]
+    output: u64,
+    /// Sequences processed together.
+    #[arg(long, default_value_t = 1)]
+    batch: u64,
+    /// Tensor-parallel degree.
+    #[arg(long)]
+    tp: u32,
+    /// A preset (hgx-h200, hgx-h20, h20-nvlink-mesh, pcie-gen4-8gpu, ...) or a topology file.
+    #[arg(long, short = 't', default_value = "hgx-h200")]
+    topology: String,
+    /// Use the first N GPUs of the topology.
+    #[arg(long)]
+    gpus: Option<u32>,
+    /// GPU model for the pcie-* presets (a100, h100, h200, h20, b200).
+    #[arg(long)]
+    gpu: Option<String>,
+    /// Hardware model overlay (a file, or a shipped model's name); repeatable.
+    #[arg(long = "hardware", value_name = "FILE")]
+    hardware: Vec<String>,
+    /// nvswitch, nvlink, p2p, shm, auto, or all (every mode the topology offers).
+    #[arg(long, default_value = "all")]
+    transport: String,
+    #[command(flatten)]
+    files: OutputArgs,
+}
+
+/// The modes `--transport all` tries, fastest first.
+const ALL_TRANSPORTS: [&str; 4] = ["nvswitch", "nvlink", "p2p", "shm"];
+
+pub fn run_experiment(args: RunArgs) -> Result<()> {
+    let path = &args.experiment;
+    let experiment = if !path.exists() && path == Path::new(DEFAULT_EXPERIMENT) {
+        Experiment::parse(Path::new(DEFAULT_EXPERIMENT), DEFAULT_TEXT)?
+    } else {
+        Experiment::load(path)?
+    };
+    let out = args.output.out.clone().or_else(|| experiment.output_dir.clone());
+    replay(&experiment, &args.output, out.as_deref())
+}
+
+pub fn run_llm(args: LlmArgs) -> Result<()> {
+    let all = args.transport == "all";
+    let transports: Vec<String> = if all { ALL_TRANSPORTS.map(String::from).to_vec() } else { vec![args.transport.clone()] };
+    let raw = RawExperiment {
+        description: String::new(),
+        model: args.model.clone(),
+        tp: args.tp,
+        output_dir: None,
+        topology: args.topology.clone(),
+        gpus: args.gpus,
+        gpu: args.gpu.clone(),
+        models: args.hardware.clone(),
+        query: RawQuery { prompt: args.prompt, output: args.output, batch: args.batch },
+        modes: transports.into_iter().map(|transport| RawMode { transport, ..RawMode::default() }).collect(),
+    };
+    let mut experiment = Experiment::resolve(raw, Source::CommandLine)?;
+    if all {
+        let offered: Vec<bool> = experiment.modes.iter().map(|run| experiment::prepare_mode(&experiment, run).is_ok()).collect();
+        let mut keep = offered.into_iter();
+        experiment.modes.retain(|_| keep.next().unwrap_or(false));
+        if experiment.modes.is_empty() {
+            bail!("topology {} offers none of {} for TP={}", args.topology, ALL_TRANSPORTS.join(", "), args.tp);
+        }
+    }
+    replay(&experiment, &args.files, args.files.out.as_deref())
+}
+
+/// Runs `experiment`, prints its rows, and writes results and plots.
+fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> Result<()> {
+    let plots = output.plots.as_deref().or(out);
+    let options = if plots.is_some() { RunOptions::full() } else { RunOptions::replay_only() };
+    let bar = progress_bar(experiment::steps(experiment, &options));
+    let result = experiment::run(experiment, &options, &|| bar.inc(1));
+    bar.finish_and_clear();
+    let result = result?;
+    let records = result.records();
+    match output.format {
+        Format::Table => emit(&table(&result, &records))?,
+        format => emit(&report::render(&records, format))?,
+    }
+    let mut written = Vec::new();
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating the output folder {}", dir.display()))?;
+        for (name, format) in [("results.json", Format::Json), ("results.csv", Format::Csv)] {
+            let path = dir.join(name);
+            std::fs::write(&path, report::render(&records, format)).with_context(|| format!("writing {}", path.display()))?;
+            written.push(path);
+        }
+    }
+    if let Some(dir) = plots {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating the plot folder {}", dir.display()))?;
+        written.extend(figures::write_all(&result, dir)?);
+    }
+    if !written.is_empty() {
+        let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+        let note = format!("wrote {}", names.join(", "));
+        // Keep stdout machine-readable in json and csv.
+        if output.format == Format::Table { emit(&format!("\n{note}\n"))? } else { eprintln!("{note}") }
+    }
+    Ok(())
+}
+
+/// Prints to stdout; a reader that went away (`| head`) is not an error.
+fn emit(text: &str) -> Result<()> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => Err(error).context("writing to stdout"),
+        _ => Ok(()),
+    }
+}
+
+/// A bar on stderr, drawn only when stderr is a terminal.
+fn progress_bar(steps: u64) -> ProgressBar {
+    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    let bar = ProgressBar::with_draw_target(Some(steps), target);
+    if let Ok(style) = ProgressStyle::with_template("simulating {bar:40} {pos}/{len} runs, {elapsed}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// Keeps the named fields of each record, in that order.
+fn project(records: &[Record], fields: &[&str]) -> Vec<Record> {
+    records.iter().map(|r| fields.iter().filter_map(|&f| r.get(f).map(|v| (f.to_string(), v.clone()))).collect()).collect()
+}
+
+/// The human-readable report: the query, then tables whose columns are
+/// the JSON fields (or, for allreduces, those fields without their pass).
+fn table(result: &ExperimentResult, records: &[Record]) -> String {
+    let q = &result.query;
+    let mut text = format!(
+        "{}: one query of {} prompt + {} output tokens, batch {} (TTFT = prefill compute + communication)\n",
+        result.model, q.prompt, q.output, q.batch
+    );
+    let mut section = |title: &str, rows: Vec<Record>| {
+        text += &format!("\n{title}:\n");
+        text += &report::render(&rows, Format::Table);
+    };
+    section(
+        "time per query, ms, on every GPU of the TP group",
+        project(
+            records,
+            &["label", "topology", "tp", "compute_ms", "prefill_comm_ms", "decode_comm_ms", "ttft_ms", "total_ms", "comm_share"],
+        ),
+    );
+    section(
+        "allreduces, two a layer (algorithm/protocol as NCCL's tuner picks them; gpu_link_util: use of the GPUs' own links during one call)",
+        {
+            let mut rows = Vec::new();
+            for record in records {
+                for pass in ["prefill", "decode"] {
+                    if record.get(&format!("{pass}_allreduce")).is_none_or(|v| v.is_null()) {
+                        continue;
+                    }
+                    let mut row = Record::new();
+                    row.insert("label".into(), record["label"].clone());
+                    row.insert("pass".into(), pass.into());
+                    for field in ["allreduce", "allreduces", "algo", "allreduce_us", "busbw_gbps", "gpu_link_util"] {
+                        row.insert(field.into(), record.get(&format!("{pass}_{field}")).cloned().unwrap_or_default());
+                    }
+                    rows.push(row);
+                }
+            }
+            rows
+        },
+    );
+    section(
+        "each GPU's TP traffic: simulated against \"bytes / headline bandwidth\" (headline: 2 x the raw rate per direction)",
+        project(records, &["label", "tp_gb_per_gpu", "comm_ms", "headline_gbps", "naive_comm_ms", "naive_comm_ms_per_direction"]),
+    );
+    section(
+        "the busiest link: most bytes for its capacity over the communication time",
+        project(records, &["label", "busiest_link", "busiest_link_util"]),
+    );
+    text
+}

@@ -1,0 +1,324 @@
+//! The experiment file (`configs/*.toml`): one LLM query, a tensor-parallel
+//! degree, and the transport modes to compare, each on its topology. Raw
+//! serde types (`deny_unknown_fields`), then validation into an
+//! [`Experiment`] whose topologies are built and whose TP degrees fit them.
+//! Errors name the file (or the command line), the key and what is allowed.
+//! Simulates nothing; whether a transport can serve a topology is the
+//! workload's to check when it sets a mode up.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::llm::LlmModel;
+use super::{ConfigError, ConfigResult, parse_toml, read_text};
+use crate::config::hardware::HardwareModel;
+use crate::topology::{self, PresetOptions, Topology, TopologySpec};
+use crate::transport::Mode;
+use crate::workload::tp::{self, Query};
+
+/// The experiment file as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExperiment {
+    #[serde(default)]
+    pub description: String,
+    /// A shipped LLM (`llama-3.1-70b`) or a model file.
+    pub model: String,
+    /// Tensor-parallel degree: GPUs that share every layer.
+    pub tp: u32,
+    /// Where results and plots go (default `results/<file stem>`).
+    pub output_dir: Option<PathBuf>,
+    /// A preset or a topology file (relative to the experiment file).
+    pub topology: String,
+    /// Use the first N GPUs of the topology.
+    pub gpus: Option<u32>,
+    /// GPU model for the pcie-* presets.
+    pub gpu: Option<String>,
+    /// Hardware model overlays (shipped names or files), applied last.
+    #[serde(default)]
+    pub models: Vec<String>,
+    pub query: RawQuery,
+    #[serde(rename = "mode", default)]
+    pub modes: Vec<RawMode>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQuery {
+    pub prompt: u64,
+    pub output: u64,
+    #[serde(default = "one")]
+    pub batch: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// One transport mode to compare; every other key overrides the
+/// experiment's default for this mode only.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMode {
+    pub transport: String,
+    /// The row's name in tables and legends (default: the transport).
+    pub label: Option<String>,
+    pub topology: Option<String>,
+    pub gpus: Option<u32>,
+    pub gpu: Option<String>,
+    pub models: Option<Vec<String>>,
+    pub tp: Option<u32>,
+}
+
+/// Where an experiment came from, to name keys the way the user wrote them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    File(PathBuf),
+    /// `icsim llm` flags: keys are named as flags (`--tp`).
+    CommandLine,
+}
+
+impl Source {
+    /// What error messages name as the file.
+    pub fn path(&self) -> PathBuf {
+        match self {
+            Source::File(path) => path.clone(),
+            Source::CommandLine => PathBuf::from("command line"),
+        }
+    }
+
+    /// A key as the user wrote it: `mode[2].tp` or `query.prompt` in a
+    /// file, `--tp` or `--prompt` on the command line.
+    pub fn key(&self, mode: Option<usize>, name: &str) -> String {
+        match (self, mode) {
+            (Source::File(_), Some(index)) => format!("mode[{index}].{name}"),
+            (Source::File(_), None) => name.to_string(),
+            (Source::CommandLine, _) => format!("--{}", name.trim_start_matches("query.")),
+        }
+    }
+
+    /// Relative topology files are read beside the experiment file.
+    fn base_dir(&self) -> PathBuf {
+        match self {
+            Source::File(path) => path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            Source::CommandLine => PathBuf::new(),
+        }
+    }
+
+    pub fn invalid(&self, mode: Option<usize>, name: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::invalid(self.path(), self.key(mode, name), message)
+    }
+}
+
+/// One mode of a validated experiment, on its built topology.
+#[derive(Debug, Clone)]
+pub struct ModeRun {
+    pub label: String,
+    pub mode: Mode,
+    pub topology: Topology,
+    pub hardware: HardwareModel,
+    pub tp: u32,
+    /// Position in the file's `[[mode]]` list, for messages.
+    pub index: usize,
+}
+
+/// A validated experiment.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    pub source: Source,
+    pub description: String,
+    pub llm: LlmModel,
+    pub query: Query,
+    pub output_dir: Option<PathBuf>,
+    pub modes: Vec<ModeRun>,
+}
+
+impl Experiment {
+    /// Reads and validates an experiment file.
+    pub fn load(path: &Path) -> ConfigResult<Experiment> {
+        Experiment::parse(path, &read_text(path)?)
+    }
+
+    /// Validates experiment text that was read from `path`.
+    pub fn parse(path: &Path, text: &str) -> ConfigResult<Experiment> {
+        let raw: RawExperiment = parse_toml(path, text)?;
+        let default_output = PathBuf::from("results").join(path.file_stem().unwrap_or_default());
+        let mut experiment = Experiment::resolve(raw, Source::File(path.to_path_buf()))?;
+        experiment.output_dir.get_or_insert(default_output);
+        Ok(experiment)
+    }
+
+    /// Validates a raw experiment (from a file or from flags).
+    pub fn resolve(raw: RawExperiment, source: Source) -> ConfigResult<Experiment> {
+        let llm = LlmModel::load(&raw.model).map_err(|error| match error {
+            ConfigError::Invalid { message, .. } => source.invalid(None, "model", message),
+            other => other,
+        })?;
+        let query = Query { prompt: raw.query.prompt, output: raw.query.output, batch: raw.query.batch };
+        for (name, value) in [("query.prompt", query.prompt), ("query.batch", query.batch)] {
+            if value == 0 {
+                return Err(source.invalid(None, name, "must be a positive number of tokens or sequences"));
+            }
+        }
+        if raw.modes.is_empty() {
+            return Err(source.invalid(
+                None,
+                "mode",
+                "no transport mode to compare: add one or more [[mode]] tables with transport = \"nvswitch\", \"nvlink\", \"p2p\", \"shm\" or \"auto\"",
+            ));
+        }
+        let mut modes: Vec<ModeRun> = Vec::new();
+        for (index, raw_mode) in raw.modes.iter().enumerate() {
+            let run = resolve_mode(&raw, raw_mode, index, &llm, &source)?;
+            if let Some(other) = modes.iter().find(|m| m.label == run.label) {
+                return Err(source.invalid(
+                    Some(index),
+                    "label",
+                    format!(
+                        "label {:?} is already used by mode[{}]; give each mode a unique `label` (for example \"{}-{}\")",
+                        run.label, other.index, run.mode, run.topology.name
+                    ),
+                ));
+            }
+            modes.push(run);
+        }
+        Ok(Experiment { source, description: raw.description, llm, query, output_dir: raw.output_dir, modes })
+    }
+}
+
+fn resolve_mode(raw: &RawExperiment, mode: &RawMode, index: usize, llm: &LlmModel, source: &Source) -> ConfigResult<ModeRun> {
+    // A key this mode overrides is named as the mode's; otherwise as the
+    // experiment's default.
+    let owner = |overridden: bool| overridden.then_some(index);
+    let transport: Mode = mode.transport.parse().map_err(|message: String| source.invalid(Some(index), "transport", message))?;
+    let topology_name = mode.topology.clone().unwrap_or_else(|| raw.topology.clone());
+    let gpus = mode.gpus.or(raw.gpus);
+    let gpu = mode.gpu.clone().or_else(|| raw.gpu.clone());
+    let models = mode.models.clone().unwrap_or_else(|| raw.models.clone());
+    let tp = mode.tp.unwrap_or(raw.tp);
+
+    let base_dir = source.base_dir();
+    let looks_like_file = topology_name.ends_with(".toml") || topology_name.contains('/');
+    let name = if looks_like_file && Path::new(&topology_name).is_relative() {
+        base_dir.join(&topology_name).to_string_lossy().into_owned()
+    } else {
+        topology_name.clone()
+    };
+    let models =
+        models.iter().map(|m| if m.ends_with(".toml") { base_dir.join(m).to_string_lossy().into_owned() } else { m.clone() }).collect();
+    let spec = TopologySpec { name, options: PresetOptions { gpus, gpu: gpu.clone() }, models };
+    let (topology, hardware) = topology::resolve(&spec).map_err(|error| {
+        let message = error.to_string();
+        let key = match topology_error_key(&message) {
+            "gpus" => source.key(owner(mode.gpus.is_some()), "gpus"),
+            "gpu" => source.key(owner(mode.gpu.is_some()), "gpu"),
+            _ => source.key(owner(mode.topology.is_some()), "topology"),
+        };
+        ConfigError::invalid(source.path(), key, message)
+    })?;
+
+    let gpus = topology.gpus().len() as u32;
+    let allowed = tp::allowed_degrees(llm, gpus);
+    if !allowed.contains(&tp) {
+        let list: Vec<String> = allowed.iter().map(u32::to_string).collect();
+        return Err(source.invalid(
+            owner(mode.tp.is_some()),
+            "tp",
+            format!(
+                "TP={tp} cannot run {} on the {gpus} GPUs of {}: TP must divide its {} heads and {} FFN columns and fit the GPUs; allowed: {}",
+                llm.name,
+                topology.name,
+                llm.heads,
+                llm.ffn,
+                list.join(", ")
+            ),
+        ));
+    }
+    Ok(ModeRun { label: mode.label.clone().unwrap_or_else(|| transport.to_string()), mode: transport, topology, hardware, tp, index })
+}
+
+/// Which key a topology error is about, from its message (the topology
+/// layer reports options by their flag names).
+fn topology_error_key(message: &str) -> &'static str {
+    if message.contains("--gpus") {
+        "gpus"
+    } else if message.contains("--gpu ") || message.contains("unknown GPU model") {
+        "gpu"
+    } else {
+        "topology"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+model = "llama-3.1-70b"
+tp = 8
+topology = "hgx-h20"
+[query]
+prompt = 8192
+output = 256
+[[mode]]
+transport = "nvswitch"
+[[mode]]
+transport = "p2p"
+topology = "pcie-gen4-8gpu"
+gpu = "h20"
+"#;
+
+    fn error_of(text: &str) -> String {
+        Experiment::parse(Path::new("exp.toml"), text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_mode_overrides_only_what_it_names() {
+        let experiment = Experiment::parse(Path::new("configs/exp.toml"), GOOD).unwrap();
+        assert_eq!(experiment.query, Query { prompt: 8192, output: 256, batch: 1 });
+        assert_eq!(experiment.output_dir, Some(PathBuf::from("results/exp")));
+        let [nvswitch, p2p] = &experiment.modes[..] else { panic!("two modes") };
+        assert_eq!((nvswitch.label.as_str(), nvswitch.topology.name.as_str(), nvswitch.tp), ("nvswitch", "hgx-h20", 8));
+        assert_eq!((p2p.mode, p2p.topology.name.as_str(), p2p.topology.gpu_model.as_str()), (Mode::P2p, "pcie-gen4-8gpu", "h20"));
+    }
+
+    #[test]
+    fn a_typo_names_the_key_and_the_expected_ones() {
+        let error = error_of(&GOOD.replace("prompt =", "promt ="));
+        assert!(error.starts_with("exp.toml:") && error.contains("promt") && error.contains("prompt"), "{error}");
+    }
+
+    #[test]
+    fn tp_larger_than_the_gpus_lists_the_allowed_degrees() {
+        let error = error_of(&GOOD.replace("tp = 8", "tp = 16"));
+        assert!(error.contains("key `tp`") && error.contains("allowed: 1, 2, 4, 8"), "{error}");
+        let error = error_of(&GOOD.replace("gpu = \"h20\"", "gpu = \"h20\"\ngpus = 4"));
+        assert!(error.contains("key `tp`") && error.contains("4 GPUs") && error.contains("allowed: 1, 2, 4"), "{error}");
+        let error = error_of(&GOOD.replace("gpu = \"h20\"", "gpu = \"h20\"\ntp = 3"));
+        assert!(error.contains("key `mode[1].tp`") && error.contains("TP=3"), "{error}");
+    }
+
+    #[test]
+    fn unknown_models_transports_and_topologies_say_what_is_allowed() {
+        let error = error_of(&GOOD.replace("llama-3.1-70b", "llama-9b"));
+        assert!(error.contains("key `model`") && error.contains("llama-3.1-8b"), "{error}");
+        let error = error_of(&GOOD.replace("\"p2p\"", "\"pcie\""));
+        assert!(error.contains("key `mode[1].transport`") && error.contains("nvswitch"), "{error}");
+        let error = error_of(&GOOD.replace("\"pcie-gen4-8gpu\"", "\"pcie-gen9\""));
+        assert!(error.contains("key `mode[1].topology`") && error.contains("pcie-gen4-8gpu"), "{error}");
+    }
+
+    #[test]
+    fn labels_must_be_unique() {
+        let error = error_of(&GOOD.replace("\"p2p\"", "\"nvswitch\""));
+        assert!(error.contains("mode[1].label") && error.contains("unique"), "{error}");
+    }
+
+    #[test]
+    fn command_line_keys_are_flags() {
+        assert_eq!(Source::CommandLine.key(Some(0), "tp"), "--tp");
+        assert_eq!(Source::CommandLine.key(None, "query.prompt"), "--prompt");
+        assert_eq!(Source::File("x.toml".into()).key(Some(2), "gpu"), "mode[2].gpu");
+    }
+}
