@@ -79,6 +79,11 @@ pub struct LlmArgs {
     /// Hardware model overlay (a file, or a shipped model's name); repeatable.
     #[arg(long = "hardware", value_name = "FILE")]
     hardware: Vec<String>,
+    /// How allreduce algorithms are chosen: nccl (NCCL's tuner) or fastest
+    /// (NCCL or the one-shot/two-shot kernels inference engines use,
+    /// whichever is faster).
+    #[arg(long, default_value = "fastest")]
+    allreduce: String,
     /// nvswitch, nvlink, p2p, shm, auto, or all (every mode the topology offers).
     #[arg(long, default_value = "all")]
     transport: String,
@@ -112,6 +117,7 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
         gpus: args.gpus,
         gpu: args.gpu.clone(),
         models: args.hardware.clone(),
+        allreduce: Some(args.allreduce.clone()),
         query: RawQuery { prompt: args.prompt, output: args.output, batch: args.batch },
         modes: transports.into_iter().map(|transport| RawMode { transport, ..RawMode::default() }).collect(),
     };
@@ -205,7 +211,7 @@ fn table(result: &ExperimentResult, records: &[Record]) -> String {
         ),
     );
     section(
-        "allreduces, two a layer (algorithm/protocol as NCCL's tuner picks them; gpu_link_util: use of the GPUs' own links during one call)",
+        "allreduces, two a layer (algorithm/protocol: NCCL's tuner, or with allreduce = fastest the one-shot/two-shot kernels where faster; gpu_link_util: use of the GPUs' own links during one call)",
         {
             let mut rows = Vec::new();
             for record in records {
@@ -226,7 +232,7 @@ fn table(result: &ExperimentResult, records: &[Record]) -> String {
         },
     );
     section(
-        "each GPU's TP traffic: simulated against \"bytes / headline bandwidth\" (headline: 2 x the raw rate per direction)",
+        "each GPU's TP traffic (2(n-1)/n of every allreduce, as a ring moves it): simulated against \"bytes / headline bandwidth\" (headline: 2 x the raw rate per direction)",
         project(records, &["label", "tp_gb_per_gpu", "comm_ms", "headline_gbps", "naive_comm_ms", "naive_comm_ms_per_direction"]),
     );
     section(

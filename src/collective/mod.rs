@@ -457,14 +457,24 @@ impl Plan {
         }
     }
 
-    /// Rate of one channel on the wire: NCCL's modelled bus bandwidth for the
-    /// algorithm and protocol spread over its channels, scaled by the
+    /// Rate of one channel on the wire. A channel is one thread block: what
+    /// it can move is a property of the GPU and of the kind of path, not of
+    /// the topology. It is NCCL's modelled bus bandwidth for the algorithm
+    /// and protocol on the GPU's own links (all its NVLinks, or its PCIe
+    /// link), spread over the channels NCCL runs there, scaled by the
     /// calibrated channel efficiency, in wire bytes.
     pub fn channel_cap(&self, topo: &Topology, model: &HardwareModel) -> Result<Bandwidth, CollectiveError> {
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
         let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
-        let bus = nccl::bus_gbps(model, arch, &self.nccl, self.algorithm, self.protocol, self.request.ranks.len() as u32);
-        let per_channel = bus / f64::from(self.nccl.runtime_channels);
+        let own_gbps = match self.class {
+            PathClass::Nvlink => arch.nvlink_gbps * f64::from(gpu.nvlink_links),
+            PathClass::Pcie | PathClass::Shm => {
+                model.pcie(&gpu.pcie_generation).map_err(CollectiveError::Model)?.nccl_x16_gbps * f64::from(gpu.pcie_lanes) / 16.0
+            }
+        };
+        let own = nccl::ring_search(gpu.arch, arch, model.nccl.max_channels, own_gbps, own_gbps, 1);
+        let bus = nccl::bus_gbps(model, arch, &own, self.algorithm, self.protocol, self.request.ranks.len() as u32);
+        let per_channel = bus / f64::from(own.runtime_channels);
         let protocol = self.protocol.model(model);
         Ok(Bandwidth::from_gbps_f64(per_channel * self.costs(model).channel_efficiency * protocol.wire_factor))
     }
@@ -613,6 +623,57 @@ impl Request {
             Choice::Fixed(a) => a.to_string(),
         }
     }
+}
+
+/// How an algorithm left to auto is chosen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Selection {
+    /// NCCL's tuner, among NCCL's algorithms (ring, tree, NVLS).
+    #[default]
+    Nccl,
+    /// The fastest in simulation among NCCL's choice and the one-shot and
+    /// two-shot kernels that inference engines use for small messages.
+    Fastest,
+}
+
+impl fmt::Display for Selection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Selection::Nccl => "nccl",
+            Selection::Fastest => "fastest",
+        })
+    }
+}
+
+impl FromStr for Selection {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "nccl" => Ok(Selection::Nccl),
+            "fastest" => Ok(Selection::Fastest),
+            other => Err(format!("unknown allreduce selection {other:?}: use nccl (NCCL's tuner) or fastest (NCCL or the one-shot/two-shot kernels, whichever is faster)")),
+        }
+    }
+}
+
+/// Plans `request` as `selection` says and simulates it alone on an idle
+/// network. Under `Fastest`, an algorithm left to auto is whichever of
+/// NCCL's choice, one-shot and two-shot finishes first (NCCL's choice on a
+/// tie); a fixed algorithm is kept.
+pub fn plan_and_simulate(topo: &Topology, model: &HardwareModel, request: Request, selection: Selection) -> Result<(Plan, Outcome), CollectiveError> {
+    let nccl = Plan::new(topo, model, request.clone())?;
+    let mut best = (simulate_plan(topo, model, &nccl)?, nccl);
+    if selection == Selection::Fastest && request.algorithm == Choice::Auto {
+        for algorithm in [Algorithm::OneShot, Algorithm::TwoShot] {
+            let Ok(plan) = Plan::new(topo, model, Request { algorithm: Choice::Fixed(algorithm), ..request.clone() }) else { continue };
+            let outcome = simulate_plan(topo, model, &plan)?;
+            if outcome.time < best.0.time {
+                best = (outcome, plan);
+            }
+        }
+    }
+    Ok((best.1, best.0))
 }
 
 /// Runs of equal winners: (label, first size, last size) for each stretch of

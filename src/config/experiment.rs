@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use super::llm::LlmModel;
 use super::{ConfigError, ConfigResult, parse_toml, read_text};
+use crate::collective::Selection;
 use crate::config::hardware::HardwareModel;
 use crate::topology::{self, PresetOptions, Topology, TopologySpec};
 use crate::transport::Mode;
@@ -38,6 +39,10 @@ pub struct RawExperiment {
     /// Hardware model overlays (shipped names or files), applied last.
     #[serde(default)]
     pub models: Vec<String>,
+    /// How allreduce algorithms are chosen: "nccl" (NCCL's tuner) or
+    /// "fastest" (NCCL or the one-shot/two-shot kernels of inference engines,
+    /// whichever is faster; the default).
+    pub allreduce: Option<String>,
     pub query: RawQuery,
     #[serde(rename = "mode", default)]
     pub modes: Vec<RawMode>,
@@ -69,6 +74,7 @@ pub struct RawMode {
     pub gpu: Option<String>,
     pub models: Option<Vec<String>>,
     pub tp: Option<u32>,
+    pub allreduce: Option<String>,
 }
 
 /// Where an experiment came from, to name keys the way the user wrote them.
@@ -119,6 +125,8 @@ pub struct ModeRun {
     pub topology: Topology,
     pub hardware: HardwareModel,
     pub tp: u32,
+    /// How allreduce algorithms are chosen.
+    pub selection: Selection,
     /// Position in the file's `[[mode]]` list, for messages.
     pub index: usize,
 }
@@ -197,6 +205,10 @@ fn resolve_mode(raw: &RawExperiment, mode: &RawMode, index: usize, llm: &LlmMode
     let gpu = mode.gpu.clone().or_else(|| raw.gpu.clone());
     let models = mode.models.clone().unwrap_or_else(|| raw.models.clone());
     let tp = mode.tp.unwrap_or(raw.tp);
+    let selection: Selection = match mode.allreduce.as_ref().or(raw.allreduce.as_ref()) {
+        Some(text) => text.parse().map_err(|message: String| source.invalid(owner(mode.allreduce.is_some()), "allreduce", message))?,
+        None => Selection::Fastest,
+    };
 
     let base_dir = source.base_dir();
     let looks_like_file = topology_name.ends_with(".toml") || topology_name.contains('/');
@@ -235,7 +247,7 @@ fn resolve_mode(raw: &RawExperiment, mode: &RawMode, index: usize, llm: &LlmMode
             ),
         ));
     }
-    Ok(ModeRun { label: mode.label.clone().unwrap_or_else(|| transport.to_string()), mode: transport, topology, hardware, tp, index })
+    Ok(ModeRun { label: mode.label.clone().unwrap_or_else(|| transport.to_string()), mode: transport, topology, hardware, tp, selection, index })
 }
 
 /// Which key a topology error is about, from its message (the topology

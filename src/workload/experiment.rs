@@ -100,7 +100,7 @@ pub fn prepare(experiment: &Experiment) -> Result<Vec<TensorParallel<'_>>, Confi
 /// topology offers.
 pub fn prepare_mode<'e>(experiment: &'e Experiment, run: &'e ModeRun) -> Result<TensorParallel<'e>, ConfigError> {
     let source = &experiment.source;
-    TensorParallel::new(&run.topology, &run.hardware, &experiment.llm, run.tp, run.mode).map_err(|error| match error {
+    let setup = TensorParallel::new(&run.topology, &run.hardware, &experiment.llm, run.tp, run.mode).map_err(|error| match error {
         TpError::Collective(collective::CollectiveError::Transport(_)) => {
             let offered: Vec<String> = [Mode::Nvswitch, Mode::Nvlink, Mode::P2p, Mode::Shm, Mode::Auto]
                 .into_iter()
@@ -111,7 +111,8 @@ pub fn prepare_mode<'e>(experiment: &'e Experiment, run: &'e ModeRun) -> Result<
         }
         TpError::Degree { .. } => source.invalid(Some(run.index), "tp", error.to_string()),
         other => source.invalid(Some(run.index), "topology", other.to_string()),
-    })
+    })?;
+    Ok(setup.with_selection(run.selection))
 }
 
 enum Job {
@@ -184,7 +185,7 @@ fn sweep_point(experiment: &Experiment, setup: &TensorParallel, index: usize, by
     let Some(request) = setup.allreduce(bytes) else {
         return Ok(SweepPoint { bytes, time: Time::ZERO, busbw_gbps: 0.0, algorithm: Algorithm::Ring, protocol: Protocol::Simple });
     };
-    let outcome = collective::simulate(&run.topology, &run.hardware, request)?;
+    let (_, outcome) = collective::plan_and_simulate(&run.topology, &run.hardware, request, setup.selection())?;
     Ok(SweepPoint { bytes, time: outcome.time, busbw_gbps: outcome.busbw_gbps(), algorithm: outcome.algorithm, protocol: outcome.protocol })
 }
 

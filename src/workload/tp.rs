@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::iter;
 
-use crate::collective::{self, Algorithm, Choice, CollectiveError, Op, Outcome, Plan, Protocol, Request};
+use crate::collective::{self, Algorithm, Choice, CollectiveError, Op, Outcome, Plan, Protocol, Request, Selection};
 use crate::config::hardware::{GpuModel, HardwareModel};
 use crate::config::llm::LlmModel;
 use crate::engine::{self, TaskGraph, TaskId, Work};
@@ -98,6 +98,7 @@ pub struct TensorParallel<'a> {
     gpu: &'a GpuModel,
     ranks: Vec<NodeId>,
     mode: Mode,
+    selection: Selection,
 }
 
 impl<'a> TensorParallel<'a> {
@@ -110,11 +111,21 @@ impl<'a> TensorParallel<'a> {
             return Err(TpError::Degree { tp, model: llm.name.clone(), gpus, allowed });
         }
         let gpu = model.gpu(&topo.gpu_model).map_err(TpError::Model)?;
-        let setup = TensorParallel { topo, model, llm, gpu, ranks: topo.gpus()[..tp as usize].to_vec(), mode };
+        let setup = TensorParallel { topo, model, llm, gpu, ranks: topo.gpus()[..tp as usize].to_vec(), mode, selection: Selection::Nccl };
         if let Some(request) = setup.allreduce(Bytes(llm.hidden * llm.dtype_bytes)) {
             Plan::new(topo, model, request)?;
         }
         Ok(setup)
+    }
+
+    /// Chooses allreduce algorithms as `selection` says (default: NCCL's tuner).
+    pub fn with_selection(mut self, selection: Selection) -> Self {
+        self.selection = selection;
+        self
+    }
+
+    pub fn selection(&self) -> Selection {
+        self.selection
     }
 
     pub fn tp(&self) -> u64 {
@@ -176,7 +187,7 @@ impl<'a> TensorParallel<'a> {
             totals.compute += (compute.attention + compute.mlp) * layers;
             if let Some(request) = self.allreduce(bytes) {
                 let calls = 2 * layers;
-                let outcome = cache.outcome(request, calls)?;
+                let outcome = cache.outcome(request, self.selection, calls)?;
                 totals.comm += outcome.time * calls;
                 let entry = use_slot.get_or_insert_with(|| AllreduceUse::of(outcome, self.topo, &own_links));
                 assert_eq!(entry.bytes, bytes, "every pass of a kind has allreduces of one size");
@@ -192,7 +203,10 @@ impl<'a> TensorParallel<'a> {
     /// network: compute on every GPU, the collectives embedded after it.
     pub fn simulate_layer(&self, query: &Query, pass: Pass) -> Result<LayerRun, CollectiveError> {
         let compute = self.layer_compute(query, pass);
-        let plan = self.allreduce(self.allreduce_bytes(query, pass)).map(|r| Plan::new(self.topo, self.model, r)).transpose()?;
+        let plan = self
+            .allreduce(self.allreduce_bytes(query, pass))
+            .map(|r| collective::plan_and_simulate(self.topo, self.model, r, self.selection).map(|(plan, _)| plan))
+            .transpose()?;
         let mut graph: TaskGraph<Path> = TaskGraph::new();
         let mut blocks = Vec::new();
         let mut collectives = Vec::new();
@@ -408,10 +422,11 @@ struct RequestKey {
     mode: Mode,
     algorithm: Option<Algorithm>,
     protocol: Option<Protocol>,
+    selection: Selection,
 }
 
 impl RequestKey {
-    fn of(request: &Request) -> RequestKey {
+    fn of(request: &Request, selection: Selection) -> RequestKey {
         fn fixed<T>(choice: Choice<T>) -> Option<T> {
             match choice {
                 Choice::Auto => None,
@@ -425,6 +440,7 @@ impl RequestKey {
             mode: request.mode,
             algorithm: fixed(request.algorithm),
             protocol: fixed(request.protocol),
+            selection,
         }
     }
 }
@@ -443,12 +459,12 @@ impl<'a> CollectiveCache<'a> {
         CollectiveCache { topo, model, entries: BTreeMap::new() }
     }
 
-    /// The outcome of `request`, simulated the first time it is asked for;
-    /// counts `calls` calls of it.
-    pub fn outcome(&mut self, request: Request, calls: u64) -> Result<&Outcome, CollectiveError> {
-        let key = RequestKey::of(&request);
+    /// The outcome of `request` (its algorithm chosen as `selection` says),
+    /// simulated the first time it is asked for; counts `calls` calls of it.
+    pub fn outcome(&mut self, request: Request, selection: Selection, calls: u64) -> Result<&Outcome, CollectiveError> {
+        let key = RequestKey::of(&request, selection);
         if !self.entries.contains_key(&key) {
-            let outcome = collective::simulate(self.topo, self.model, request)?;
+            let (_, outcome) = collective::plan_and_simulate(self.topo, self.model, request, selection)?;
             self.entries.insert(key.clone(), (outcome, 0));
         }
         let (outcome, counted) = self.entries.get_mut(&key).expect("inserted above");
@@ -506,7 +522,7 @@ mod tests {
                 let layer = tp.simulate_layer(&query, pass).unwrap();
                 let compute = tp.layer_compute(&query, pass);
                 let request = tp.allreduce(tp.allreduce_bytes(&query, pass)).unwrap();
-                let allreduce = cache.outcome(request, 2).unwrap().time;
+                let allreduce = cache.outcome(request, tp.selection(), 2).unwrap().time;
                 let cached = compute.attention + allreduce + compute.mlp + allreduce;
                 assert_eq!(layer.makespan, cached, "{mode} on {}, {pass:?}", topo.name);
             }

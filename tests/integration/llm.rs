@@ -167,7 +167,7 @@ fn seventy_b_at_tp8_sends_38_8_gb_a_gpu_and_nvswitch_leads_while_shm_trails_far_
     let (nvswitch, shm) = (by_label(&results, "nvswitch"), by_label(&results, "shm"));
     for other in &results {
         if other["label"] != "nvswitch" {
-            for field in ["prefill_comm_ms", "ttft_ms"] {
+            for field in ["prefill_comm_ms", "ttft_ms", "total_ms", "comm_share"] {
                 assert!(number(nvswitch, field) < number(other, field), "NVSwitch is fastest in {field}: {nvswitch} vs {other}");
             }
         }
