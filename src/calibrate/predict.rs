@@ -87,7 +87,7 @@ fn predict_copy(topo: &Topology, model: &HardwareModel, m: &Measurement) -> Resu
             let gpu = model.gpu(&topo.gpu_model).map_err(PredictError::Failed)?;
             // Every byte is read once and written once.
             let rate: Bandwidth = gpu.memory_bandwidth.scaled(gpu.compute.memory / 2.0);
-            return Ok(overhead + bytes / rate);
+            return Ok((model.copy_setup + bytes / rate).max(overhead));
         }
         "h2d_pinned" => vec![(topo.memory_path(gpu0, memory, true).ok_or_else(|| no_path("host-to-GPU path"))?, bytes)],
         "d2h_pinned" => vec![(topo.memory_path(gpu0, memory, false).ok_or_else(|| no_path("GPU-to-host path"))?, bytes)],
@@ -109,5 +109,7 @@ fn predict_copy(topo: &Topology, model: &HardwareModel, m: &Measurement) -> Resu
         graph.transfer(path, size, None, &[]);
     }
     let schedule = run(&graph, &mut topo.network());
-    Ok(overhead + schedule.makespan())
+    // The fixed cost hides small transfers: a copy takes the longer of it
+    // and the DMA's set-up plus the transfer.
+    Ok((model.copy_setup + schedule.makespan()).max(overhead))
 }

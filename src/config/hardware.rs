@@ -264,9 +264,11 @@ pub struct HardwareModel {
     pub nvls: NvlsModel,
     pub direct: DirectModel,
     pub nccl: NcclModel,
-    /// Host-side cost of one host-timed copy (launch and synchronisation),
-    /// by the copy path names of the measurement schema.
+    /// Shortest time of one timed copy (launch, completion, the timing
+    /// itself), by the copy path names of the measurement schema.
     pub copy_overhead: BTreeMap<String, Time>,
+    /// What a copy engine takes to start a transfer, before its bytes flow.
+    pub copy_setup: Time,
     #[serde(default)]
     pub provenance: Vec<Provenance>,
 }
@@ -318,9 +320,11 @@ impl HardwareModel {
             merge_tables(&mut merged, table);
             last = source.label();
         }
-        let model: HardwareModel = merged
-            .try_into()
-            .map_err(|error: toml::de::Error| ConfigError::Syntax { path: last.clone(), message: error.message().to_string() })?;
+        let layers: Vec<String> = std::iter::once(&base).chain(overlays).map(|s| s.label().display().to_string()).collect();
+        let model: HardwareModel = merged.try_into().map_err(|error: toml::de::Error| ConfigError::Syntax {
+            path: last.clone(),
+            message: format!("{} (in the model made of {})", error.message(), layers.join(" + ")),
+        })?;
         model.validate(&last)?;
         Ok(model)
     }
