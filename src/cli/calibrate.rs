@@ -13,7 +13,7 @@ use icsim::calibrate::nccl_tests::NcclTestsOptions;
 use icsim::calibrate::runner::{self, RunOptions, Timing, TransportSetting};
 use icsim::calibrate::{clock, fit, read_measurements, validate};
 use icsim::collective::{Algorithm, Choice, Op, Protocol};
-use icsim::report::{self, Format};
+use icsim::report::{self, Format, plots};
 use icsim::topology;
 use icsim::transport::Mode;
 use icsim::units::{Time, parse_sizes};
@@ -45,6 +45,9 @@ pub enum CalibrateCommand {
         /// table, json or csv.
         #[arg(long, default_value = "table", value_parser = parse_format)]
         format: Format,
+        /// Where to draw measured points against predicted curves (PNG or SVG).
+        #[arg(long, default_value = "validation.png")]
+        plot: PathBuf,
     },
     /// Fit the model's parameters to measurements by least squares and write
     /// them as a model overlay with their provenance.
@@ -207,7 +210,7 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             Ok(())
         }
         CalibrateCommand::CollectiveChild { spec } => Ok(runner::run_child(&spec)?),
-        CalibrateCommand::Validate { measurements, topology, min_bytes, format } => {
+        CalibrateCommand::Validate { measurements, topology, min_bytes, format, plot } => {
             let points = measurements.read()?;
             let (topo, model) = topology::resolve(&topology.spec())?;
             let rows =
@@ -215,6 +218,8 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             let min = min_bytes.map_or(0, |b| b.0);
             let summary = validate::summarize(&rows, |r| r.bytes >= min || r.series.starts_with("kernel"));
             print_validation(&rows, &summary, format, &topo.name);
+            draw_validation(&rows, &topo.name, &plot)?;
+            eprintln!("wrote {}", plot.display());
             Ok(())
         }
         CalibrateCommand::Fit { measurements, topology, out, system, evaluations } => {
@@ -267,6 +272,34 @@ fn overlay_text(fits: &[fit::GroupFit], measurements: &std::path::Path, system: 
         measurements.display(),
         toml::to_string(&table).expect("plain values")
     )
+}
+
+/// Measured points and predicted curves of every series measured over sizes.
+fn draw_validation(rows: &[validate::Row], topology: &str, path: &std::path::Path) -> Result<()> {
+    let mut series: Vec<plots::MeasuredSeries> = Vec::new();
+    for row in rows.iter().filter(|r| r.bytes > 0) {
+        let Some(predicted) = row.predicted_us else { continue };
+        let index = match series.iter().position(|s| s.name == row.series) {
+            Some(i) => i,
+            None => {
+                series.push(plots::MeasuredSeries { name: row.series.clone(), measured: Vec::new(), predicted: Vec::new() });
+                series.len() - 1
+            }
+        };
+        series[index].measured.push((row.bytes as f64, row.measured_us));
+        series[index].predicted.push((row.bytes as f64, predicted));
+    }
+    if series.is_empty() {
+        bail!("no measurement over sizes has a prediction to draw");
+    }
+    let chart = plots::MeasuredVsPredicted {
+        title: format!("measured (points) and predicted (lines), topology {topology}"),
+        x_label: "message size".into(),
+        y_label: "time (us)".into(),
+        x_axis: plots::LogAxis::Bytes,
+        series,
+    };
+    plots::measured_vs_predicted(&chart, path).with_context(|| format!("drawing {}", path.display()))
 }
 
 fn print_validation(rows: &[validate::Row], summary: &[validate::Summary], format: Format, topology: &str) {

@@ -652,7 +652,9 @@ impl FromStr for Selection {
         match text {
             "nccl" => Ok(Selection::Nccl),
             "fastest" => Ok(Selection::Fastest),
-            other => Err(format!("unknown allreduce selection {other:?}: use nccl (NCCL's tuner) or fastest (NCCL or the one-shot/two-shot kernels, whichever is faster)")),
+            other => Err(format!(
+                "unknown allreduce selection {other:?}: use nccl (NCCL's tuner) or fastest (NCCL or the one-shot/two-shot kernels, whichever is faster)"
+            )),
         }
     }
 }
@@ -661,7 +663,12 @@ impl FromStr for Selection {
 /// network. Under `Fastest`, an algorithm left to auto is whichever of
 /// NCCL's choice, one-shot and two-shot finishes first (NCCL's choice on a
 /// tie); a fixed algorithm is kept.
-pub fn plan_and_simulate(topo: &Topology, model: &HardwareModel, request: Request, selection: Selection) -> Result<(Plan, Outcome), CollectiveError> {
+pub fn plan_and_simulate(
+    topo: &Topology,
+    model: &HardwareModel,
+    request: Request,
+    selection: Selection,
+) -> Result<(Plan, Outcome), CollectiveError> {
     let nccl = Plan::new(topo, model, request.clone())?;
     let mut best = (simulate_plan(topo, model, &nccl)?, nccl);
     if selection == Selection::Fastest && request.algorithm == Choice::Auto {

@@ -247,7 +247,15 @@ fn resolve_mode(raw: &RawExperiment, mode: &RawMode, index: usize, llm: &LlmMode
             ),
         ));
     }
-    Ok(ModeRun { label: mode.label.clone().unwrap_or_else(|| transport.to_string()), mode: transport, topology, hardware, tp, selection, index })
+    Ok(ModeRun {
+        label: mode.label.clone().unwrap_or_else(|| transport.to_string()),
+        mode: transport,
+        topology,
+        hardware,
+        tp,
+        selection,
+        index,
+    })
 }
 
 /// Which key a topology error is about, from its message (the topology

@@ -45,7 +45,8 @@ mod tests {
     #[test]
     fn the_calibrated_h200_reproduces_the_measured_kernels_within_10_percent() {
         let slice = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/h200x2-slice.jsonl");
-        let kernels: Vec<Measurement> = crate::calibrate::read_measurements(&slice, &Default::default()).unwrap().into_iter().filter(|m| m.op == "kernel").collect();
+        let kernels: Vec<Measurement> =
+            crate::calibrate::read_measurements(&slice, &Default::default()).unwrap().into_iter().filter(|m| m.op == "kernel").collect();
         assert_eq!(kernels.len(), 5);
         let model = HardwareModel::load(&[hardware::shipped("h200x2-nvswitch").unwrap()]).unwrap();
         for measured in &kernels {

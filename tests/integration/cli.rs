@@ -80,7 +80,23 @@ fn topo_show_describes_links_and_relations() {
 #[test]
 fn validate_reports_every_point_and_the_error_statistics() {
     let path = h200_measurements_path();
-    let value = icsim_json(&["calibrate", "validate", path.to_str().unwrap(), "--topology", "hgx-h200", "--gpus", "2", "--format", "json"]);
+    let plot = std::env::temp_dir().join(format!("icsim-validation-{}.png", std::process::id()));
+    let value = icsim_json(&[
+        "calibrate",
+        "validate",
+        path.to_str().unwrap(),
+        "--topology",
+        "hgx-h200",
+        "--gpus",
+        "2",
+        "--format",
+        "json",
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    let png = std::fs::read(&plot).expect("the plot is written");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a real PNG");
+    std::fs::remove_file(&plot).unwrap();
     let rows = value["results"].as_array().unwrap();
     assert_eq!(rows.len(), 103, "one row per measurement");
     let summary = value["summary"].as_array().unwrap();

@@ -52,8 +52,11 @@ fn a_broken_matrix_is_reported_with_its_file_and_line() {
 
 #[test]
 fn calibrate_validate_reads_nccl_tests_output() {
+    let plot = std::env::temp_dir().join(format!("icsim-nccl-tests-{}.png", std::process::id()));
+    let plot_arg = plot.display().to_string();
     let args = ["calibrate", "validate", "tests/data/all_reduce_perf_8gpu.txt", "--topology", "hgx-h100", "--transport", "nvswitch"];
-    let json = succeeded(&icsim(&[&args[..], &["--format", "json"]].concat()));
+    let json = succeeded(&icsim(&[&args[..], &["--format", "json", "--plot", &plot_arg]].concat()));
+    std::fs::remove_file(&plot).expect("the plot was written");
     let document: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}\n{json}"));
     let results = document["results"].as_array().expect("results");
     assert_eq!(results.len(), 16);
