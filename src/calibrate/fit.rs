@@ -17,14 +17,17 @@ use crate::topology::Topology;
 use crate::transport::PathClass;
 use crate::units::Time;
 
+type Read = Box<dyn Fn(&HardwareModel) -> f64 + Sync + Send>;
+type Write = Box<dyn Fn(&mut HardwareModel, f64) + Sync + Send>;
+
 /// A number in the model the fit may change.
 pub struct Parameter {
     /// Its key in the model file ("protocol.simple.nvlink.step_latency").
     pub key: String,
     /// Times are fitted in microseconds, ratios as they are.
     pub is_time: bool,
-    get: Box<dyn Fn(&HardwareModel) -> f64 + Sync + Send>,
-    set: Box<dyn Fn(&mut HardwareModel, f64) + Sync + Send>,
+    get: Read,
+    set: Write,
 }
 
 impl Parameter {

@@ -36,10 +36,10 @@ pub fn build(plan: &NvlsPlan, graph: &mut TaskGraph<Path>, start: TaskId) -> Vec
                 })
                 .collect();
             let reduced = graph.join(&pushed);
-            for r in 0..n {
+            for (down, last) in plan.down.iter().zip(last_down.iter_mut()) {
                 let mut after = vec![reduced];
-                after.extend(last_down[r]);
-                last_down[r] = Some(graph.transfer(plan.down[r].clone(), wire, Some(plan.channel_cap), &after));
+                after.extend(*last);
+                *last = Some(graph.transfer(down.clone(), wire, Some(plan.channel_cap), &after));
             }
         }
         ends.extend(last_down.into_iter().flatten());

@@ -96,7 +96,7 @@ mod tests {
             let (a, b) = (parents(n, 0), parents(n, 1));
             assert_eq!(a.iter().filter(|p| p.is_none()).count(), 1);
             assert_eq!(b.iter().filter(|p| p.is_none()).count(), 1);
-            let inner = |tree: &[Option<usize>], i: usize| tree.iter().any(|p| *p == Some(i));
+            let inner = |tree: &[Option<usize>], i: usize| tree.contains(&Some(i));
             let inner_in_both = (0..n).filter(|&i| inner(&a, i) && inner(&b, i)).count();
             assert!(inner_in_both <= 1, "n={n}: {inner_in_both} ranks are inner nodes of both trees");
         }

@@ -71,10 +71,10 @@ impl LlmModel {
                 return Err(ConfigError::invalid(path, key, "must be a positive integer"));
             }
         }
-        if self.hidden % self.heads != 0 {
+        if !self.hidden.is_multiple_of(self.heads) {
             return Err(ConfigError::invalid(path, "heads", format!("hidden {} must be a multiple of heads {}", self.hidden, self.heads)));
         }
-        if self.heads % self.kv_heads != 0 {
+        if !self.heads.is_multiple_of(self.kv_heads) {
             return Err(ConfigError::invalid(
                 path,
                 "kv_heads",

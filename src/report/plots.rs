@@ -295,22 +295,8 @@ impl Figure for LogLogLines {
         let (x_range, x_labels) = self.x_axis.range(points().map(|p| p.0).chain(self.guides.iter().map(|g| g.0)));
         let (y_range, y_labels) = LogAxis::Decimal.range(points().map(|p| p.1));
         let x_axis = self.x_axis;
-        let mut chart = log_log_chart(root, &self.title, x_range, y_range.clone())?;
-        let x_format = move |x: &f64| x_axis.label(*x);
-        let y_format = |y: &f64| LogAxis::Decimal.label(*y);
-        chart
-            .configure_mesh()
-            .x_labels(x_labels)
-            .y_labels(y_labels)
-            .x_label_formatter(&x_format)
-            .y_label_formatter(&y_format)
-            .x_desc(&self.x_label)
-            .y_desc(&self.y_label)
-            .label_style(("sans-serif", LABEL_SIZE))
-            .axis_desc_style(("sans-serif", AXIS_DESC_SIZE))
-            .light_line_style(WHITE)
-            .draw()
-            .map_err(text_error)?;
+        let mut chart =
+            log_log_chart(root, &self.title, x_axis, (x_range, x_labels), (y_range.clone(), y_labels), (&self.x_label, &self.y_label))?;
         let to_log = |&(x, y): &(f64, f64)| (x_axis.to_axis(x), y.log10());
         for (x, label) in &self.guides {
             let x = x_axis.to_axis(*x);
@@ -356,19 +342,40 @@ use plotters::series::LineSeries as LineSeries_;
 
 type LogChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>;
 
+/// A chart on log axes (x as `x_axis` says, y in powers of ten), with its
+/// title, axis labels and grid drawn: (range, label count) per axis and the
+/// (x, y) axis descriptions.
 fn log_log_chart<'a, DB: DrawingBackend>(
     root: &'a DrawingArea<DB, Shift>,
     title: &str,
-    x_range: Range<f64>,
-    y_range: Range<f64>,
+    x_axis: LogAxis,
+    (x_range, x_labels): (Range<f64>, usize),
+    (y_range, y_labels): (Range<f64>, usize),
+    (x_desc, y_desc): (&str, &str),
 ) -> Result<LogChart<'a, DB>, String> {
-    ChartBuilder::on(root)
+    let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", TITLE_SIZE))
         .margin(20)
         .x_label_area_size(55)
         .y_label_area_size(85)
         .build_cartesian_2d(x_range, y_range)
-        .map_err(text_error)
+        .map_err(text_error)?;
+    let x_format = move |x: &f64| x_axis.label(*x);
+    let y_format = |y: &f64| LogAxis::Decimal.label(*y);
+    chart
+        .configure_mesh()
+        .x_labels(x_labels)
+        .y_labels(y_labels)
+        .x_label_formatter(&x_format)
+        .y_label_formatter(&y_format)
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .label_style(("sans-serif", LABEL_SIZE))
+        .axis_desc_style(("sans-serif", AXIS_DESC_SIZE))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(text_error)?;
+    Ok(chart)
 }
 
 // ------------------------------------------------------------------ timeline
@@ -525,22 +532,7 @@ impl Figure for MeasuredVsPredicted {
         let (x_range, x_labels) = self.x_axis.range(points().map(|p| p.0));
         let (y_range, y_labels) = LogAxis::Decimal.range(points().map(|p| p.1));
         let x_axis = self.x_axis;
-        let mut chart = log_log_chart(root, &self.title, x_range, y_range)?;
-        let x_format = move |x: &f64| x_axis.label(*x);
-        let y_format = |y: &f64| LogAxis::Decimal.label(*y);
-        chart
-            .configure_mesh()
-            .x_labels(x_labels)
-            .y_labels(y_labels)
-            .x_label_formatter(&x_format)
-            .y_label_formatter(&y_format)
-            .x_desc(&self.x_label)
-            .y_desc(&self.y_label)
-            .label_style(("sans-serif", LABEL_SIZE))
-            .axis_desc_style(("sans-serif", AXIS_DESC_SIZE))
-            .light_line_style(WHITE)
-            .draw()
-            .map_err(text_error)?;
+        let mut chart = log_log_chart(root, &self.title, x_axis, (x_range, x_labels), (y_range, y_labels), (&self.x_label, &self.y_label))?;
         let to_log = move |&(x, y): &(f64, f64)| (x_axis.to_axis(x), y.log10());
         for (s, series) in self.series.iter().enumerate() {
             let line = color(s).stroke_width(2);

@@ -506,16 +506,16 @@ pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::
             }
         };
         let topology = build_from_file(path, &raw, &model)?;
-        if let Some(gpus) = spec.options.gpus {
-            if gpus as usize > topology.gpus().len() || gpus == 0 {
-                return Err(TopologyError::Invalid(format!(
-                    "{} has {} GPUs; --gpus must be 1 to {}",
-                    spec.name,
-                    topology.gpus().len(),
-                    topology.gpus().len()
-                ))
-                .into());
-            }
+        if let Some(gpus) = spec.options.gpus
+            && (gpus as usize > topology.gpus().len() || gpus == 0)
+        {
+            return Err(TopologyError::Invalid(format!(
+                "{} has {} GPUs; --gpus must be 1 to {}",
+                spec.name,
+                topology.gpus().len(),
+                topology.gpus().len()
+            ))
+            .into());
         }
         return Ok((topology, model));
     }

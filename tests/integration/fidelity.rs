@@ -92,10 +92,10 @@ fn a_fit_on_half_the_sizes_predicts_the_other_half() {
     // predict the sizes it never saw.
     let (topo, base) = preset("hgx-h200", Some(2), &["base"]);
     let measured: Vec<Measurement> = h200_measurements().into_iter().filter(|m| m.op == "allreduce").collect();
-    let (train, test): (Vec<(usize, Measurement)>, Vec<(usize, Measurement)>) =
-        measured.into_iter().enumerate().partition(|(i, _)| i % 2 == 0);
-    let train: Vec<Measurement> = train.into_iter().map(|(_, m)| m).collect();
-    let test: Vec<Measurement> = test.into_iter().map(|(_, m)| m).collect();
+    let (train, test): (Vec<Measurement>, Vec<Measurement>) = {
+        let (even, odd): (Vec<_>, Vec<_>) = measured.into_iter().enumerate().partition(|(i, _)| i % 2 == 0);
+        (even.into_iter().map(|(_, m)| m).collect(), odd.into_iter().map(|(_, m)| m).collect())
+    };
     let (fitted, _) = fit::fit(&topo, &base, &train, 300);
     let rows = validate::compare(&topo, &fitted, &test).expect("predicted");
     let all: Vec<&Row> = rows.iter().collect();

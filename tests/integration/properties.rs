@@ -39,9 +39,13 @@ impl Fabric<Path> for Checked {
     }
 }
 
-/// A random workload: flows over random subsets of links, some capped, some
-/// waiting for others, some delayed.
-fn workload() -> impl Strategy<Value = (Vec<u64>, Vec<(Vec<u32>, u64, Option<u64>, Option<usize>, u64)>)> {
+/// One random flow: its links, bytes, rate cap (GB/s), the earlier flow it
+/// waits for, and a start delay (µs).
+type RandomFlow = (Vec<u32>, u64, Option<u64>, Option<usize>, u64);
+
+/// A random workload: link capacities (GB/s) and flows over random subsets
+/// of the links, some capped, some waiting for others, some delayed.
+fn workload() -> impl Strategy<Value = (Vec<u64>, Vec<RandomFlow>)> {
     let links = prop::collection::vec(1u64..100, 2..7);
     links.prop_flat_map(|capacities| {
         let n = capacities.len() as u32;
@@ -50,7 +54,7 @@ fn workload() -> impl Strategy<Value = (Vec<u64>, Vec<(Vec<u32>, u64, Option<u64
     })
 }
 
-fn build(flows: &[(Vec<u32>, u64, Option<u64>, Option<usize>, u64)]) -> TaskGraph<Path> {
+fn build(flows: &[RandomFlow]) -> TaskGraph<Path> {
     let mut graph = TaskGraph::new();
     let mut ids: Vec<TaskId> = Vec::new();
     for (links, bytes, cap, after, delay_us) in flows {
