@@ -14,12 +14,10 @@ use serde::de::DeserializeOwned;
 /// A problem with an input file: which file, which key, and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    // The I/O error is part of the message, not a separate cause, so that
+    // it is printed once.
+    #[error("cannot read {}: {error}", path.display())]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("{}: {message}", path.display())]
     Syntax { path: PathBuf, message: String },
     #[error("{}: key `{key}`: {message}", path.display())]
@@ -36,7 +34,7 @@ pub type ConfigResult<T> = Result<T, ConfigError>;
 
 /// Reads a whole file, naming it in the error.
 pub fn read_text(path: &Path) -> ConfigResult<String> {
-    std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })
+    std::fs::read_to_string(path).map_err(|error| ConfigError::Io { path: path.to_path_buf(), error })
 }
 
 /// Parses TOML text into a raw config type; serde's message (which names the
