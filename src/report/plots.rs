@@ -248,14 +248,7 @@ impl Figure for StackedBars {
             )
         });
         chart.draw_series(labels).map_err(text_error)?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .label_font(("sans-serif", LABEL_SIZE))
-            .draw()
-            .map_err(text_error)
+        draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
     }
 }
 
@@ -326,21 +319,27 @@ impl Figure for LogLogLines {
                 .label(&self.marked_label)
                 .legend(|(x, y)| TriangleMarker::new((x + 12, y), 11, BLACK.filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .label_font(("sans-serif", LABEL_SIZE))
-            .draw()
-            .map_err(text_error)
+        draw_legend(&mut chart, SeriesLabelPosition::LowerRight)
     }
 }
 
 /// plotters' line series, renamed so it does not clash with ours.
 use plotters::series::LineSeries as LineSeries_;
 
+/// Every chart here has f64 coordinates on both axes.
 type LogChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>;
+
+/// The legend of a chart's labelled series, in a translucent box.
+fn draw_legend<'a, DB: DrawingBackend + 'a>(chart: &mut LogChart<'a, DB>, position: SeriesLabelPosition) -> DrawResult {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.4))
+        .label_font(("sans-serif", LABEL_SIZE))
+        .draw()
+        .map_err(text_error)
+}
 
 /// A chart on log axes (x as `x_axis` says, y in powers of ten), with its
 /// title, axis labels and grid drawn: (range, label count) per axis and the
@@ -489,14 +488,7 @@ impl Timeline {
             }
         }
         if legend {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::LowerRight)
-                .background_style(WHITE.mix(0.9))
-                .border_style(BLACK.mix(0.4))
-                .label_font(("sans-serif", LABEL_SIZE))
-                .draw()
-                .map_err(text_error)?;
+            draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
         }
         Ok(())
     }
@@ -549,14 +541,7 @@ impl Figure for MeasuredVsPredicted {
                 .label(format!("{} measured", series.name))
                 .legend(move |(x, y)| Circle::new((x + 12, y), 5, color(s).stroke_width(2)));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .label_font(("sans-serif", LABEL_SIZE))
-            .draw()
-            .map_err(text_error)
+        draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
     }
 }
 
