@@ -142,46 +142,44 @@ pub fn groups(topo: &Topology, model: &HardwareModel, measurements: &[Measuremen
     let is_copy =
         |m: &Measurement, names: &[&str]| m.op == "copy" && m.bytes >= LARGE_COPY && names.contains(&m.path.as_deref().unwrap_or(""));
 
-    let pinned = indices(&|m| is_copy(m, &["h2d_pinned", "d2h_pinned"]));
-    if !pinned.is_empty() {
-        let generation = pcie_generation.clone();
-        let (g1, g2) = (generation.clone(), generation.clone());
-        out.push(Group {
-            name: format!("copies over PCIe {generation}"),
-            parameters: vec![ratio(
-                format!("pcie.{generation}.efficiency"),
-                move |m| m.pcie[&g1].efficiency,
-                move |m, v| m.pcie.get_mut(&g2).expect("generation exists").efficiency = v.min(1.0),
-            )],
-            points: pinned,
-        });
-    }
-    let peer = indices(&|m| is_copy(m, &["p2p_0to1", "p2p_bidir_total"]));
-    if !peer.is_empty() {
-        let generation = nvlink_generation.clone();
-        let (g1, g2) = (generation.clone(), generation.clone());
-        out.push(Group {
-            name: format!("copies over NVLink {generation}"),
-            parameters: vec![ratio(
-                format!("nvlink.{generation}.efficiency"),
-                move |m| m.nvlink[&g1].efficiency,
-                move |m, v| m.nvlink.get_mut(&g2).expect("generation exists").efficiency = v.min(1.0),
-            )],
-            points: peer,
-        });
-    }
-    let device = indices(&|m| is_copy(m, &["d2d_gpu0"]));
-    if !device.is_empty() {
-        let (k1, k2) = (gpu_key.clone(), gpu_key.clone());
-        out.push(Group {
-            name: format!("copies within one {gpu_key}"),
-            parameters: vec![ratio(
+    // One link rate per copy path family: PCIe for host copies, NVLink for
+    // peer copies, HBM for copies within a GPU.
+    let (pcie, nvlink, gpu_for_get, gpu_for_set) = (pcie_generation.clone(), nvlink_generation.clone(), gpu_key.clone(), gpu_key.clone());
+    let (pcie_set, nvlink_set) = (pcie.clone(), nvlink.clone());
+    let copy_groups: [(&[&str], String, Parameter); 3] = [
+        (
+            &["h2d_pinned", "d2h_pinned"],
+            format!("copies over PCIe {pcie_generation}"),
+            ratio(
+                format!("pcie.{pcie_generation}.efficiency"),
+                move |m| m.pcie[&pcie].efficiency,
+                move |m, v| m.pcie.get_mut(&pcie_set).expect("generation exists").efficiency = v.min(1.0),
+            ),
+        ),
+        (
+            &["p2p_0to1", "p2p_bidir_total"],
+            format!("copies over NVLink {nvlink_generation}"),
+            ratio(
+                format!("nvlink.{nvlink_generation}.efficiency"),
+                move |m| m.nvlink[&nvlink].efficiency,
+                move |m, v| m.nvlink.get_mut(&nvlink_set).expect("generation exists").efficiency = v.min(1.0),
+            ),
+        ),
+        (
+            &["d2d_gpu0"],
+            format!("copies within one {gpu_key}"),
+            ratio(
                 format!("gpu.{gpu_key}.compute.memory"),
-                move |m| m.gpu[&k1].compute.memory,
-                move |m, v| m.gpu.get_mut(&k2).expect("gpu exists").compute.memory = v.min(1.0),
-            )],
-            points: device,
-        });
+                move |m| m.gpu[&gpu_for_get].compute.memory,
+                move |m, v| m.gpu.get_mut(&gpu_for_set).expect("gpu exists").compute.memory = v.min(1.0),
+            ),
+        ),
+    ];
+    for (paths, name, parameter) in copy_groups {
+        let points = indices(&|m| is_copy(m, paths));
+        if !points.is_empty() {
+            out.push(Group { name, parameters: vec![parameter], points });
+        }
     }
     for (class_label, is_attention) in [("matmul", false), ("attention", true)] {
         let points = indices(&|m| m.op == "kernel" && m.kernel.as_deref().is_some_and(|k| k.starts_with("attention") == is_attention));
