@@ -255,10 +255,6 @@ impl Pipe {
         }
     }
 
-    pub fn connection(&self) -> &Connection {
-        &self.connection
-    }
-
     fn delay_unless_zero(graph: &mut TaskGraph<Path>, delay: Time, after: TaskId) -> TaskId {
         if delay == Time::ZERO { after } else { graph.delay(delay, &[after]) }
     }

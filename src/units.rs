@@ -195,9 +195,6 @@ pub struct Time(pub u64);
 
 impl Time {
     pub const ZERO: Time = Time(0);
-    pub const fn from_ns(ns: u64) -> Time {
-        Time(ns * PS_PER_NS)
-    }
     pub const fn from_us(us: u64) -> Time {
         Time(us * PS_PER_US)
     }
@@ -214,9 +211,6 @@ impl Time {
     }
     pub fn as_secs(self) -> f64 {
         self.0 as f64 / PS_PER_S as f64
-    }
-    pub fn saturating_sub(self, other: Time) -> Time {
-        Time(self.0.saturating_sub(other.0))
     }
 }
 

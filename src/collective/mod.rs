@@ -466,12 +466,7 @@ impl Plan {
     pub fn channel_cap(&self, topo: &Topology, model: &HardwareModel) -> Result<Bandwidth, CollectiveError> {
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
         let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
-        let own_gbps = match self.class {
-            PathClass::Nvlink => arch.nvlink_gbps * f64::from(gpu.nvlink_links),
-            PathClass::Pcie | PathClass::Shm => {
-                model.pcie(&gpu.pcie_generation).map_err(CollectiveError::Model)?.nccl_x16_gbps * f64::from(gpu.pcie_lanes) / 16.0
-            }
-        };
+        let own_gbps = nccl::own_gbps(model, gpu, self.class).map_err(CollectiveError::Model)?;
         let own = nccl::ring_search(gpu.arch, arch, model.nccl.max_channels, own_gbps, own_gbps, 1);
         let bus = nccl::bus_gbps(model, arch, &own, self.algorithm, self.protocol, self.request.ranks.len() as u32);
         let per_channel = bus / f64::from(own.runtime_channels);
@@ -696,10 +691,10 @@ pub fn crossovers(winners: &[(Bytes, String)]) -> Vec<(String, Bytes, Bytes)> {
     runs
 }
 
-/// Simulates one collective alone on an idle network.
+/// Simulates one collective alone on an idle network, with the algorithm
+/// NCCL's tuner would choose where it is left to auto.
 pub fn simulate(topo: &Topology, model: &HardwareModel, request: Request) -> Result<Outcome, CollectiveError> {
-    let plan = Plan::new(topo, model, request)?;
-    simulate_plan(topo, model, &plan)
+    plan_and_simulate(topo, model, request, Selection::Nccl).map(|(_, outcome)| outcome)
 }
 
 /// Simulates a resolved plan alone on an idle network.

@@ -5,7 +5,7 @@
 //! pick an algorithm and a protocol. The simulation takes its channel counts
 //! from here; `--algo auto` takes its choice from here, as NCCL would.
 
-use crate::config::hardware::{HardwareModel, NcclArch, ProtocolTriple};
+use crate::config::hardware::{GpuModel, HardwareModel, NcclArch, ProtocolTriple};
 use crate::topology::{LinkKind, NodeKind, Topology};
 use crate::transport::{Connection, PathClass};
 
@@ -70,21 +70,33 @@ pub fn ring_search(arch_number: u32, arch: &NcclArch, max_channels: u32, gpu_gbp
     RingGraph { search_channels: channels, channel_gbps: speed, runtime_channels: (channels * 2).min(64), gpu_gbps }
 }
 
+/// What NCCL assumes a PCIe link of `generation` and `lanes` carries, GB/s.
+fn pcie_gbps(model: &HardwareModel, generation: &str, lanes: u32) -> Result<f64, String> {
+    Ok(model.pcie(generation)?.nccl_x16_gbps * f64::from(lanes) / 16.0)
+}
+
+/// The GPU's own bandwidth on a kind of path in NCCL's units, GB/s: all its
+/// NVLinks, or its PCIe link.
+pub fn own_gbps(model: &HardwareModel, gpu: &GpuModel, class: PathClass) -> Result<f64, String> {
+    match class {
+        PathClass::Nvlink => Ok(model.nccl_arch(gpu.arch)?.nvlink_gbps * f64::from(gpu.nvlink_links)),
+        PathClass::Pcie | PathClass::Shm => pcie_gbps(model, &gpu.pcie_generation, gpu.pcie_lanes),
+    }
+}
+
 /// NCCL's bandwidth for one connection of a ring, GB/s, and the GPU's own
 /// bandwidth on that kind of path.
 pub fn connection_gbps(topo: &Topology, model: &HardwareModel, connection: &Connection) -> Result<(f64, f64), String> {
     let gpu = model.gpu(&topo.gpu_model)?;
     let arch = model.nccl_arch(gpu.arch)?;
     let host = model.host(&topo.host)?;
-    let pcie_gbps =
-        |generation: &str, lanes: u32| -> Result<f64, String> { Ok(model.pcie(generation)?.nccl_x16_gbps * f64::from(lanes) / 16.0) };
-    let gpu_pcie = pcie_gbps(&gpu.pcie_generation, gpu.pcie_lanes)?;
+    let own = own_gbps(model, gpu, connection.class())?;
     let pcie_path_gbps = |path: &crate::network::Path| -> Result<f64, String> {
         let mut bw = f64::INFINITY;
         for &l in path.links.iter() {
             let link = topo.link(l);
             bw = bw.min(match &link.kind {
-                LinkKind::Pcie { generation, lanes } => pcie_gbps(generation, *lanes)?,
+                LinkKind::Pcie { generation, lanes } => pcie_gbps(model, generation, *lanes)?,
                 LinkKind::SocketLink => host.nccl_socket_gbps,
                 LinkKind::NvLink { links, .. } => arch.nvlink_gbps * f64::from(*links),
                 LinkKind::MemoryBus { .. } => f64::INFINITY,
@@ -108,14 +120,14 @@ pub fn connection_gbps(topo: &Topology, model: &HardwareModel, connection: &Conn
                 })
                 .min()
                 .unwrap_or(0);
-            Ok((arch.nvlink_gbps * f64::from(links), arch.nvlink_gbps * f64::from(gpu.nvlink_links)))
+            Ok((arch.nvlink_gbps * f64::from(links), own))
         }
-        Connection::Direct { path, .. } => Ok((pcie_path_gbps(path)?, gpu_pcie)),
+        Connection::Direct { path, .. } => Ok((pcie_path_gbps(path)?, own)),
         Connection::Staged { write, read } => {
             // NCCL routes the pair through the CPU: the narrower of the two halves.
             let bw = pcie_path_gbps(write)?.min(pcie_path_gbps(read)?);
-            let through_cpu = if host.vendor == "intel" { bw.min(gpu_pcie / 1.2) } else { bw };
-            Ok((through_cpu, gpu_pcie))
+            let through_cpu = if host.vendor == "intel" { bw.min(own / 1.2) } else { bw };
+            Ok((through_cpu, own))
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The command line end to end: what a user types and what they read.
 
-use crate::common::{h200_measurements_path, icsim, icsim_json, stderr, stdout};
+use crate::common::{assert_png, h200_measurements_path, icsim, icsim_json, stderr, stdout};
 
 #[test]
 fn collective_prints_the_json_interface() {
@@ -94,8 +94,7 @@ fn validate_reports_every_point_and_the_error_statistics() {
         "--plot",
         plot.to_str().unwrap(),
     ]);
-    let png = std::fs::read(&plot).expect("the plot is written");
-    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a real PNG");
+    assert_png(&plot);
     std::fs::remove_file(&plot).unwrap();
     let rows = value["results"].as_array().unwrap();
     assert_eq!(rows.len(), 103, "one row per measurement");

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests: the shared measurement folder,
 //! running the `icsim` binary, loading presets.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use icsim::calibrate::nccl_tests::NcclTestsOptions;
@@ -37,11 +37,20 @@ pub fn preset(name: &str, gpus: Option<u32>, models: &[&str]) -> (Topology, Hard
 
 /// Runs `icsim` with `args` from the crate root, where tests/data lies.
 pub fn icsim(args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_icsim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the icsim binary runs")
+    icsim_in(args, Path::new(env!("CARGO_MANIFEST_DIR")))
+}
+
+/// Runs `icsim` with `args` from `folder`.
+pub fn icsim_in(args: &[&str], folder: &Path) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_icsim")).args(args).current_dir(folder).output().expect("the icsim binary runs")
+}
+
+/// Checks that `path` holds a real PNG image of a plausible size.
+pub fn assert_png(path: &Path) {
+    const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n'];
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(bytes.get(..8), Some(&PNG_SIGNATURE[..]), "{} is not a PNG", path.display());
+    assert!((10_000..2_000_000).contains(&bytes.len()), "{} has an implausible size: {} bytes", path.display(), bytes.len());
 }
 
 /// Standard output of a run that must have succeeded.

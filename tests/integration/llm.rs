@@ -4,12 +4,11 @@
 //! allowed.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::common::shared;
+use crate::common::{assert_png, icsim_in, shared, stderr as stderr_of, succeeded};
 
 /// Fields every result object carries: the interface others read.
 const FIELDS: &[&str] = &[
@@ -38,8 +37,6 @@ const FIELDS: &[&str] = &[
 
 const PLOTS: &[&str] = &["time_breakdown", "allreduce_busbw", "layer_timeline"];
 
-const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n'];
-
 fn repository() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -52,19 +49,9 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn icsim(args: &[&str], folder: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_icsim")).args(args).current_dir(folder).output().expect("icsim runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Runs icsim, which must succeed; returns its stdout.
+/// Runs icsim in `folder`, which must succeed; returns its stdout.
 fn succeed(args: &[&str], folder: &Path) -> String {
-    let output = icsim(args, folder);
-    assert!(output.status.success(), "icsim {args:?} failed:\n{}", text(&output.stderr));
-    text(&output.stdout)
+    succeeded(&icsim_in(args, folder))
 }
 
 fn results(json: &str) -> Vec<Value> {
@@ -78,12 +65,6 @@ fn number(result: &Value, field: &str) -> f64 {
 
 fn by_label<'a>(results: &'a [Value], label: &str) -> &'a Value {
     results.iter().find(|r| r["label"] == label).unwrap_or_else(|| panic!("no result labelled {label}"))
-}
-
-fn assert_png(path: &Path) {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(bytes.get(..8), Some(&PNG_SIGNATURE[..]), "{} is not a PNG", path.display());
-    assert!((10_000..2_000_000).contains(&bytes.len()), "{} has an implausible size: {} bytes", path.display(), bytes.len());
 }
 
 /// One shipped experiment, run once for all tests.
@@ -288,13 +269,13 @@ fn bad_experiments_name_the_file_the_key_and_what_is_allowed() {
     for (name, experiment, key, allowed) in cases {
         let file = folder.join(format!("{name}.toml"));
         std::fs::write(&file, experiment).expect("an experiment file");
-        let output = icsim(&["run", &file.to_string_lossy(), "--out", &folder.join("out").to_string_lossy()], &folder);
-        let stderr = text(&output.stderr);
+        let output = icsim_in(&["run", &file.to_string_lossy(), "--out", &folder.join("out").to_string_lossy()], &folder);
+        let stderr = stderr_of(&output);
         assert!(!output.status.success(), "{name}: accepted");
         assert!(stderr.contains(&format!("{name}.toml")) && stderr.contains(key) && stderr.contains(allowed), "{name}: {stderr}");
         assert!(!stderr.contains("panicked"), "{name}: {stderr}");
     }
-    let output = icsim(&["llm", "--tp", "3", "--topology", "hgx-h20"], &folder);
-    let stderr = text(&output.stderr);
+    let output = icsim_in(&["llm", "--tp", "3", "--topology", "hgx-h20"], &folder);
+    let stderr = stderr_of(&output);
     assert!(!output.status.success() && stderr.contains("command line: key `--tp`") && stderr.contains("allowed: 1, 2, 4, 8"), "{stderr}");
 }
