@@ -4,13 +4,15 @@
 
 use crate::collective::{self, Algorithm, Choice, Op, Protocol, Request};
 use crate::config::hardware::HardwareModel;
+use crate::config::llm::LlmModel;
 use crate::engine::{TaskGraph, run};
 use crate::topology::{Medium, Topology};
 use crate::transport::Mode;
 use crate::units::{Bandwidth, Bytes, Time};
 use crate::workload;
+use crate::workload::tp::{Pass, Query, TensorParallel};
 
-use super::schema::Measurement;
+use super::schema::{ALLREDUCE_SEQUENCE, Measurement};
 
 /// Why a measurement has no prediction.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -39,6 +41,8 @@ pub fn predict(topo: &Topology, model: &HardwareModel, measurement: &Measurement
     let plain = |time: Time| Prediction { time, detail: String::new() };
     if measurement.is_collective() {
         predict_collective(topo, model, measurement)
+    } else if measurement.op == ALLREDUCE_SEQUENCE {
+        predict_sequence(topo, model, measurement)
     } else if measurement.op == "copy" {
         predict_copy(topo, model, measurement).map(plain)
     } else if measurement.op == "kernel" {
@@ -48,23 +52,58 @@ pub fn predict(topo: &Topology, model: &HardwareModel, measurement: &Measurement
     }
 }
 
-fn predict_collective(topo: &Topology, model: &HardwareModel, m: &Measurement) -> Result<Prediction, PredictError> {
-    let op: Op = m.op.parse().map_err(PredictError::Failed)?;
+/// The transport and GPU count a collective measurement names, checked
+/// against the topology.
+fn transport_and_ranks(topo: &Topology, m: &Measurement) -> Result<(Mode, usize), PredictError> {
     let mode: Mode = m.transport.as_deref().unwrap_or("auto").parse().map_err(PredictError::NotModelled)?;
     let ranks = m.ranks.unwrap_or(topo.gpus().len() as u32) as usize;
     if ranks > topo.gpus().len() || ranks == 0 {
         return Err(PredictError::Failed(format!("{ranks} ranks measured; topology {} has {} GPUs", topo.name, topo.gpus().len())));
     }
+    Ok((mode, ranks))
+}
+
+/// Simulates `request` with the algorithm and protocol `m` forced, if any.
+fn simulate_as_measured(topo: &Topology, model: &HardwareModel, m: &Measurement, request: Request) -> Result<Prediction, PredictError> {
+    let request =
+        Request { algorithm: choice::<Algorithm>(m.algo.as_deref())?, protocol: choice::<Protocol>(m.proto.as_deref())?, ..request };
+    let outcome = collective::simulate(topo, model, request).map_err(|e| PredictError::Failed(e.to_string()))?;
+    Ok(Prediction { time: outcome.time, detail: format!("{}/{}", outcome.algorithm, outcome.protocol) })
+}
+
+fn predict_collective(topo: &Topology, model: &HardwareModel, m: &Measurement) -> Result<Prediction, PredictError> {
+    let op: Op = m.op.parse().map_err(PredictError::Failed)?;
+    let (mode, ranks) = transport_and_ranks(topo, m)?;
     let request = Request {
         op,
         bytes: Bytes(m.bytes),
         ranks: topo.gpus()[..ranks].to_vec(),
         mode,
-        algorithm: choice::<Algorithm>(m.algo.as_deref())?,
-        protocol: choice::<Protocol>(m.proto.as_deref())?,
+        algorithm: Choice::Auto,
+        protocol: Choice::Auto,
     };
-    let outcome = collective::simulate(topo, model, request).map_err(|e| PredictError::Failed(e.to_string()))?;
-    Ok(Prediction { time: outcome.time, detail: format!("{}/{}", outcome.algorithm, outcome.protocol) })
+    simulate_as_measured(topo, model, m, request)
+}
+
+/// A measured pass of an LLM's tensor-parallel allreduces: what the LLM
+/// replay charges for it, `calls` allreduces of the pass's size one after
+/// another (each as long as one alone on an idle network).
+fn predict_sequence(topo: &Topology, model: &HardwareModel, m: &Measurement) -> Result<Prediction, PredictError> {
+    let failed = |message: String| PredictError::Failed(message);
+    let llm = LlmModel::load(m.model.as_deref().unwrap_or("llama-3.1-70b")).map_err(|e| failed(e.to_string()))?;
+    let (mode, ranks) = transport_and_ranks(topo, m)?;
+    let (Some(tokens), Some(calls)) = (m.tokens, m.calls) else {
+        return Err(failed(format!("an {ALLREDUCE_SEQUENCE} measurement needs `tokens` and `calls`")));
+    };
+    let tp = TensorParallel::new(topo, model, &llm, ranks as u32, mode).map_err(|e| failed(e.to_string()))?;
+    // A pass pushing `tokens` new tokens through every layer, as a prefill of that many does.
+    let bytes = tp.allreduce_bytes(&Query { prompt: tokens, output: 0, batch: 1 }, Pass::Prefill);
+    if bytes != Bytes(m.bytes) {
+        return Err(failed(format!("{} measured per allreduce; {} at {tokens} tokens allreduces {bytes}", Bytes(m.bytes), llm.name)));
+    }
+    let request = tp.allreduce(bytes).ok_or_else(|| failed("one rank makes no allreduce".into()))?;
+    let one = simulate_as_measured(topo, model, m, request)?;
+    Ok(Prediction { time: one.time * calls, detail: format!("{calls} x {}", one.detail) })
 }
 
 fn predict_copy(topo: &Topology, model: &HardwareModel, m: &Measurement) -> Result<Time, PredictError> {
@@ -112,4 +151,45 @@ fn predict_copy(topo: &Topology, model: &HardwareModel, m: &Measurement) -> Resu
     // The fixed cost hides small transfers: a copy takes the longer of it
     // and the DMA's set-up plus the transfer.
     Ok((model.copy_setup + schedule.makespan()).max(overhead))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{PresetOptions, TopologySpec, resolve};
+
+    fn measured(op: &str, bytes: u64) -> Measurement {
+        Measurement {
+            schema: 1,
+            op: op.into(),
+            transport: Some("nvswitch".into()),
+            ranks: Some(4),
+            bytes,
+            time_us: 1.0,
+            ..Measurement::default()
+        }
+    }
+
+    #[test]
+    fn a_sequence_is_its_calls_times_one_allreduce() {
+        let spec = TopologySpec { name: "hgx-h200".into(), options: PresetOptions { gpus: Some(4), gpu: None }, models: vec![] };
+        let (topo, model) = resolve(&spec).unwrap();
+        // Llama-3.1-70B decode: one token of 8192 bf16 values per allreduce, two per layer.
+        let sequence = Measurement {
+            model: Some("llama-3.1-70b".into()),
+            tokens: Some(1),
+            calls: Some(160),
+            ..measured(ALLREDUCE_SEQUENCE, 16 << 10)
+        };
+        let one = predict(&topo, &model, &measured("allreduce", 16 << 10)).unwrap();
+        let all = predict(&topo, &model, &sequence).unwrap();
+        assert_eq!(all.time, one.time * 160);
+        assert_eq!(all.detail, format!("160 x {}", one.detail));
+
+        let wrong_size = Measurement { bytes: 32 << 10, ..sequence.clone() };
+        let error = predict(&topo, &model, &wrong_size).unwrap_err().to_string();
+        assert!(error.contains("32KiB measured per allreduce") && error.contains("16KiB"), "{error}");
+        let no_calls = Measurement { calls: None, ..sequence };
+        assert!(predict(&topo, &model, &no_calls).unwrap_err().to_string().contains("`calls`"));
+    }
 }

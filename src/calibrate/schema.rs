@@ -13,7 +13,8 @@ pub struct Measurement {
     pub schema: u32,
     #[serde(default)]
     pub system: String,
-    /// copy, allreduce, allgather, reducescatter, broadcast, kernel, ...
+    /// copy, allreduce, allgather, reducescatter, broadcast, kernel,
+    /// allreduce_sequence, ...
     pub op: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
@@ -42,6 +43,11 @@ pub struct Measurement {
     pub tp: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<String>,
+    /// For `allreduce_sequence` (icsim's addition): allreduces of `bytes`
+    /// issued back to back, one pass of an LLM's tensor-parallel layers;
+    /// `time_us` is the whole sequence's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,8 +58,12 @@ pub struct Measurement {
     pub note: Option<String>,
 }
 
+/// The `op` of a measured sequence of allreduces (see `Measurement::calls`).
+pub const ALLREDUCE_SEQUENCE: &str = "allreduce_sequence";
+
 impl Measurement {
-    /// A short name of what was measured: "allreduce nvswitch", "copy h2d_pinned".
+    /// A short name of what was measured: "allreduce nvswitch ranks=2",
+    /// "copy h2d_pinned", "allreduce_sequence nvswitch ranks=8 tokens=1".
     pub fn series(&self) -> String {
         match self.op.as_str() {
             "copy" => format!("copy {}", self.path.as_deref().unwrap_or("?")),
@@ -64,6 +74,12 @@ impl Measurement {
                     if let Some(v) = value.as_deref().filter(|v| *v != "auto") {
                         name += &format!(" {label}={v}");
                     }
+                }
+                if let Some(ranks) = self.ranks {
+                    name += &format!(" ranks={ranks}");
+                }
+                if op == ALLREDUCE_SEQUENCE {
+                    name += &format!(" tokens={}", self.tokens.unwrap_or(0));
                 }
                 name
             }
@@ -121,7 +137,7 @@ mod tests {
 {"schema": 1, "op": "copy", "path": "h2d_pinned", "bytes": 4096, "time_us": 4.3}"#;
         let m = parse(Path::new("m.jsonl"), text).unwrap();
         assert_eq!(m.len(), 2);
-        assert_eq!(m[0].series(), "allreduce nvswitch");
+        assert_eq!(m[0].series(), "allreduce nvswitch ranks=2");
         assert_eq!(m[1].series(), "copy h2d_pinned");
     }
 

@@ -1,6 +1,7 @@
 //! The fidelity report: every measured point beside its prediction and the
 //! error, then the median, 90th percentile and largest absolute error of
-//! each series (a transport, a copy path, a kernel).
+//! each series (a transport, a copy path, a kernel), over all sizes and per
+//! size band, beside a second model's where one is given.
 
 use rayon::prelude::*;
 use serde_json::json;
@@ -25,14 +26,74 @@ pub struct Row {
     pub note: String,
 }
 
-/// Error statistics of one series.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Summary {
-    pub series: String,
+/// Where a size falls: latency sets the time of small messages, bandwidth
+/// that of large ones, and both matter in between. The edges are where
+/// NCCL's tuner moves off LL (about 64 KiB on NVLink) and where a 2-GPU
+/// H200 allreduce reaches nine tenths of its bus bandwidth (16 MiB, the
+/// shared measurements).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Band {
+    All,
+    Small,
+    Medium,
+    Large,
+}
+
+impl Band {
+    pub const MEDIUM_FROM: u64 = 64 << 10;
+    pub const LARGE_FROM: u64 = 16 << 20;
+    pub const SIZED: [Band; 3] = [Band::Small, Band::Medium, Band::Large];
+
+    pub fn of(bytes: u64) -> Band {
+        match bytes {
+            b if b < Self::MEDIUM_FROM => Band::Small,
+            b if b < Self::LARGE_FROM => Band::Medium,
+            _ => Band::Large,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Band::All => "all sizes",
+            Band::Small => "< 64 KiB",
+            Band::Medium => "64 KiB - 16 MiB",
+            Band::Large => ">= 16 MiB",
+        }
+    }
+
+    /// Whether a row of `bytes` belongs to this band.
+    pub fn holds(self, bytes: u64) -> bool {
+        self == Band::All || Band::of(bytes) == self
+    }
+}
+
+/// Statistics of absolute errors.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ErrorStats {
     pub points: usize,
     pub median_abs: f64,
     pub p90_abs: f64,
     pub max_abs: f64,
+}
+
+impl ErrorStats {
+    /// Of the given errors (signed or not); `None` when there are none.
+    pub fn of(errors: impl Iterator<Item = f64>) -> Option<ErrorStats> {
+        let mut errors: Vec<f64> = errors.map(f64::abs).collect();
+        errors.sort_by(f64::total_cmp);
+        let max_abs = *errors.last()?;
+        Some(ErrorStats { points: errors.len(), median_abs: median(&errors), p90_abs: quantile(&errors, 0.9), max_abs })
+    }
+}
+
+/// Error statistics of one series in one size band, and of a second model
+/// (the one before a refit) over the same points where it was asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub series: String,
+    pub band: Band,
+    pub errors: ErrorStats,
+    pub before: Option<ErrorStats>,
 }
 
 /// Predicts every measurement (in parallel, results in input order).
@@ -83,33 +144,34 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
-/// Statistics of the absolute errors of rows that have a prediction,
-/// grouped by series (in order of first appearance), keeping only rows
-/// that `keep` accepts.
-pub fn summarize(rows: &[Row], keep: impl Fn(&Row) -> bool) -> Vec<Summary> {
-    let mut series: Vec<String> = Vec::new();
+/// Error statistics of rows that have a prediction, by series (in order of
+/// first appearance): over all sizes, then per size band where a series
+/// spans more than one. Only rows that `keep` accepts count. `before` holds
+/// the same measurements predicted by a second model, row for row.
+pub fn summarize(rows: &[Row], before: Option<&[Row]>, keep: impl Fn(&Row) -> bool) -> Vec<Summary> {
+    if let Some(before) = before {
+        assert_eq!(before.len(), rows.len(), "both models predict the same measurements");
+    }
+    let mut series: Vec<&str> = Vec::new();
     for row in rows {
-        if !series.contains(&row.series) {
-            series.push(row.series.clone());
+        if !series.contains(&row.series.as_str()) {
+            series.push(&row.series);
         }
     }
-    series
-        .into_iter()
-        .filter_map(|name| {
-            let mut errors: Vec<f64> = rows.iter().filter(|r| r.series == name && keep(r)).filter_map(|r| r.error.map(f64::abs)).collect();
-            if errors.is_empty() {
-                return None;
-            }
-            errors.sort_by(f64::total_cmp);
-            Some(Summary {
-                series: name,
-                points: errors.len(),
-                median_abs: median(&errors),
-                p90_abs: quantile(&errors, 0.9),
-                max_abs: *errors.last().expect("not empty"),
-            })
-        })
-        .collect()
+    let stats = |rows: &[Row], name: &str, band: Band| {
+        ErrorStats::of(rows.iter().filter(|r| r.series == name && band.holds(r.bytes) && keep(r)).filter_map(|r| r.error))
+    };
+    let mut out = Vec::new();
+    for name in series {
+        let sized = rows.iter().any(|r| r.series == name && r.bytes > 0);
+        let bands: Vec<Band> = Band::SIZED.into_iter().filter(|&band| sized && stats(rows, name, band).is_some()).collect();
+        let shown = if bands.len() > 1 { [&[Band::All][..], &bands].concat() } else { vec![Band::All] };
+        for band in shown {
+            let Some(errors) = stats(rows, name, band) else { continue };
+            out.push(Summary { series: name.to_string(), band, errors, before: before.and_then(|b| stats(b, name, band)) });
+        }
+    }
+    out
 }
 
 pub fn row_records(rows: &[Row]) -> Vec<Record> {
@@ -132,19 +194,23 @@ pub fn row_records(rows: &[Row]) -> Vec<Record> {
 }
 
 pub fn summary_records(summaries: &[Summary]) -> Vec<Record> {
+    let percent = |x: f64| (x * 1000.0).round() / 10.0;
     summaries
         .iter()
         .map(|s| {
-            json!({
+            let mut record = json!({
                 "series": s.series,
-                "points": s.points,
-                "median_abs_error_pct": s.median_abs * 100.0,
-                "p90_abs_error_pct": s.p90_abs * 100.0,
-                "max_abs_error_pct": s.max_abs * 100.0,
-            })
-            .as_object()
-            .cloned()
-            .expect("object")
+                "sizes": s.band.label(),
+                "points": s.errors.points,
+                "median_abs_error_pct": percent(s.errors.median_abs),
+                "p90_abs_error_pct": percent(s.errors.p90_abs),
+                "max_abs_error_pct": percent(s.errors.max_abs),
+            });
+            if let Some(before) = s.before {
+                record["before_median_abs_error_pct"] = json!(percent(before.median_abs));
+                record["before_max_abs_error_pct"] = json!(percent(before.max_abs));
+            }
+            record.as_object().cloned().expect("object")
         })
         .collect()
 }
@@ -160,5 +226,43 @@ mod tests {
         let sorted: Vec<f64> = (1..=10).map(f64::from).collect();
         assert_eq!(quantile(&sorted, 0.9), 9.0);
         assert_eq!(quantile(&sorted, 1.0), 10.0);
+    }
+
+    fn row(series: &str, bytes: u64, error: f64) -> Row {
+        Row {
+            series: series.into(),
+            bytes,
+            label: String::new(),
+            measured_us: 1.0,
+            predicted_us: Some(1.0 + error),
+            error: Some(error),
+            note: String::new(),
+        }
+    }
+
+    #[test]
+    fn sizes_fall_in_three_bands() {
+        assert_eq!(Band::of(8), Band::Small);
+        assert_eq!(Band::of((64 << 10) - 1), Band::Small);
+        assert_eq!(Band::of(64 << 10), Band::Medium);
+        assert_eq!(Band::of(16 << 20), Band::Large);
+        assert!(Band::All.holds(1) && Band::Large.holds(1 << 30) && !Band::Large.holds(1));
+    }
+
+    #[test]
+    fn summaries_split_series_by_band_and_set_a_second_model_beside() {
+        let after = vec![row("a", 8, 0.01), row("a", 1 << 20, -0.02), row("a", 1 << 30, 0.04), row("k", 0, 0.1), row("a", 16, -0.03)];
+        let before: Vec<Row> = after.iter().map(|r| row(&r.series, r.bytes, r.error.unwrap() * 10.0)).collect();
+        let summary = summarize(&after, Some(&before), |_| true);
+        let bands: Vec<(&str, Band, usize)> = summary.iter().map(|s| (s.series.as_str(), s.band, s.errors.points)).collect();
+        assert_eq!(
+            bands,
+            vec![("a", Band::All, 4), ("a", Band::Small, 2), ("a", Band::Medium, 1), ("a", Band::Large, 1), ("k", Band::All, 1)]
+        );
+        assert_eq!(summary[1].errors.max_abs, 0.03);
+        assert!((summary[1].before.unwrap().max_abs - 0.3).abs() < 1e-12);
+        // A series within one band gets no band rows; `keep` drops rows.
+        let kept = summarize(&after, None, |r| r.bytes >= 1 << 20);
+        assert_eq!(kept.iter().map(|s| (s.band, s.errors.points, s.before)).collect::<Vec<_>>()[0], (Band::All, 2, None));
     }
 }

@@ -14,7 +14,7 @@ use icsim::calibrate::runner::{self, RunOptions, Timing, TransportSetting};
 use icsim::calibrate::{clock, fit, read_measurements, validate};
 use icsim::collective::{Algorithm, Choice, Op, Protocol};
 use icsim::report::{self, Format, plots};
-use icsim::topology;
+use icsim::topology::{self, TopologySpec};
 use icsim::transport::Mode;
 use icsim::units::{Time, parse_sizes};
 
@@ -48,6 +48,11 @@ pub enum CalibrateCommand {
         /// Where to draw measured points against predicted curves (PNG or SVG).
         #[arg(long, default_value = "validation.png")]
         plot: PathBuf,
+        /// A second model to set beside: these overlays (files or shipped
+        /// names) in place of --model's, e.g. `--before base` for the model
+        /// before calibration; its errors get their own columns. Repeatable.
+        #[arg(long, value_name = "FILE")]
+        before: Vec<String>,
     },
     /// Fit the model's parameters to measurements by least squares and write
     /// them as a model overlay with their provenance.
@@ -210,13 +215,18 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             Ok(())
         }
         CalibrateCommand::CollectiveChild { spec } => Ok(runner::run_child(&spec)?),
-        CalibrateCommand::Validate { measurements, topology, min_bytes, format, plot } => {
+        CalibrateCommand::Validate { measurements, topology, min_bytes, format, plot, before } => {
             let points = measurements.read()?;
-            let (topo, model) = topology::resolve(&topology.spec())?;
-            let rows =
-                validate::compare(&topo, &model, &points).with_context(|| format!("predicting {}", measurements.measurements.display()))?;
+            let predicted = |models: Vec<String>| -> Result<(topology::Topology, Vec<validate::Row>)> {
+                let (topo, model) = topology::resolve(&TopologySpec { models, ..topology.spec() })?;
+                let rows = validate::compare(&topo, &model, &points)
+                    .with_context(|| format!("predicting {}", measurements.measurements.display()))?;
+                Ok((topo, rows))
+            };
+            let (topo, rows) = predicted(topology.models.clone())?;
+            let before_rows = if before.is_empty() { None } else { Some(predicted(before)?.1) };
             let min = min_bytes.map_or(0, |b| b.0);
-            let summary = validate::summarize(&rows, |r| r.bytes >= min || r.series.starts_with("kernel"));
+            let summary = validate::summarize(&rows, before_rows.as_deref(), |r| r.bytes >= min || r.series.starts_with("kernel"));
             print_validation(&rows, &summary, format, &topo.name);
             draw_validation(&rows, &topo.name, &plot)?;
             eprintln!("wrote {}", plot.display());
@@ -245,8 +255,9 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             std::fs::write(&out, text).with_context(|| format!("writing {}", out.display()))?;
             println!("\nwrote {}", out.display());
             let rows = validate::compare(&topo, &fitted, &points)?;
-            let summary = validate::summarize(&rows, |_| true);
-            println!("\nresiduals of the fitted model:");
+            let before = validate::compare(&topo, &model, &points)?;
+            let summary = validate::summarize(&rows, Some(&before), |_| true);
+            println!("\nresiduals of the fitted model (before: the model it started from):");
             print_validation(&rows, &summary, Format::Table, &topo.name);
             Ok(())
         }
@@ -313,7 +324,7 @@ fn print_validation(rows: &[validate::Row], summary: &[validate::Summary], forma
         Format::Csv => print!("{}", report::render(&row_records, Format::Csv)),
         Format::Table => {
             print!("{}", report::render(&row_records, Format::Table));
-            println!("\nabsolute error by series (topology {topology}):");
+            println!("\nabsolute error by series and size band (topology {topology}):");
             print!("{}", report::render(&summary_records, Format::Table));
         }
     }

@@ -99,7 +99,7 @@ fn validate_reports_every_point_and_the_error_statistics() {
     let rows = value["results"].as_array().unwrap();
     assert_eq!(rows.len(), 103, "one row per measurement");
     let summary = value["summary"].as_array().unwrap();
-    let nvswitch = summary.iter().find(|s| s["series"] == "allreduce nvswitch").expect("an nvswitch series");
+    let nvswitch = summary.iter().find(|s| s["series"] == "allreduce nvswitch ranks=2").expect("an nvswitch series");
     assert!(nvswitch["median_abs_error_pct"].as_f64().unwrap() < 10.0);
 }
 

@@ -59,7 +59,7 @@ fn two_h200_from_one_mib_up_are_within_25_percent_median() {
     for (label, overlays) in [("calibrated (shipped)", &[][..]), ("uncalibrated NCCL-derived base", &["base"][..])] {
         let rows = allreduce_rows(overlays);
         for transport in ["nvswitch", "shm"] {
-            let selected: Vec<&Row> = rows.iter().filter(|r| r.series == format!("allreduce {transport}") && r.bytes >= 1 << 20).collect();
+            let selected: Vec<&Row> = rows.iter().filter(|r| r.series == format!("allreduce {transport} ranks=2") && r.bytes >= 1 << 20).collect();
             print_rows(&format!("2x H200 allreduce over {transport}, 1 MiB and up, {label} model"), &selected);
             let median = median_abs(&selected);
             println!("median absolute error: {:.1}%", median * 100.0);
@@ -74,7 +74,7 @@ fn two_h200_with_nccl_choosing_are_within_10_percent_median_and_20_percent_from_
     // out-of-sample check is `a_fit_on_half_the_sizes_predicts_the_other_half`.
     let rows = allreduce_rows(&[]);
     for transport in ["nvswitch", "shm"] {
-        let series: Vec<&Row> = rows.iter().filter(|r| r.series == format!("allreduce {transport}")).collect();
+        let series: Vec<&Row> = rows.iter().filter(|r| r.series == format!("allreduce {transport} ranks=2")).collect();
         print_rows(&format!("2x H200 allreduce over {transport}, NCCL choosing"), &series);
         let median = median_abs(&series);
         println!("median absolute error: {:.1}%", median * 100.0);

@@ -60,7 +60,7 @@ fn calibrate_validate_reads_nccl_tests_output() {
     let document: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}\n{json}"));
     let results = document["results"].as_array().expect("results");
     assert_eq!(results.len(), 16);
-    assert!(results.iter().all(|r| r["series"] == "allreduce nvswitch"), "{json}");
+    assert!(results.iter().all(|r| r["series"] == "allreduce nvswitch ranks=8"), "{json}");
     assert_eq!(results[12]["measured_us"], 529.62);
     let error = failed(&icsim(&["calibrate", "validate", "tests/data/all_reduce_perf_8gpu.txt", "--transport", "pcie"]));
     assert!(error.contains("all_reduce_perf_8gpu.txt") && error.contains("transport"), "{error}");

@@ -375,7 +375,7 @@ mod tests {
         assert_eq!((m.transport.as_deref(), m.algo.as_deref(), m.proto.as_deref()), (Some("shm"), Some("auto"), Some("ll")));
         assert_eq!((m.ranks, m.dtype.as_deref(), m.time_us), (Some(2), Some("float32"), 12.346));
         assert_eq!(m.env.as_deref(), Some("NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_PROTO=LL"));
-        assert_eq!(m.series(), "allgather shm proto=ll");
+        assert_eq!(m.series(), "allgather shm proto=ll ranks=2");
         assert!(m.is_collective());
         assert!(m.timing.as_deref().is_some_and(|t| t.starts_with("cuda graph of 20 calls, cuda events")));
         // What the runner writes, the calibration reader reads back.
