@@ -74,14 +74,8 @@ fn simulate_as_measured(topo: &Topology, model: &HardwareModel, m: &Measurement,
 fn predict_collective(topo: &Topology, model: &HardwareModel, m: &Measurement) -> Result<Prediction, PredictError> {
     let op: Op = m.op.parse().map_err(PredictError::Failed)?;
     let (mode, ranks) = transport_and_ranks(topo, m)?;
-    let request = Request {
-        op,
-        bytes: Bytes(m.bytes),
-        ranks: topo.gpus()[..ranks].to_vec(),
-        mode,
-        algorithm: Choice::Auto,
-        protocol: Choice::Auto,
-    };
+    let request =
+        Request { op, bytes: Bytes(m.bytes), ranks: topo.gpus()[..ranks].to_vec(), mode, algorithm: Choice::Auto, protocol: Choice::Auto };
     simulate_as_measured(topo, model, m, request)
 }
 

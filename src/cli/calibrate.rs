@@ -150,9 +150,21 @@ pub struct RunArgs {
     /// path, then python3's nvidia.nccl package, then torch's lib folder.
     #[arg(long, value_name = "PATH")]
     nccl_lib: Option<PathBuf>,
-    /// Use the first N GPUs [default: all visible].
-    #[arg(long, value_name = "N")]
-    gpus: Option<usize>,
+    /// Use the first N GPUs; a list (2,4,8) measures collectives on each of
+    /// those counts, and copies on the most [default: all visible].
+    #[arg(long, value_name = "N", value_delimiter = ',')]
+    gpus: Vec<usize>,
+    /// The LLM whose tensor-parallel allreduces are replayed on every GPU
+    /// count it splits over, with NCCL choosing: a prefill's and a decode
+    /// step's (2 per layer, one CUDA graph each). A shipped name or a file.
+    #[arg(long, default_value = "llama-3.1-70b")]
+    llm: String,
+    /// Prompt tokens of the replayed prefill.
+    #[arg(long, default_value_t = 8192)]
+    prompt: u64,
+    /// Replay no LLM allreduces.
+    #[arg(long)]
+    skip_sequences: bool,
     /// The `transport` written for NCCL's default choice (auto, p2p, nvlink,
     /// nvswitch) [default: nvswitch where nvidia-smi topo -m shows NVLink
     /// between every pair of GPUs, else auto].
@@ -200,6 +212,7 @@ fn run_options(args: RunArgs) -> RunOptions {
         skip_collectives: args.skip_collectives,
         nccl_lib: args.nccl_lib,
         gpus: args.gpus,
+        sequences: (!args.skip_sequences).then_some(runner::SequenceOptions { llm: args.llm, prompt: args.prompt }),
         default_transport: args.default_transport,
         child_timeout: args.child_timeout,
         append: args.append,

@@ -69,13 +69,13 @@ pub fn build(plan: &mut RingPlan<'_>, graph: &mut TaskGraph<Path>, start: TaskId
             let mut arrived: Vec<Vec<TaskId>> = vec![Vec::new(); n];
             for step in 0..steps {
                 let mut next_arrived: Vec<Vec<TaskId>> = vec![Vec::new(); n];
-                for position in 0..n {
+                for (position, ready_slices) in arrived.iter().enumerate() {
                     let piece = piece_sent(position, step, reduce_scatter_steps, n, plan.op);
                     let receiver = (position + 1) % n;
                     let pipe = &mut plan.pipes[channel][position];
                     let mut sent = Vec::with_capacity(piece_slices[piece].len());
                     for (j, &slice) in piece_slices[piece].iter().enumerate() {
-                        let ready = arrived[position].get(j).copied().unwrap_or(start);
+                        let ready = ready_slices.get(j).copied().unwrap_or(start);
                         let wire = wire_bytes(slice, plan.wire_factor);
                         let delivered = pipe.send(graph, wire, Some(plan.channel_cap), &[ready]);
                         if step + 1 == steps {

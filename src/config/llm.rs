@@ -33,6 +33,18 @@ impl LlmModel {
         self.hidden / self.heads
     }
 
+    /// Bytes of one tensor-parallel allreduce over `tokens` tokens: a
+    /// block's output, tokens x hidden activations.
+    pub fn allreduce_bytes(&self, tokens: u64) -> crate::units::Bytes {
+        crate::units::Bytes(tokens * self.hidden * self.dtype_bytes)
+    }
+
+    /// Allreduces of one pass through every layer under tensor parallelism:
+    /// one after attention and one after the MLP, in each layer.
+    pub fn allreduces_per_pass(&self) -> u64 {
+        2 * self.layers
+    }
+
     /// Finds a model: a file path, a file `models/llm/NAME.toml` under the
     /// current folder, or a shipped model.
     pub fn load(name: &str) -> ConfigResult<LlmModel> {

@@ -112,7 +112,7 @@ impl<'a> TensorParallel<'a> {
         }
         let gpu = model.gpu(&topo.gpu_model).map_err(TpError::Model)?;
         let setup = TensorParallel { topo, model, llm, gpu, ranks: topo.gpus()[..tp as usize].to_vec(), mode, selection: Selection::Nccl };
-        if let Some(request) = setup.allreduce(Bytes(llm.hidden * llm.dtype_bytes)) {
+        if let Some(request) = setup.allreduce(llm.allreduce_bytes(1)) {
             Plan::new(topo, model, request)?;
         }
         Ok(setup)
@@ -148,7 +148,7 @@ impl<'a> TensorParallel<'a> {
     /// Bytes of each allreduce in `pass`: the block's output, tokens x hidden.
     pub fn allreduce_bytes(&self, query: &Query, pass: Pass) -> Bytes {
         let (tokens, _) = query.shape(pass);
-        Bytes(query.batch * tokens * self.llm.hidden * self.llm.dtype_bytes)
+        self.llm.allreduce_bytes(query.batch * tokens)
     }
 
     /// The allreduce of `bytes` over the TP group (none at TP=1).
@@ -186,7 +186,7 @@ impl<'a> TensorParallel<'a> {
             };
             totals.compute += (compute.attention + compute.mlp) * layers;
             if let Some(request) = self.allreduce(bytes) {
-                let calls = 2 * layers;
+                let calls = self.llm.allreduces_per_pass();
                 let outcome = cache.outcome(request, self.selection, calls)?;
                 totals.comm += outcome.time * calls;
                 let entry = use_slot.get_or_insert_with(|| AllreduceUse::of(outcome, self.topo, &own_links));

@@ -59,7 +59,8 @@ fn two_h200_from_one_mib_up_are_within_25_percent_median() {
     for (label, overlays) in [("calibrated (shipped)", &[][..]), ("uncalibrated NCCL-derived base", &["base"][..])] {
         let rows = allreduce_rows(overlays);
         for transport in ["nvswitch", "shm"] {
-            let selected: Vec<&Row> = rows.iter().filter(|r| r.series == format!("allreduce {transport} ranks=2") && r.bytes >= 1 << 20).collect();
+            let selected: Vec<&Row> =
+                rows.iter().filter(|r| r.series == format!("allreduce {transport} ranks=2") && r.bytes >= 1 << 20).collect();
             print_rows(&format!("2x H200 allreduce over {transport}, 1 MiB and up, {label} model"), &selected);
             let median = median_abs(&selected);
             println!("median absolute error: {:.1}%", median * 100.0);

@@ -3,7 +3,9 @@
 //! timing replays with CUDA events, so the time is the GPU's and not the
 //! host's launch overhead. Sizes and buffers follow nccl-tests (float32;
 //! `bytes` is the all-reduce buffer, the full gathered buffer of all-gather
-//! and the full input of reduce-scatter).
+//! and the full input of reduce-scatter). An LLM's pass of tensor-parallel
+//! allreduces (bfloat16, one per block of every layer) is captured whole
+//! into one graph and timed the same way.
 //!
 //! One thread per rank rather than one thread driving all ranks inside
 //! ncclGroupStart/End: a CUDA graph is captured from one stream, so each
@@ -14,19 +16,47 @@ use std::sync::{Barrier, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-use crate::calibrate::schema::Measurement;
+use crate::calibrate::schema::{ALLREDUCE_SEQUENCE, Measurement};
 use crate::collective::Op;
 use crate::units::Bytes;
 
 use super::cuda::{Device, DeviceBuffer, Driver, Stream};
-use super::nccl::{Communicator, ELEMENT_BYTES, Nccl};
+use super::nccl::{Communicator, DataType, Nccl};
 use super::{ChildMessage, ChildSpec, RunnerError, Timing, microseconds, plan_sizes, size_list};
 
-/// One measured collective call: which, and its size as nccl-tests counts it.
+/// One measured collective call: which, and its size as nccl-tests counts
+/// it; or a whole sequence of allreduces of that size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CollectivePoint {
     pub op: Op,
     pub bytes: Bytes,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<Sequence>,
+}
+
+/// One pass of an LLM's tensor-parallel allreduces: `calls` allreduces of
+/// `tokens` tokens' activations of `dtype`, back to back (the LLM is the
+/// child's `llm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sequence {
+    pub tokens: u64,
+    pub calls: u32,
+    pub dtype: DataType,
+}
+
+impl CollectivePoint {
+    pub fn single(op: Op, bytes: Bytes) -> CollectivePoint {
+        CollectivePoint { op, bytes, sequence: None }
+    }
+
+    fn data_type(&self) -> DataType {
+        self.sequence.map_or(DataType::Float32, |s| s.dtype)
+    }
+
+    /// Calls in one timed repetition: the whole sequence, or one.
+    fn calls_per_repetition(&self) -> u32 {
+        self.sequence.map_or(1, |s| s.calls)
+    }
 }
 
 /// The buffers and element count of one call on one rank.
@@ -40,19 +70,20 @@ pub struct Shape {
 }
 
 impl Shape {
-    pub fn of(op: Op, bytes: Bytes, ranks: usize) -> Shape {
-        let bytes = bytes.0 as usize;
-        match op {
-            Op::AllReduce | Op::Broadcast => Shape { send_bytes: bytes, recv_bytes: bytes, count: bytes / ELEMENT_BYTES },
-            Op::AllGather => Shape { send_bytes: bytes / ranks, recv_bytes: bytes, count: bytes / ranks / ELEMENT_BYTES },
-            Op::ReduceScatter => Shape { send_bytes: bytes, recv_bytes: bytes / ranks, count: bytes / ranks / ELEMENT_BYTES },
+    pub fn of(point: &CollectivePoint, ranks: usize) -> Shape {
+        let bytes = point.bytes.0 as usize;
+        let element = point.data_type().bytes();
+        match point.op {
+            Op::AllReduce | Op::Broadcast => Shape { send_bytes: bytes, recv_bytes: bytes, count: bytes / element },
+            Op::AllGather => Shape { send_bytes: bytes / ranks, recv_bytes: bytes, count: bytes / ranks / element },
+            Op::ReduceScatter => Shape { send_bytes: bytes, recv_bytes: bytes / ranks, count: bytes / ranks / element },
         }
     }
 }
 
 /// Sizes of `op` are multiples of this: whole floats on every rank.
 fn granularity(op: Op, ranks: usize) -> u64 {
-    let element = ELEMENT_BYTES as u64;
+    let element = DataType::Float32.bytes() as u64;
     match op {
         Op::AllReduce | Op::Broadcast => element,
         Op::AllGather | Op::ReduceScatter => element * ranks as u64,
@@ -73,7 +104,7 @@ pub fn plan_points(ops: &[Op], sizes: &[Bytes], ranks: usize, device_limit: u64,
                 Bytes(device_limit).human()
             ));
         }
-        points.extend(plan.kept.into_iter().map(|bytes| CollectivePoint { op, bytes }));
+        points.extend(plan.kept.into_iter().map(|bytes| CollectivePoint::single(op, bytes)));
     }
     points
 }
@@ -93,20 +124,34 @@ impl ReplayPlan {
     pub fn new(call_us: f64, timing: &Timing) -> ReplayPlan {
         let fitting_calls = (timing.point_time.as_us() / call_us.max(f64::MIN_POSITIVE)).floor();
         let calls_per_graph = (fitting_calls.min(f64::from(timing.graph_calls)) as u32).max(1);
+        ReplayPlan::of_graph(calls_per_graph, call_us, timing)
+    }
+
+    /// For `point`: a sequence is one graph of all its calls.
+    pub fn for_point(point: &CollectivePoint, call_us: f64, timing: &Timing) -> ReplayPlan {
+        match point.sequence {
+            Some(sequence) => ReplayPlan::of_graph(sequence.calls, call_us, timing),
+            None => ReplayPlan::new(call_us, timing),
+        }
+    }
+
+    fn of_graph(calls_per_graph: u32, call_us: f64, timing: &Timing) -> ReplayPlan {
         let timed_replays = timing.repetitions(call_us * f64::from(calls_per_graph));
         ReplayPlan { calls_per_graph, warmup_replays: timing.warmup.min(timed_replays), timed_replays }
     }
 }
 
-/// "allreduce shm proto=ll 64MiB".
+/// "allreduce shm proto=ll, 2 GPUs, 64MiB", "allreduce default, 8 GPUs, 160 x 128MiB".
 fn label(spec: &ChildSpec, point: &CollectivePoint) -> String {
-    format!("{} {} {}", point.op, spec.setting.label(), point.bytes)
+    let calls = point.sequence.map_or(String::new(), |s| format!("{} x ", s.calls));
+    format!("{} {}, {} GPUs, {calls}{}", point.op, spec.setting.label(), spec.gpus, point.bytes)
 }
 
-/// The schema-1 record of one collective measurement.
+/// The schema-1 record of one collective measurement; `time_us` is one
+/// repetition's (a call, or a whole sequence).
 pub fn record(spec: &ChildSpec, point: &CollectivePoint, time_us: f64, plan: &ReplayPlan) -> Measurement {
     let or_auto = |value: Option<String>| Some(value.unwrap_or_else(|| "auto".into()));
-    Measurement {
+    let measured = Measurement {
         schema: 1,
         system: spec.system.clone(),
         op: point.op.to_string(),
@@ -115,7 +160,7 @@ pub fn record(spec: &ChildSpec, point: &CollectivePoint, time_us: f64, plan: &Re
         proto: or_auto(spec.setting.proto.map(|p| p.to_string())),
         ranks: Some(spec.gpus as u32),
         bytes: point.bytes.0,
-        dtype: Some("float32".into()),
+        dtype: Some(point.data_type().name().into()),
         time_us: microseconds(time_us),
         timing: Some(format!(
             "cuda graph of {} calls, cuda events, mean of {} replays after {} warm-up, slowest of {} ranks",
@@ -124,6 +169,18 @@ pub fn record(spec: &ChildSpec, point: &CollectivePoint, time_us: f64, plan: &Re
         source: Some(spec.source.clone()),
         env: Some(spec.setting.env_text()),
         ..Measurement::default()
+    };
+    match point.sequence {
+        None => measured,
+        Some(sequence) => Measurement {
+            op: ALLREDUCE_SEQUENCE.into(),
+            model: spec.llm.clone(),
+            tokens: Some(sequence.tokens),
+            tp: Some(spec.gpus as u32),
+            calls: Some(u64::from(sequence.calls)),
+            note: Some(format!("one pass of tensor-parallel allreduces: {} back to back in one graph", sequence.calls)),
+            ..measured
+        },
     }
 }
 
@@ -284,13 +341,13 @@ fn measure_points(
 ) -> Result<(), RunnerError> {
     let (rank, stream) = (communicator.rank(), &buffers.stream);
     for (index, point) in spec.points.iter().enumerate() {
-        let shape = Shape::of(point.op, point.bytes, spec.gpus);
-        let call = || enqueue(communicator, point.op, &shape, buffers, spec.gpus);
+        let shape = Shape::of(point, spec.gpus);
+        let call = || enqueue(communicator, point, &shape, buffers, spec.gpus);
         // NCCL connects ranks on first use, which must not happen inside a
         // capture; this call also warms up.
         call()?;
         let estimate = stream.time(call)?;
-        let plan = ReplayPlan::new(agreement.largest(rank, estimate), &spec.timing);
+        let plan = ReplayPlan::for_point(point, agreement.largest(rank, estimate), &spec.timing);
         let graph = stream.capture(|| (0..plan.calls_per_graph).try_for_each(|_| call()))?;
         graph.upload()?;
         for _ in 0..plan.warmup_replays {
@@ -299,7 +356,7 @@ fn measure_points(
         stream.synchronize()?;
         agreement.wait();
         let total = stream.time(|| (0..plan.timed_replays).try_for_each(|_| graph.launch()))?;
-        let time_us = total / f64::from(plan.timed_replays * plan.calls_per_graph);
+        let time_us = total * f64::from(point.calls_per_repetition()) / f64::from(plan.timed_replays * plan.calls_per_graph);
         reports
             .send(RankReport::Timed { point: index, rank, time_us, plan })
             .map_err(|_| RunnerError::Child("the collecting thread stopped".into()))?;
@@ -307,10 +364,16 @@ fn measure_points(
     Ok(())
 }
 
-fn enqueue(communicator: &Communicator<'_>, op: Op, shape: &Shape, buffers: &RankBuffers, ranks: usize) -> Result<(), RunnerError> {
+fn enqueue(
+    communicator: &Communicator<'_>,
+    point: &CollectivePoint,
+    shape: &Shape,
+    buffers: &RankBuffers,
+    ranks: usize,
+) -> Result<(), RunnerError> {
     let (send, recv, stream) = (buffers.send.range(0, shape.send_bytes), buffers.recv.range(0, shape.recv_bytes), &buffers.stream);
-    match op {
-        Op::AllReduce => communicator.all_reduce(send, recv, shape.count, stream)?,
+    match point.op {
+        Op::AllReduce => communicator.all_reduce(send, recv, shape.count, point.data_type(), stream)?,
         Op::AllGather => communicator.all_gather(send, recv, shape.count, ranks, stream)?,
         Op::ReduceScatter => communicator.reduce_scatter(send, recv, shape.count, ranks, stream)?,
         Op::Broadcast => return Err(RunnerError::Usage("broadcast is not measured by the runner".into())),
@@ -330,9 +393,14 @@ mod tests {
 
     #[test]
     fn shapes_count_bytes_as_nccl_tests_does() {
-        assert_eq!(Shape::of(Op::AllReduce, Bytes(64), 2), Shape { send_bytes: 64, recv_bytes: 64, count: 16 });
-        assert_eq!(Shape::of(Op::AllGather, Bytes(64), 2), Shape { send_bytes: 32, recv_bytes: 64, count: 8 });
-        assert_eq!(Shape::of(Op::ReduceScatter, Bytes(64), 4), Shape { send_bytes: 64, recv_bytes: 16, count: 4 });
+        let single = |op| CollectivePoint::single(op, Bytes(64));
+        assert_eq!(Shape::of(&single(Op::AllReduce), 2), Shape { send_bytes: 64, recv_bytes: 64, count: 16 });
+        assert_eq!(Shape::of(&single(Op::AllGather), 2), Shape { send_bytes: 32, recv_bytes: 64, count: 8 });
+        assert_eq!(Shape::of(&single(Op::ReduceScatter), 4), Shape { send_bytes: 64, recv_bytes: 16, count: 4 });
+        // An LLM's allreduces are of bfloat16 values.
+        let sequence =
+            CollectivePoint { sequence: Some(Sequence { tokens: 1, calls: 160, dtype: DataType::Bfloat16 }), ..single(Op::AllReduce) };
+        assert_eq!(Shape::of(&sequence, 2), Shape { send_bytes: 64, recv_bytes: 64, count: 32 });
     }
 
     #[test]
@@ -354,6 +422,16 @@ mod tests {
         // 2 ms calls: 20 per graph take 40 ms, so 5 replays fill 200 ms.
         assert_eq!(ReplayPlan::new(2_000.0, &timing()), ReplayPlan { calls_per_graph: 20, warmup_replays: 3, timed_replays: 5 });
         assert_eq!(ReplayPlan::new(300_000.0, &timing()), ReplayPlan { calls_per_graph: 1, warmup_replays: 1, timed_replays: 1 });
+        // A sequence is one graph of all its calls however long: 160 x 0.5 ms is 80 ms, so two replays fill 200 ms.
+        let sequence = CollectivePoint {
+            op: Op::AllReduce,
+            bytes: Bytes::mib(128),
+            sequence: Some(Sequence { tokens: 8192, calls: 160, dtype: DataType::Bfloat16 }),
+        };
+        assert_eq!(
+            ReplayPlan::for_point(&sequence, 500.0, &timing()),
+            ReplayPlan { calls_per_graph: 160, warmup_replays: 2, timed_replays: 2 }
+        );
     }
 
     #[test]
@@ -367,8 +445,9 @@ mod tests {
             timing: timing(),
             system: "box".into(),
             source: "NCCL 2.28.9 via icsim".into(),
+            llm: Some("llama-3.1-70b".into()),
         };
-        let point = CollectivePoint { op: Op::AllGather, bytes: Bytes::mib(1) };
+        let point = CollectivePoint::single(Op::AllGather, Bytes::mib(1));
         let plan = ReplayPlan::new(10.0, &timing());
         let m = record(&spec, &point, 12.345_67, &plan);
         assert_eq!((m.schema, m.system.as_str(), m.op.as_str(), m.bytes), (1, "box", "allgather", 1 << 20));
@@ -383,5 +462,21 @@ mod tests {
             crate::calibrate::schema::parse(std::path::Path::new("m.jsonl"), &crate::calibrate::schema::to_jsonl(std::slice::from_ref(&m)))
                 .unwrap();
         assert_eq!(back, vec![m]);
+
+        // A sequence's record says what the predictor needs to replay it.
+        let decode = CollectivePoint {
+            op: Op::AllReduce,
+            bytes: Bytes::kib(16),
+            sequence: Some(Sequence { tokens: 1, calls: 160, dtype: DataType::Bfloat16 }),
+        };
+        let m = record(&spec, &decode, 1_600.0, &ReplayPlan::for_point(&decode, 10.0, &timing()));
+        assert_eq!(
+            (m.op.as_str(), m.model.as_deref(), m.tokens, m.tp, m.calls),
+            ("allreduce_sequence", Some("llama-3.1-70b"), Some(1), Some(2), Some(160))
+        );
+        assert_eq!(
+            (m.dtype.as_deref(), m.time_us, m.series().as_str()),
+            (Some("bfloat16"), 1_600.0, "allreduce_sequence shm proto=ll ranks=2 tokens=1")
+        );
     }
 }

@@ -2,8 +2,9 @@
 //! as schema-1 measurements (shared/calibration/README.md), with system.json,
 //! `nvidia-smi topo -m` and NCCL's own topology dump beside them. Copies are
 //! measured in this process; NCCL collectives in child processes, one per
-//! transport/protocol/algorithm setting, because NCCL reads its environment
-//! once. A child is this same program re-run with a hidden subcommand; it
+//! GPU count and transport/protocol/algorithm setting, because NCCL reads
+//! its environment once. Beside single collectives it replays an LLM's
+//! tensor-parallel allreduces, a prefill's and a decode step's, as they run. A child is this same program re-run with a hidden subcommand; it
 //! reports through tagged lines on its standard output (the child protocol
 //! below). Changes no simulator logic.
 //!
@@ -32,12 +33,13 @@ use serde::{Deserialize, Serialize};
 use crate::calibrate::clock::UtcTime;
 use crate::calibrate::schema::{Measurement, to_jsonl};
 use crate::collective::{Algorithm, Op, Protocol};
+use crate::config::llm::LlmModel;
 use crate::transport::Mode;
 use crate::units::{Bytes, Time};
 
-use self::collectives::CollectivePoint;
+use self::collectives::{CollectivePoint, Sequence};
 use self::cuda::{Device, Driver};
-use self::nccl::{Nccl, NcclError};
+use self::nccl::{DataType, Nccl, NcclError};
 use self::system::SystemRecord;
 
 /// Sizes measured when none are given.
@@ -311,6 +313,10 @@ pub struct ChildSpec {
     pub timing: Timing,
     pub system: String,
     pub source: String,
+    /// The LLM whose allreduce sequences are among the points (its name
+    /// as `--llm` gave it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<String>,
 }
 
 pub fn encode(message: &ChildMessage) -> String {
@@ -371,7 +377,12 @@ pub struct RunOptions {
     pub skip_copies: bool,
     pub skip_collectives: bool,
     pub nccl_lib: Option<PathBuf>,
-    pub gpus: Option<usize>,
+    /// GPU counts to measure collectives on, the first N GPUs each time
+    /// (empty: all visible); copies use the most.
+    pub gpus: Vec<usize>,
+    /// The LLM whose tensor-parallel allreduce passes are replayed, and
+    /// its prompt length; `None` replays none.
+    pub sequences: Option<SequenceOptions>,
     /// The `transport` of measurements under NCCL's defaults; detected when `None`.
     pub default_transport: Option<Mode>,
     /// How long one child process may take.
@@ -413,11 +424,51 @@ impl RunOptions {
         if self.timing.point_time == Time::ZERO || self.child_timeout == Time::ZERO {
             return usage("--point-time and --child-timeout must be longer than zero".into());
         }
-        if self.gpus == Some(0) {
+        if self.gpus.contains(&0) {
             return usage("--gpus 0 measures nothing; use at least 1".into());
+        }
+        if self.sequences.as_ref().is_some_and(|s| s.prompt == 0) {
+            return usage("--prompt 0 leaves the prefill without tokens; use at least 1".into());
         }
         Ok(())
     }
+}
+
+/// Which LLM's allreduces to replay, and over how long a prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SequenceOptions {
+    /// A shipped model's name or a model file, as `icsim llm --model` takes.
+    pub llm: String,
+    pub prompt: u64,
+}
+
+/// The passes of `llm` at TP=`ranks` as measured points: a prefill of
+/// `prompt` tokens and one decode step, each `allreduces_per_pass` calls.
+/// Says in `notices` why any is left out.
+pub fn sequence_points(llm: &LlmModel, prompt: u64, ranks: usize, device_limit: u64, notices: &mut Vec<String>) -> Vec<CollectivePoint> {
+    if !crate::workload::tp::allowed_degrees(llm, ranks as u32).contains(&(ranks as u32)) {
+        notices
+            .push(format!("{}: TP={ranks} cannot split its heads and FFN, so its allreduces are not replayed on {ranks} GPUs", llm.name));
+        return Vec::new();
+    }
+    let Some(dtype) = DataType::of_width(llm.dtype_bytes) else {
+        notices.push(format!(
+            "{}: activations of {} bytes have no NCCL type here; its allreduces are not replayed",
+            llm.name, llm.dtype_bytes
+        ));
+        return Vec::new();
+    };
+    let calls = u32::try_from(llm.allreduces_per_pass()).unwrap_or(u32::MAX);
+    let mut points = Vec::new();
+    for tokens in [prompt, 1] {
+        let bytes = llm.allreduce_bytes(tokens);
+        if bytes.0.saturating_mul(2) > device_limit {
+            notices.push(format!("{}: a {tokens}-token allreduce of {bytes} is more than the free GPU memory allows", llm.name));
+            continue;
+        }
+        points.push(CollectivePoint { op: Op::AllReduce, bytes, sequence: Some(Sequence { tokens, calls, dtype }) });
+    }
+    points
 }
 
 /// What a finished run wrote.
@@ -570,9 +621,17 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
     options.validate()?;
     // A library the user named must work, whatever else is missing.
     let named_nccl = nccl::explicit_library(options.nccl_lib.as_deref()).map(|library| Nccl::load_explicit(&library)).transpose()?;
+    let llm = match &options.sequences {
+        Some(sequences) if !options.skip_collectives => {
+            Some(LlmModel::load(&sequences.llm).map_err(|e| RunnerError::Usage(format!("--llm: {e}")))?)
+        }
+        _ => None,
+    };
     let driver = Driver::init()?;
-    let devices = open_devices(&driver, options.gpus)?;
-    let measure_collectives = !options.skip_collectives && devices.len() >= 2;
+    let visible = driver.device_count()?;
+    let group_sizes = if options.gpus.is_empty() { vec![visible] } else { options.gpus.clone() };
+    let devices = open_devices(&driver, group_sizes.iter().copied().max().unwrap_or(visible))?;
+    let measure_collectives = !options.skip_collectives && group_sizes.iter().any(|&n| n >= 2);
     let nccl = match named_nccl {
         Some(nccl) => Some(nccl),
         None if measure_collectives => Some(Nccl::search()?),
@@ -580,7 +639,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
         None => Nccl::search().ok(),
     };
     let probe = probe(&driver, &devices, nccl.as_ref(), options)?;
-    let mut plan = RunPlan::new(options, &probe, devices.len(), measure_collectives);
+    let mut plan = RunPlan::new(options, &probe, devices.len(), &group_sizes, llm.as_ref());
     let out = write_system_files(&options.out, &probe, &mut plan.notices)?;
     let mut file = MeasurementsFile::open(out.join("measurements.jsonl"), options.append)?;
     let progress = Progress::new(plan.points());
@@ -605,7 +664,6 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
         }
     }
     // The children open the GPUs themselves: give them the memory back.
-    let gpus = devices.len();
     drop(devices);
 
     // `nccl` is there whenever collectives are planned (the search above fails otherwise).
@@ -615,7 +673,8 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
             probe.record.nccl_version.as_deref().unwrap_or("(unknown version)"),
             env!("CARGO_PKG_VERSION")
         );
-        for (setting, points) in &plan.collectives {
+        for (gpus, setting, points) in &plan.collectives {
+            let gpus = *gpus;
             let spec = ChildSpec {
                 setting: *setting,
                 transport: match setting.transport {
@@ -628,11 +687,12 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
                 timing: options.timing,
                 system: system.clone(),
                 source: source.clone(),
+                llm: points.iter().any(|p| p.sequence.is_some()).then(|| options.sequences.as_ref().map(|s| s.llm.clone())).flatten(),
             };
             let environment = child_environment(setting, &out.join("nccl-topo.xml"));
             let (measured, outcome) = run_child_process(&spec, &environment, options.child_timeout, &progress, &mut file);
             if let Err(reason) = outcome {
-                let message = format!("collectives under {}: {reason}", setting.label());
+                let message = format!("collectives on {gpus} GPUs under {}: {reason}", setting.label());
                 progress.warning(&message);
                 progress.advance((points.len() - measured) as u64);
                 failures.push(message);
@@ -646,13 +706,12 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
     Ok(RunReport { out, measurements: file.written })
 }
 
-/// The first `gpus` GPUs (all by default).
-fn open_devices(driver: &Driver, gpus: Option<usize>) -> Result<Vec<Device>, RunnerError> {
+/// The first `count` GPUs.
+fn open_devices(driver: &Driver, count: usize) -> Result<Vec<Device>, RunnerError> {
     let visible = driver.device_count()?;
     if visible == 0 {
         return Err(RunnerError::NoGpu { detail: "the driver reports no GPU".into(), visible: cuda::visible_devices() });
     }
-    let count = gpus.unwrap_or(visible);
     if count > visible {
         return Err(RunnerError::TooFewGpus { requested: count, available: visible, visible: cuda::visible_devices() });
     }
@@ -662,13 +721,16 @@ fn open_devices(driver: &Driver, gpus: Option<usize>) -> Result<Vec<Device>, Run
 /// What a run measures, and the notices about what it leaves out.
 struct RunPlan {
     copies: Vec<copies::CopyPlan>,
-    /// Each NCCL setting with its points (settings with none are left out).
-    collectives: Vec<(NcclSetting, Vec<CollectivePoint>)>,
+    /// Each GPU count and NCCL setting with its points (those with none
+    /// are left out).
+    collectives: Vec<(usize, NcclSetting, Vec<CollectivePoint>)>,
     notices: Vec<String>,
 }
 
 impl RunPlan {
-    fn new(options: &RunOptions, probe: &Probe, gpus: usize, measure_collectives: bool) -> RunPlan {
+    /// Copies on the `gpus` opened GPUs; collectives on each of
+    /// `group_sizes`; `llm`'s allreduce passes where NCCL chooses.
+    fn new(options: &RunOptions, probe: &Probe, gpus: usize, group_sizes: &[usize], llm: Option<&LlmModel>) -> RunPlan {
         let mut notices = Vec::new();
         let host_limit = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| parse_mem_available(&m)).map_or(u64::MAX, |a| a / 2);
         let copies = if options.skip_copies {
@@ -678,38 +740,72 @@ impl RunPlan {
             copies::plan(gpus, peer_0_1, &options.copy_sizes, probe.usable_memory, host_limit, &mut notices)
         };
         let mut collectives = Vec::new();
-        if measure_collectives {
-            let points = collectives::plan_points(&options.ops, &options.collective_sizes, gpus, probe.usable_memory, &mut notices);
-            for setting in NcclSetting::all(&options.transports, &options.protos, &options.algos) {
-                let kept: Vec<CollectivePoint> = points.iter().copied().filter(|p| setting.supports(p.op)).collect();
-                if kept.len() < points.len() {
+        if !options.skip_collectives {
+            for &ranks in group_sizes {
+                if ranks < 2 {
                     notices.push(format!(
-                        "{}: NCCL runs the tree algorithm only for allreduce; the other collectives are skipped there",
-                        setting.label()
+                        "{ranks} GPU: NCCL collectives need 2 or more ranks, so none are measured on it; run on 2+ GPUs (or --gpus 2) to measure them"
                     ));
+                    continue;
                 }
-                if !kept.is_empty() {
-                    collectives.push((setting, kept));
+                collectives.extend(Self::collectives_on(options, probe.usable_memory, ranks, llm, &mut notices));
+            }
+            if !collectives.is_empty() {
+                for name in NCCL_VARIABLES_SET_PER_SETTING {
+                    if std::env::var_os(name).is_some() {
+                        notices.push(format!(
+                            "{name} from the environment is not passed on: the runner sets NCCL's transport variables per setting"
+                        ));
+                    }
                 }
             }
-            for name in NCCL_VARIABLES_SET_PER_SETTING {
-                if std::env::var_os(name).is_some() {
-                    notices.push(format!(
-                        "{name} from the environment is not passed on: the runner sets NCCL's transport variables per setting"
-                    ));
-                }
-            }
-        } else if !options.skip_collectives {
-            notices.push(format!(
-                "{gpus} GPU: NCCL collectives need 2 or more ranks, so none are measured; run on 2+ GPUs (or --gpus 2) to measure them"
-            ));
         }
-        RunPlan { copies, collectives, notices }
+        // Each GPU count would say the same about a setting.
+        let mut unique = Vec::new();
+        for notice in notices {
+            if !unique.contains(&notice) {
+                unique.push(notice);
+            }
+        }
+        RunPlan { copies, collectives, notices: unique }
+    }
+
+    /// Every setting's points on `ranks` GPUs: single collectives, and the
+    /// LLM's allreduce passes where nothing is forced.
+    fn collectives_on(
+        options: &RunOptions,
+        device_limit: u64,
+        ranks: usize,
+        llm: Option<&LlmModel>,
+        notices: &mut Vec<String>,
+    ) -> Vec<(usize, NcclSetting, Vec<CollectivePoint>)> {
+        let points = collectives::plan_points(&options.ops, &options.collective_sizes, ranks, device_limit, notices);
+        let sequences = match (llm, &options.sequences) {
+            (Some(llm), Some(asked)) => sequence_points(llm, asked.prompt, ranks, device_limit, notices),
+            _ => Vec::new(),
+        };
+        let mut out = Vec::new();
+        for setting in NcclSetting::all(&options.transports, &options.protos, &options.algos) {
+            let mut kept: Vec<CollectivePoint> = points.iter().copied().filter(|p| setting.supports(p.op)).collect();
+            if kept.len() < points.len() {
+                notices.push(format!(
+                    "{}: NCCL runs the tree algorithm only for allreduce; the other collectives are skipped there",
+                    setting.label()
+                ));
+            }
+            if setting.proto.is_none() && setting.algo.is_none() {
+                kept.extend(&sequences);
+            }
+            if !kept.is_empty() {
+                out.push((ranks, setting, kept));
+            }
+        }
+        out
     }
 
     fn points(&self) -> u64 {
         let copies: usize = self.copies.iter().map(|p| p.sizes.len()).sum();
-        let collectives: usize = self.collectives.iter().map(|(_, p)| p.len()).sum();
+        let collectives: usize = self.collectives.iter().map(|(_, _, p)| p.len()).sum();
         (copies + collectives) as u64
     }
 }
@@ -909,6 +1005,21 @@ mod tests {
     }
 
     #[test]
+    fn an_llm_pass_is_two_allreduces_per_layer_of_its_activations() {
+        let llm = LlmModel::load("llama-3.1-70b").unwrap();
+        let mut notices = Vec::new();
+        let points = sequence_points(&llm, 8192, 8, 80 << 30, &mut notices);
+        let shapes: Vec<(Bytes, Option<Sequence>)> = points.iter().map(|p| (p.bytes, p.sequence)).collect();
+        let pass = |tokens| Some(Sequence { tokens, calls: 160, dtype: DataType::Bfloat16 });
+        assert_eq!(shapes, vec![(Bytes::mib(128), pass(8192)), (Bytes::kib(16), pass(1))]);
+        assert!(notices.is_empty(), "{notices:?}");
+        // 64 heads do not split over 3 GPUs; a small GPU keeps only the decode step.
+        assert!(sequence_points(&llm, 8192, 3, 80 << 30, &mut notices).is_empty());
+        assert_eq!(sequence_points(&llm, 8192, 2, 100 << 20, &mut notices).len(), 1);
+        assert!(notices[0].contains("TP=3") && notices[1].contains("128MiB"), "{notices:?}");
+    }
+
+    #[test]
     fn usable_memory_keeps_a_reserve() {
         assert_eq!(usable_memory(100 << 30), 90 << 30);
         assert_eq!(usable_memory(10 << 30), 8 << 30);
@@ -951,10 +1062,11 @@ mod tests {
             transport: "shm".into(),
             nccl_library: "/x/libnccl.so.2".into(),
             gpus: 2,
-            points: vec![CollectivePoint { op: Op::ReduceScatter, bytes: Bytes::mib(64) }],
+            points: vec![CollectivePoint::single(Op::ReduceScatter, Bytes::mib(64))],
             timing: timing(),
             system: "box".into(),
             source: "NCCL 2.28.9".into(),
+            llm: None,
         };
         let text = serde_json::to_string(&spec).unwrap();
         assert_eq!(serde_json::from_str::<ChildSpec>(&text).unwrap(), spec);
@@ -1003,7 +1115,8 @@ mod tests {
             skip_copies: false,
             skip_collectives: false,
             nccl_lib: None,
-            gpus: None,
+            gpus: vec![],
+            sequences: Some(SequenceOptions { llm: "llama-3.1-70b".into(), prompt: 8192 }),
             default_transport: None,
             child_timeout: "300s".parse().unwrap(),
             append: false,
@@ -1018,6 +1131,8 @@ mod tests {
         assert!(refused(RunOptions { skip_copies: true, skip_collectives: true, ..options() }).contains("nothing to measure"));
         assert!(refused(RunOptions { ops: vec![Op::Broadcast], ..options() }).contains("broadcast"));
         assert!(refused(RunOptions { algos: vec![Some(Algorithm::Nvls)], ..options() }).contains("NCCL_NVLS_ENABLE=0"));
-        assert!(refused(RunOptions { gpus: Some(0), ..options() }).contains("--gpus 0"));
+        assert!(refused(RunOptions { gpus: vec![2, 0], ..options() }).contains("--gpus 0"));
+        let no_prompt = RunOptions { sequences: Some(SequenceOptions { llm: "llama-3.1-70b".into(), prompt: 0 }), ..options() };
+        assert!(refused(no_prompt).contains("--prompt 0"));
     }
 }

@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 
 use cudarc::driver::sys::CUstream;
 use libloading::Library;
+use serde::{Deserialize, Serialize};
 
 use super::cuda::{DeviceRange, Stream};
 
@@ -57,10 +58,53 @@ pub fn explicit_library(flag: Option<&Path>) -> Option<ExplicitLibrary> {
 type NcclResult = c_int;
 type NcclComm = *mut c_void;
 const NCCL_SUCCESS: NcclResult = 0;
-const NCCL_FLOAT32: c_int = 7;
 const NCCL_SUM: c_int = 0;
-/// Bytes of one element of the data type the runner uses (float32).
-pub const ELEMENT_BYTES: usize = 4;
+
+/// Element types the runner measures with: float32 as nccl-tests does, and
+/// bfloat16 for an LLM's activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DataType {
+    Float32,
+    Bfloat16,
+}
+
+impl DataType {
+    /// The type of LLM activations `bytes` wide, if the runner has one.
+    pub fn of_width(bytes: u64) -> Option<DataType> {
+        match bytes {
+            4 => Some(DataType::Float32),
+            2 => Some(DataType::Bfloat16),
+            _ => None,
+        }
+    }
+
+    pub const fn bytes(self) -> usize {
+        match self {
+            DataType::Float32 => 4,
+            DataType::Bfloat16 => 2,
+        }
+    }
+
+    /// The schema's `dtype`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DataType::Float32 => "float32",
+            DataType::Bfloat16 => "bfloat16",
+        }
+    }
+
+    /// ncclDataType_t (nccl.h).
+    fn code(self) -> c_int {
+        match self {
+            DataType::Float32 => 7,
+            DataType::Bfloat16 => 9,
+        }
+    }
+}
+
+/// What all-gather and reduce-scatter move, as nccl-tests measures them.
+const COLLECTIVE_TYPE: DataType = DataType::Float32;
 
 type GetVersion = unsafe extern "C" fn(*mut c_int) -> NcclResult;
 type GetErrorString = unsafe extern "C" fn(NcclResult) -> *const c_char;
@@ -336,9 +380,16 @@ impl Communicator<'_> {
         self.rank
     }
 
-    /// Queues a float32 sum all-reduce of `count` elements from `send` into `recv`.
-    pub fn all_reduce(&self, send: DeviceRange<'_>, recv: DeviceRange<'_>, count: usize, stream: &Stream) -> Result<(), NcclError> {
-        check_room(send, count, recv, count);
+    /// Queues a sum all-reduce of `count` elements of `dtype` from `send` into `recv`.
+    pub fn all_reduce(
+        &self,
+        send: DeviceRange<'_>,
+        recv: DeviceRange<'_>,
+        count: usize,
+        dtype: DataType,
+        stream: &Stream,
+    ) -> Result<(), NcclError> {
+        check_room(send, count, recv, count, dtype);
         // SAFETY: both ranges are live device memory of at least `count`
         // elements (checked above); NCCL touches only device memory.
         let result = unsafe {
@@ -346,13 +397,13 @@ impl Communicator<'_> {
                 send.address() as *const c_void,
                 recv.address() as *mut c_void,
                 count,
-                NCCL_FLOAT32,
+                dtype.code(),
                 NCCL_SUM,
                 self.raw,
                 stream.raw(),
             )
         };
-        self.nccl.check(&format!("ncclAllReduce (rank {}, {count} floats)", self.rank), result, Some(self.raw))
+        self.nccl.check(&format!("ncclAllReduce (rank {}, {count} {})", self.rank, dtype.name()), result, Some(self.raw))
     }
 
     /// Queues a float32 all-gather: `send_count` elements from each rank
@@ -365,14 +416,14 @@ impl Communicator<'_> {
         ranks: usize,
         stream: &Stream,
     ) -> Result<(), NcclError> {
-        check_room(send, send_count, recv, send_count * ranks);
+        check_room(send, send_count, recv, send_count * ranks, COLLECTIVE_TYPE);
         // SAFETY: as in `all_reduce`, with the sizes all-gather uses.
         let result = unsafe {
             (self.nccl.api.all_gather)(
                 send.address() as *const c_void,
                 recv.address() as *mut c_void,
                 send_count,
-                NCCL_FLOAT32,
+                COLLECTIVE_TYPE.code(),
                 self.raw,
                 stream.raw(),
             )
@@ -390,14 +441,14 @@ impl Communicator<'_> {
         ranks: usize,
         stream: &Stream,
     ) -> Result<(), NcclError> {
-        check_room(send, recv_count * ranks, recv, recv_count);
+        check_room(send, recv_count * ranks, recv, recv_count, COLLECTIVE_TYPE);
         // SAFETY: as in `all_reduce`, with the sizes reduce-scatter uses.
         let result = unsafe {
             (self.nccl.api.reduce_scatter)(
                 send.address() as *const c_void,
                 recv.address() as *mut c_void,
                 recv_count,
-                NCCL_FLOAT32,
+                COLLECTIVE_TYPE.code(),
                 NCCL_SUM,
                 self.raw,
                 stream.raw(),
@@ -426,9 +477,10 @@ impl Drop for Communicator<'_> {
     }
 }
 
-fn check_room(send: DeviceRange<'_>, send_count: usize, recv: DeviceRange<'_>, recv_count: usize) {
-    assert!(send_count * ELEMENT_BYTES <= send.len(), "send buffer of {} bytes too small for {send_count} floats", send.len());
-    assert!(recv_count * ELEMENT_BYTES <= recv.len(), "receive buffer of {} bytes too small for {recv_count} floats", recv.len());
+fn check_room(send: DeviceRange<'_>, send_count: usize, recv: DeviceRange<'_>, recv_count: usize, dtype: DataType) {
+    let (element, name) = (dtype.bytes(), dtype.name());
+    assert!(send_count * element <= send.len(), "send buffer of {} bytes too small for {send_count} {name}", send.len());
+    assert!(recv_count * element <= recv.len(), "receive buffer of {} bytes too small for {recv_count} {name}", recv.len());
 }
 
 #[cfg(test)]
