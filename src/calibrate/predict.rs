@@ -2,6 +2,8 @@
 //! same number of GPUs, simulated on the topology that stands for the
 //! measured machine.
 
+use std::borrow::Cow;
+
 use crate::collective::{self, Algorithm, Choice, Op, Protocol, Request};
 use crate::config::hardware::HardwareModel;
 use crate::config::llm::LlmModel;
@@ -40,15 +42,29 @@ pub struct Prediction {
 pub fn predict(topo: &Topology, model: &HardwareModel, measurement: &Measurement) -> Result<Prediction, PredictError> {
     let plain = |time: Time| Prediction { time, detail: String::new() };
     if measurement.is_collective() {
-        predict_collective(topo, model, measurement)
+        predict_collective(&as_measured(topo, measurement), model, measurement)
     } else if measurement.op == ALLREDUCE_SEQUENCE {
-        predict_sequence(topo, model, measurement)
+        predict_sequence(&as_measured(topo, measurement), model, measurement)
     } else if measurement.op == "copy" {
         predict_copy(topo, model, measurement).map(plain)
     } else if measurement.op == "kernel" {
         workload::predict_kernel(model, measurement).map(plain).map_err(PredictError::NotModelled)
     } else {
         Err(PredictError::NotModelled(format!("operation {:?}", measurement.op)))
+    }
+}
+
+/// The topology as NCCL saw it in the measurement's environment:
+/// NCCL_NVLS_ENABLE=0 (which the runner always sets) takes the switch's
+/// in-network reduction away, so the tuner cannot pick NVLS.
+fn as_measured<'t>(topo: &'t Topology, m: &Measurement) -> Cow<'t, Topology> {
+    let nvls_off = m.env.as_deref().is_some_and(|env| env.split_whitespace().any(|setting| setting == "NCCL_NVLS_ENABLE=0"));
+    if nvls_off && topo.policy.nvls {
+        let mut without = topo.clone();
+        without.policy.nvls = false;
+        Cow::Owned(without)
+    } else {
+        Cow::Borrowed(topo)
     }
 }
 
@@ -185,5 +201,15 @@ mod tests {
         assert!(error.contains("32KiB measured per allreduce") && error.contains("16KiB"), "{error}");
         let no_calls = Measurement { calls: None, ..sequence };
         assert!(predict(&topo, &model, &no_calls).unwrap_err().to_string().contains("`calls`"));
+    }
+
+    #[test]
+    fn nvls_turned_off_in_the_measured_environment_is_not_predicted() {
+        let spec = TopologySpec { name: "hgx-h200".into(), options: PresetOptions { gpus: None, gpu: None }, models: vec![] };
+        let (topo, model) = resolve(&spec).unwrap();
+        let large = Measurement { ranks: Some(8), ..measured("allreduce", 1 << 30) };
+        assert!(predict(&topo, &model, &large).unwrap().detail.starts_with("nvls/"), "8 H200 on NVSwitch reduce in the switch");
+        let nvls_off = Measurement { env: Some("NCCL_NVLS_ENABLE=0 NCCL_PROTO=Simple".into()), ..large };
+        assert_eq!(predict(&topo, &model, &nvls_off).unwrap().detail, "ring/simple");
     }
 }

@@ -93,14 +93,21 @@ fn validate_reports_every_point_and_the_error_statistics() {
         "json",
         "--plot",
         plot.to_str().unwrap(),
+        "--before",
+        "base",
     ]);
     assert_png(&plot);
     std::fs::remove_file(&plot).unwrap();
     let rows = value["results"].as_array().unwrap();
     assert_eq!(rows.len(), 103, "one row per measurement");
     let summary = value["summary"].as_array().unwrap();
-    let nvswitch = summary.iter().find(|s| s["series"] == "allreduce nvswitch ranks=2").expect("an nvswitch series");
-    assert!(nvswitch["median_abs_error_pct"].as_f64().unwrap() < 10.0);
+    let nvswitch: Vec<&serde_json::Value> = summary.iter().filter(|s| s["series"] == "allreduce nvswitch ranks=2").collect();
+    let bands: Vec<&str> = nvswitch.iter().map(|s| s["sizes"].as_str().unwrap()).collect();
+    assert_eq!(bands, ["all sizes", "< 64 KiB", "64 KiB - 16 MiB", ">= 16 MiB"]);
+    let (after, before) =
+        (nvswitch[0]["median_abs_error_pct"].as_f64().unwrap(), nvswitch[0]["before_median_abs_error_pct"].as_f64().unwrap());
+    assert!(after < 10.0, "calibrated: {after}%");
+    assert!(after < before, "calibration should bring the median error down: {before}% -> {after}%");
 }
 
 #[test]

@@ -2,8 +2,10 @@
 //! public 8-GPU figures of shared/reference/hardware.md. Every test prints
 //! its table and fails when an error passes its bound.
 
+use std::path::{Path, PathBuf};
+
 use icsim::calibrate::fit;
-use icsim::calibrate::schema::Measurement;
+use icsim::calibrate::schema::{ALLREDUCE_SEQUENCE, Measurement};
 use icsim::calibrate::validate::{self, Row};
 use icsim::collective::{self, Algorithm, Choice, Op, Plan, Protocol, Request};
 use icsim::config::hardware::HardwareModel;
@@ -33,6 +35,9 @@ fn off_range(value: f64, low: f64, high: f64) -> f64 {
 }
 
 fn print_rows(title: &str, rows: &[&Row]) {
+    if rows.is_empty() {
+        return;
+    }
     println!("\n{title}");
     println!("{:<22} {:>8} {:>12} {:>12} {:>8}  model", "series", "size", "measured_us", "predicted_us", "error");
     for r in rows {
@@ -85,6 +90,86 @@ fn two_h200_with_nccl_choosing_are_within_10_percent_median_and_20_percent_from_
             assert!(error.abs() <= 0.20, "{transport} {}: error {:+.1}% is over 20%", r.label, error * 100.0);
         }
     }
+}
+
+/// Folders `icsim calibrate run` wrote, committed under models/hardware/measurements/.
+fn runner_folders() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/hardware/measurements");
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .map(|entry| entry.expect("a readable folder entry").path())
+        .filter(|path| path.join("system.json").is_file())
+        .collect();
+    folders.sort();
+    folders
+}
+
+/// The board a runner folder measured, from its system record: the HGX
+/// preset of its GPU model with as many GPUs as were measured.
+fn measured_board(folder: &Path) -> (Topology, HardwareModel) {
+    let path = folder.join("system.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let system: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let gpu = system["gpus"][0]["name"].as_str().expect("system.json names its GPUs").to_lowercase();
+    let preset_name = ["h200", "h100", "a100", "h20"]
+        .into_iter()
+        .find(|model| gpu.contains(model))
+        .map(|model| format!("hgx-{model}"))
+        .unwrap_or_else(|| panic!("{}: no board preset for GPU {gpu:?}", folder.display()));
+    let gpus = system["gpu_count"].as_u64().expect("system.json counts its GPUs") as u32;
+    preset(&preset_name, Some(gpus), &[])
+}
+
+#[test]
+fn the_runners_own_measurements_are_predicted_at_every_gpu_count() {
+    // Issues 5 and 6: whatever the runner measured and was committed, at every
+    // GPU count it ran on. Bounds: large copies (64 MiB up, what the fit
+    // uses) within 10%; allreduces with NCCL choosing, 1 MiB up, a median
+    // within 10% per transport and GPU count; an LLM's allreduce passes
+    // within 15% each.
+    let mut checked = 0;
+    for folder in runner_folders() {
+        let (topo, model) = measured_board(&folder);
+        let measured: Vec<Measurement> =
+            icsim::calibrate::read_measurements(&folder.join("measurements.jsonl"), &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+        let rows = validate::compare(&topo, &model, &measured).unwrap_or_else(|e| panic!("{}: {e}", folder.display()));
+        let pairs: Vec<(&Measurement, &Row)> = measured.iter().zip(&rows).collect();
+        let name = folder.file_name().expect("a folder name").to_string_lossy().into_owned();
+
+        let copies: Vec<&Row> =
+            pairs.iter().filter(|(m, r)| m.op == "copy" && m.bytes >= 64 << 20 && r.error.is_some()).map(|p| p.1).collect();
+        print_rows(&format!("{name}: copies from 64 MiB"), &copies);
+        for r in &copies {
+            let error = r.error.expect("kept for having one");
+            assert!(error.abs() <= 0.10, "{name}: {} {}: {:+.1}% is over 10%", r.series, r.label, error * 100.0);
+        }
+
+        let nccl_choosing = |m: &Measurement| m.algo.as_deref() == Some("auto") && m.proto.as_deref() == Some("auto");
+        let allreduces: Vec<&Row> =
+            pairs.iter().filter(|(m, _)| m.op == "allreduce" && nccl_choosing(m) && m.bytes >= 1 << 20).map(|p| p.1).collect();
+        let mut series: Vec<&str> = Vec::new();
+        for r in &allreduces {
+            if !series.contains(&r.series.as_str()) {
+                series.push(&r.series);
+            }
+        }
+        for name_of_series in series {
+            let selected: Vec<&Row> = allreduces.iter().copied().filter(|r| r.series == name_of_series).collect();
+            print_rows(&format!("{name}: {name_of_series}, NCCL choosing, 1 MiB up"), &selected);
+            let median = median_abs(&selected);
+            println!("median absolute error: {:.1}%", median * 100.0);
+            assert!(median <= 0.10, "{name}: {name_of_series}: median error {:.1}% is over 10%", median * 100.0);
+        }
+
+        let sequences: Vec<&Row> = pairs.iter().filter(|(m, _)| m.op == ALLREDUCE_SEQUENCE).map(|p| p.1).collect();
+        print_rows(&format!("{name}: LLM allreduce passes"), &sequences);
+        for r in &sequences {
+            let error = r.error.unwrap_or_else(|| panic!("{name}: {} has no prediction: {}", r.series, r.note));
+            assert!(error.abs() <= 0.15, "{name}: {} {}: {:+.1}% is over 15%", r.series, r.label, error * 100.0);
+        }
+        checked += copies.len() + allreduces.len() + sequences.len();
+    }
+    assert!(checked > 0, "no runner measurement was checked");
 }
 
 #[test]
