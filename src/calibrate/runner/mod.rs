@@ -1125,6 +1125,29 @@ mod tests {
     }
 
     #[test]
+    fn llm_passes_run_only_where_nccl_chooses_and_tree_only_for_allreduce() {
+        let options = RunOptions {
+            ops: vec![Op::AllReduce, Op::AllGather],
+            protos: vec![None, Some(Protocol::Ll)],
+            algos: vec![None, Some(Algorithm::Tree)],
+            collective_sizes: vec![Bytes::mib(1)],
+            ..options()
+        };
+        let llm = LlmModel::load("llama-3.1-70b").unwrap();
+        let mut notices = Vec::new();
+        let planned = RunPlan::collectives_on(&options, 80 << 30, 4, Some(&llm), &mut notices);
+        let described: Vec<(usize, String, usize, usize)> = planned
+            .iter()
+            .map(|(ranks, setting, points)| (*ranks, setting.label(), points.len(), points.iter().filter(|p| p.sequence.is_some()).count()))
+            .collect();
+        assert_eq!(
+            described,
+            vec![(4, "default".to_string(), 4, 2), (4, "default proto=ll".to_string(), 2, 0), (4, "default algo=tree".to_string(), 1, 0)]
+        );
+        assert!(notices.iter().any(|n| n.contains("tree algorithm only for allreduce")), "{notices:?}");
+    }
+
+    #[test]
     fn options_that_cannot_be_measured_are_refused() {
         assert!(options().validate().is_ok());
         let refused = |o: RunOptions| o.validate().unwrap_err().to_string();
