@@ -384,7 +384,7 @@ fn enqueue(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibrate::runner::{NcclSetting, TransportSetting};
+    use crate::calibrate::runner::{ChildMessage, NcclSetting, TransportSetting};
     use crate::collective::Protocol;
 
     fn timing() -> Timing {
@@ -416,6 +416,68 @@ mod tests {
         assert!(notices[0].starts_with("allreduce: 4GiB left out"), "{notices:?}");
     }
 
+    fn spec(points: Vec<CollectivePoint>) -> ChildSpec {
+        ChildSpec {
+            setting: NcclSetting { transport: TransportSetting::Default, proto: None, algo: None },
+            transport: "nvswitch".into(),
+            nccl_library: "libnccl.so.2".into(),
+            gpus: 2,
+            points,
+            timing: timing(),
+            system: "box".into(),
+            source: "test".into(),
+            llm: None,
+        }
+    }
+
+    #[test]
+    fn ranks_agree_on_the_largest_estimate_every_time() {
+        let agreement = Agreement::new(3);
+        let agreed: Vec<Vec<f64>> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..3)
+                .map(|rank| {
+                    let agreement = &agreement;
+                    scope.spawn(move || (0..50).map(|point| agreement.largest(rank, (rank * 100 + point) as f64)).collect::<Vec<f64>>())
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        let expected: Vec<f64> = (0..50).map(|point| (200 + point) as f64).collect();
+        assert!(agreed.iter().all(|a| *a == expected), "{agreed:?}");
+    }
+
+    #[test]
+    fn points_are_written_in_order_at_the_slowest_ranks_time() {
+        let points = vec![CollectivePoint::single(Op::AllReduce, Bytes(8)), CollectivePoint::single(Op::AllReduce, Bytes(16))];
+        let spec = spec(points);
+        let plan = ReplayPlan::new(10.0, &timing());
+        let (send, received) = mpsc::channel();
+        // Rank 1 runs ahead; the second point is not written before the first.
+        for (point, rank, time_us) in [(0, 1, 12.0), (1, 1, 20.0), (1, 0, 21.0), (0, 0, 11.0)] {
+            send.send(RankReport::Timed { point, rank, time_us, plan }).unwrap();
+        }
+        drop(send);
+        let emitted = Mutex::new(Vec::new());
+        collect(&spec, &received, &|message| emitted.lock().unwrap().push(message)).unwrap();
+        let measured: Vec<(u64, f64)> = emitted
+            .into_inner()
+            .unwrap()
+            .into_iter()
+            .filter_map(|m| match m {
+                ChildMessage::Measured { measurement } => Some((measurement.bytes, measurement.time_us)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(measured, vec![(8, 12.0), (16, 21.0)]);
+
+        // A rank that stops early is an error, not a silent gap.
+        let (send, received) = mpsc::channel();
+        send.send(RankReport::Timed { point: 0, rank: 0, time_us: 1.0, plan }).unwrap();
+        drop(send);
+        let error = collect(&spec, &received, &|_| {}).unwrap_err().to_string();
+        assert!(error.contains("after 0 of 2 points"), "{error}");
+    }
+
     #[test]
     fn replay_plans_shrink_for_slow_calls() {
         assert_eq!(ReplayPlan::new(10.0, &timing()), ReplayPlan { calls_per_graph: 20, warmup_replays: 3, timed_replays: 20 });
@@ -439,13 +501,9 @@ mod tests {
         let spec = ChildSpec {
             setting: NcclSetting { transport: TransportSetting::Shm, proto: Some(Protocol::Ll), algo: None },
             transport: "shm".into(),
-            nccl_library: "libnccl.so.2".into(),
-            gpus: 2,
-            points: vec![],
-            timing: timing(),
-            system: "box".into(),
             source: "NCCL 2.28.9 via icsim".into(),
             llm: Some("llama-3.1-70b".into()),
+            ..spec(vec![])
         };
         let point = CollectivePoint::single(Op::AllGather, Bytes::mib(1));
         let plan = ReplayPlan::new(10.0, &timing());
