@@ -283,36 +283,37 @@ fn several_rings_on_the_h20_mesh_beat_a_single_ring() {
 }
 
 #[test]
-fn fitting_synthetic_measurements_recovers_the_parameters_that_made_them() {
-    // Make measurements with known parameters, fit from the base model, and
-    // recover every fitted parameter within 2%.
-    let (topo, base) = preset("hgx-h200", Some(2), &["base"]);
+fn fitting_synthetic_measurements_at_2_4_and_8_gpus_recovers_the_parameters_that_made_them() {
+    // Make measurements with known parameters on 2, 4 and 8 GPUs of one
+    // board (as a runner run with --gpus 2,4,8 would), fit from the base
+    // model, and recover every fitted parameter within 2%.
+    let (topo, base) = preset("hgx-h200", None, &["base"]);
     let mut truth = base.clone();
     truth.protocol.simple.nvlink.channel_efficiency = 0.9;
     truth.protocol.simple.nvlink.base_latency = Time::from_us(12);
     truth.protocol.simple.nvlink.step_latency = Time::from_us_f64(2.5);
     truth.protocol.simple.nvlink.slice_overhead = Time::from_us_f64(1.5);
-    let sizes = icsim::units::parse_sizes("64KiB..4GiB").unwrap();
-    let measurements: Vec<Measurement> = sizes
-        .iter()
-        .map(|&bytes| {
-            let mut request = allreduce(&topo, 2, bytes, Mode::Nvswitch, Choice::Fixed(Algorithm::Ring));
+    let sizes = icsim::units::parse_sizes("64KiB..1GiB:x4").unwrap();
+    let mut measurements = Vec::new();
+    for gpus in [2, 4, 8] {
+        for &bytes in &sizes {
+            let mut request = allreduce(&topo, gpus, bytes, Mode::Nvswitch, Choice::Fixed(Algorithm::Ring));
             request.protocol = Choice::Fixed(Protocol::Simple);
             let time = collective::simulate(&topo, &truth, request).unwrap().time;
-            Measurement {
+            measurements.push(Measurement {
                 schema: 1,
                 op: "allreduce".into(),
                 transport: Some("nvswitch".into()),
                 algo: Some("ring".into()),
                 proto: Some("simple".into()),
-                ranks: Some(2),
+                ranks: Some(gpus as u32),
                 bytes: bytes.0,
                 time_us: time.as_us(),
                 ..Default::default()
-            }
-        })
-        .collect();
-    let (_, fits) = fit::fit(&topo, &base, &measurements, 1500);
+            });
+        }
+    }
+    let (_, fits) = fit::fit(&topo, &base, &measurements, 300);
     let fitted = &fits.iter().find(|f| f.name == "simple over nvlink").expect("the group is fitted").parameters;
     let expected = [
         ("protocol.simple.nvlink.channel_efficiency", 0.9),
