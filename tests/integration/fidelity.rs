@@ -230,6 +230,20 @@ fn eight_h100_and_a100_match_the_public_ring_and_nvls_figures() {
 }
 
 #[test]
+fn h100_ring_bus_bandwidth_holds_from_2_to_8_gpus() {
+    // Public: 365-370 GB/s ring bus bandwidth on H100 SXM "2 to 8 GPUs"
+    // (shared/reference/hardware.md). The one public figure that says how a
+    // ring behaves as the group grows; within 5% at every count.
+    let (h100, model) = preset("hgx-h100", None, &[]);
+    for gpus in [2, 4, 8] {
+        let ring = busbw(&h100, &model, allreduce(&h100, gpus, Bytes::gib(4), Mode::Nvswitch, Choice::Fixed(Algorithm::Ring)));
+        let off = off_range(ring, 365.0, 370.0);
+        println!("{gpus}x H100, 4 GiB ring: {ring:.1} GB/s ({:+.1}% from 365-370)", off * 100.0);
+        assert!(off.abs() <= 0.05, "{gpus} GPUs: {ring:.1} GB/s is more than 5% off 365-370");
+    }
+}
+
+#[test]
 fn an_eight_byte_allreduce_on_two_h200_takes_about_ten_microseconds() {
     let measured = h200_measurements()
         .into_iter()
