@@ -163,11 +163,11 @@ pub fn summarize(rows: &[Row], before: Option<&[Row]>, keep: impl Fn(&Row) -> bo
     };
     let mut out = Vec::new();
     for name in series {
-        let sized = rows.iter().any(|r| r.series == name && r.bytes > 0);
-        let bands: Vec<Band> = Band::SIZED.into_iter().filter(|&band| sized && stats(rows, name, band).is_some()).collect();
-        let shown = if bands.len() > 1 { [&[Band::All][..], &bands].concat() } else { vec![Band::All] };
-        for band in shown {
-            let Some(errors) = stats(rows, name, band) else { continue };
+        let Some(all) = stats(rows, name, Band::All) else { continue };
+        let bands: Vec<(Band, ErrorStats)> = Band::SIZED.into_iter().filter_map(|band| Some((band, stats(rows, name, band)?))).collect();
+        // Unsized rows (kernels) all fall in one band, so they get no band rows.
+        let shown = if bands.len() > 1 { bands } else { Vec::new() };
+        for (band, errors) in [(Band::All, all)].into_iter().chain(shown) {
             out.push(Summary { series: name.to_string(), band, errors, before: before.and_then(|b| stats(b, name, band)) });
         }
     }

@@ -499,6 +499,13 @@ mod tests {
         LlmModel::load("llama-3.1-70b").unwrap()
     }
 
+    /// The base model, Llama-3.1-70B and the 8-GPU HGX H20 board.
+    fn seventy_b_on_the_h20_board() -> (HardwareModel, LlmModel, Topology) {
+        let model = HardwareModel::base();
+        let topo = preset("hgx-h20", &PresetOptions::default(), &model).unwrap();
+        (model, llama_70b(), topo)
+    }
+
     /// The four setups of the default experiment.
     fn default_setups(model: &HardwareModel) -> Vec<(Topology, Mode)> {
         let h20 = || PresetOptions { gpus: None, gpu: Some("h20".into()) };
@@ -531,9 +538,7 @@ mod tests {
 
     #[test]
     fn the_replay_adds_up_the_passes() {
-        let model = HardwareModel::base();
-        let llm = llama_70b();
-        let topo = preset("hgx-h20", &PresetOptions::default(), &model).unwrap();
+        let (model, llm, topo) = seventy_b_on_the_h20_board();
         let query = Query { prompt: 1024, output: 8, batch: 2 };
         let tp = TensorParallel::new(&topo, &model, &llm, 8, Mode::Nvswitch).unwrap();
         let mut cache = CollectiveCache::new(&topo, &model);
@@ -557,9 +562,7 @@ mod tests {
 
     #[test]
     fn decode_steps_read_a_growing_kv_cache() {
-        let model = HardwareModel::base();
-        let llm = llama_70b();
-        let topo = preset("hgx-h20", &PresetOptions::default(), &model).unwrap();
+        let (model, llm, topo) = seventy_b_on_the_h20_board();
         let tp = TensorParallel::new(&topo, &model, &llm, 8, Mode::Nvswitch).unwrap();
         let query = Query { prompt: 8192, output: 256, batch: 1 };
         let first = tp.layer_compute(&query, Pass::Decode { step: 0 });
@@ -570,9 +573,7 @@ mod tests {
 
     #[test]
     fn seventy_b_sends_about_38_8_gb_a_gpu_at_tp8_and_22_at_tp2() {
-        let model = HardwareModel::base();
-        let llm = llama_70b();
-        let topo = preset("hgx-h20", &PresetOptions::default(), &model).unwrap();
+        let (model, llm, topo) = seventy_b_on_the_h20_board();
         let query = Query { prompt: 8192, output: 256, batch: 1 };
         for (tp, expected_gb) in [(8, 38.76), (2, 22.15)] {
             let setup = TensorParallel::new(&topo, &model, &llm, tp, Mode::Nvswitch).unwrap();
@@ -584,9 +585,7 @@ mod tests {
 
     #[test]
     fn tp1_has_no_allreduce() {
-        let model = HardwareModel::base();
-        let llm = llama_70b();
-        let topo = preset("hgx-h20", &PresetOptions::default(), &model).unwrap();
+        let (model, llm, topo) = seventy_b_on_the_h20_board();
         let setup = TensorParallel::new(&topo, &model, &llm, 1, Mode::Nvswitch).unwrap();
         let query = Query { prompt: 128, output: 2, batch: 1 };
         let replay = setup.replay(&query, &mut CollectiveCache::new(&topo, &model)).unwrap();
@@ -599,9 +598,7 @@ mod tests {
 
     #[test]
     fn bad_degrees_and_missing_transports_are_refused() {
-        let model = HardwareModel::base();
-        let llm = llama_70b();
-        let topo = preset("hgx-h20", &PresetOptions::default(), &model).unwrap();
+        let (model, llm, topo) = seventy_b_on_the_h20_board();
         assert_eq!(allowed_degrees(&llm, 8), vec![1, 2, 4, 8]);
         let error = TensorParallel::new(&topo, &model, &llm, 3, Mode::Nvswitch).unwrap_err();
         assert!(matches!(error, TpError::Degree { tp: 3, .. }), "{error}");
@@ -623,9 +620,7 @@ mod tests {
 
     #[test]
     fn a_layer_timeline_shows_every_gpu_sending_inside_its_allreduces() {
-        let model = HardwareModel::base();
-        let llm = llama_70b();
-        let topo = preset("hgx-h20", &PresetOptions::default(), &model).unwrap();
+        let (model, llm, topo) = seventy_b_on_the_h20_board();
         let setup = TensorParallel::new(&topo, &model, &llm, 8, Mode::Nvswitch).unwrap();
         let layer = setup.simulate_layer(&Query { prompt: 512, output: 1, batch: 1 }, Pass::Prefill).unwrap();
         assert_eq!(layer.lanes.len(), 8);

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use icsim::calibrate::fit;
 use icsim::calibrate::schema::{ALLREDUCE_SEQUENCE, Measurement};
-use icsim::calibrate::validate::{self, Row};
+use icsim::calibrate::validate::{self, Band, Row};
 use icsim::collective::{self, Algorithm, Choice, Op, Plan, Protocol, Request};
 use icsim::config::hardware::HardwareModel;
 use icsim::topology::Topology;
@@ -145,20 +145,13 @@ fn the_runners_own_measurements_are_predicted_at_every_gpu_count() {
         }
 
         let nccl_choosing = |m: &Measurement| m.algo.as_deref() == Some("auto") && m.proto.as_deref() == Some("auto");
-        let allreduces: Vec<&Row> =
-            pairs.iter().filter(|(m, _)| m.op == "allreduce" && nccl_choosing(m) && m.bytes >= 1 << 20).map(|p| p.1).collect();
-        let mut series: Vec<&str> = Vec::new();
-        for r in &allreduces {
-            if !series.contains(&r.series.as_str()) {
-                series.push(&r.series);
-            }
-        }
-        for name_of_series in series {
-            let selected: Vec<&Row> = allreduces.iter().copied().filter(|r| r.series == name_of_series).collect();
-            print_rows(&format!("{name}: {name_of_series}, NCCL choosing, 1 MiB up"), &selected);
-            let median = median_abs(&selected);
-            println!("median absolute error: {:.1}%", median * 100.0);
-            assert!(median <= 0.10, "{name}: {name_of_series}: median error {:.1}% is over 10%", median * 100.0);
+        let allreduces: Vec<Row> =
+            pairs.iter().filter(|(m, _)| m.op == "allreduce" && nccl_choosing(m) && m.bytes >= 1 << 20).map(|p| p.1.clone()).collect();
+        print_rows(&format!("{name}: allreduces with NCCL choosing, 1 MiB up"), &allreduces.iter().collect::<Vec<_>>());
+        for series in validate::summarize(&allreduces, None, |_| true).iter().filter(|s| s.band == Band::All) {
+            let median = series.errors.median_abs;
+            println!("{}: median absolute error {:.1}%", series.series, median * 100.0);
+            assert!(median <= 0.10, "{name}: {}: median error {:.1}% is over 10%", series.series, median * 100.0);
         }
 
         let sequences: Vec<&Row> = pairs.iter().filter(|(m, _)| m.op == ALLREDUCE_SEQUENCE).map(|p| p.1).collect();

@@ -687,7 +687,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
                 timing: options.timing,
                 system: system.clone(),
                 source: source.clone(),
-                llm: points.iter().any(|p| p.sequence.is_some()).then(|| options.sequences.as_ref().map(|s| s.llm.clone())).flatten(),
+                llm: options.sequences.as_ref().map(|s| s.llm.clone()),
             };
             let environment = child_environment(setting, &out.join("nccl-topo.xml"));
             let (measured, outcome) = run_child_process(&spec, &environment, options.child_timeout, &progress, &mut file);

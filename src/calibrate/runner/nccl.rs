@@ -428,7 +428,8 @@ impl Communicator<'_> {
                 stream.raw(),
             )
         };
-        self.nccl.check(&format!("ncclAllGather (rank {}, {send_count} floats per rank)", self.rank), result, Some(self.raw))
+        let what = format!("ncclAllGather (rank {}, {send_count} {} per rank)", self.rank, COLLECTIVE_TYPE.name());
+        self.nccl.check(&what, result, Some(self.raw))
     }
 
     /// Queues a float32 sum reduce-scatter: `send` holds `ranks *
@@ -454,7 +455,8 @@ impl Communicator<'_> {
                 stream.raw(),
             )
         };
-        self.nccl.check(&format!("ncclReduceScatter (rank {}, {recv_count} floats per rank)", self.rank), result, Some(self.raw))
+        let what = format!("ncclReduceScatter (rank {}, {recv_count} {} per rank)", self.rank, COLLECTIVE_TYPE.name());
+        self.nccl.check(&what, result, Some(self.raw))
     }
 
     /// Frees the communicator. Every rank must do this at the same time
