@@ -9,6 +9,7 @@ pub mod config;
 pub mod engine;
 pub mod network;
 pub mod report;
+pub mod stack;
 pub mod topology;
 pub mod transport;
 pub mod units;

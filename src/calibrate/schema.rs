@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::config::ConfigError;
+use crate::stack::Stack;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 pub struct Measurement {
@@ -48,6 +49,10 @@ pub struct Measurement {
     /// `time_us` is the whole sequence's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<u64>,
+    /// Who issued the calls (icsim's addition; rows without it are read by
+    /// [`Measurement::stack`] from `timing` and `source`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<Stack>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -84,6 +89,12 @@ impl Measurement {
                 name
             }
         }
+    }
+
+    /// The caller that made this measurement: as written, else inferred
+    /// from how it was timed and what ran it.
+    pub fn stack(&self) -> Stack {
+        self.stack.unwrap_or_else(|| Stack::infer(self.timing.as_deref(), self.source.as_deref()))
     }
 
     pub fn is_collective(&self) -> bool {

@@ -183,6 +183,19 @@ pub struct DirectModel {
     pub max_bytes: Bytes,
 }
 
+/// What a caller (a [`crate::stack::Stack`]) adds to the work it issues,
+/// on the GPU's timeline.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StackModel {
+    /// Added to every collective call, before NCCL's kernel starts (the
+    /// caller's own bookkeeping kernels and events; a host launch when eager).
+    pub collective_call: Time,
+    /// Added to every compute kernel: the gap between kernels of a graph, or
+    /// the host's launch cost when eager (short kernels wait for it).
+    pub kernel_launch: Time,
+}
+
 /// Per-architecture constants of NCCL's tuning model (src/graph/tuning.cc,
 /// search.cc, topo.h).
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -264,6 +277,8 @@ pub struct HardwareModel {
     pub nvls: NvlsModel,
     pub direct: DirectModel,
     pub nccl: NcclModel,
+    /// Per caller, by stack name (`nccl-graph`, `torch-graph`, ...).
+    pub stack: BTreeMap<String, StackModel>,
     /// Shortest time of one timed copy (launch, completion, the timing
     /// itself), by the copy path names of the measurement schema.
     pub copy_overhead: BTreeMap<String, Time>,
@@ -358,6 +373,12 @@ impl HardwareModel {
         })
     }
 
+    pub fn stack(&self, stack: crate::stack::Stack) -> Result<&StackModel, String> {
+        self.stack.get(stack.name()).ok_or_else(|| {
+            format!("no [stack.{stack}] in the hardware model; known: {}", self.stack.keys().cloned().collect::<Vec<_>>().join(", "))
+        })
+    }
+
     pub fn nccl_arch(&self, arch: u32) -> Result<&NcclArch, String> {
         let key = format!("sm{arch}");
         self.nccl
@@ -411,6 +432,15 @@ impl HardwareModel {
             }
             if p.slices_per_chunk == 0 || p.chunk.0 == 0 {
                 return Err(ConfigError::invalid(path, format!("protocol.{name}"), "chunk and slices_per_chunk must be positive"));
+            }
+        }
+        for stack in crate::stack::STACKS {
+            if !self.stack.contains_key(stack.name()) {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("stack.{stack}"),
+                    "missing: every stack needs collective_call and kernel_launch",
+                ));
             }
         }
         check_range(path, "nvls.efficiency", self.nvls.efficiency, 0.01..=1.0)?;
