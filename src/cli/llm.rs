@@ -84,6 +84,14 @@ pub struct LlmArgs {
     /// whichever is faster).
     #[arg(long, default_value = "fastest")]
     allreduce: String,
+    /// Who issues the collectives and kernels: nccl-graph (raw NCCL in a
+    /// CUDA graph, as inference engines replay decode), torch-graph,
+    /// torch-eager or eager.
+    #[arg(long, default_value = "nccl-graph")]
+    stack: String,
+    /// Force NCCL's channel count (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS).
+    #[arg(long)]
+    channels: Option<u32>,
     /// nvswitch, nvlink, p2p, shm, auto, or all (every mode the topology offers).
     #[arg(long, default_value = "all")]
     transport: String,
@@ -118,6 +126,8 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
         gpu: args.gpu.clone(),
         models: args.hardware.clone(),
         allreduce: Some(args.allreduce.clone()),
+        stack: Some(args.stack.clone()),
+        channels: args.channels,
         query: RawQuery { prompt: args.prompt, output: args.output, batch: args.batch },
         modes: transports.into_iter().map(|transport| RawMode { transport, ..RawMode::default() }).collect(),
     };

@@ -14,6 +14,7 @@ use super::llm::LlmModel;
 use super::{ConfigError, ConfigResult, parse_toml, read_text};
 use crate::collective::Selection;
 use crate::config::hardware::HardwareModel;
+use crate::stack::Stack;
 use crate::topology::{self, PresetOptions, Topology, TopologySpec};
 use crate::transport::Mode;
 use crate::workload::tp::{self, Query};
@@ -43,6 +44,12 @@ pub struct RawExperiment {
     /// "fastest" (NCCL or the one-shot/two-shot kernels of inference engines,
     /// whichever is faster; the default).
     pub allreduce: Option<String>,
+    /// Who issues the collectives and kernels: "nccl-graph" (the default),
+    /// "torch-graph", "torch-eager" or "eager".
+    pub stack: Option<String>,
+    /// NCCL's channel count, forced as NCCL_MIN_NCHANNELS =
+    /// NCCL_MAX_NCHANNELS would (default: NCCL's own choice).
+    pub channels: Option<u32>,
     pub query: RawQuery,
     #[serde(rename = "mode", default)]
     pub modes: Vec<RawMode>,
@@ -75,7 +82,12 @@ pub struct RawMode {
     pub models: Option<Vec<String>>,
     pub tp: Option<u32>,
     pub allreduce: Option<String>,
+    pub stack: Option<String>,
+    pub channels: Option<u32>,
 }
+
+/// Most channels NCCL runs a collective on (MAXCHANNELS).
+pub const MAX_CHANNELS: u32 = 64;
 
 /// Where an experiment came from, to name keys the way the user wrote them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,6 +139,10 @@ pub struct ModeRun {
     pub tp: u32,
     /// How allreduce algorithms are chosen.
     pub selection: Selection,
+    /// Who issues the collectives and kernels.
+    pub stack: Stack,
+    /// NCCL's channel count where forced.
+    pub channels: Option<u32>,
     /// Position in the file's `[[mode]]` list, for messages.
     pub index: usize,
 }
@@ -209,6 +225,20 @@ fn resolve_mode(raw: &RawExperiment, mode: &RawMode, index: usize, llm: &LlmMode
         Some(text) => text.parse().map_err(|message: String| source.invalid(owner(mode.allreduce.is_some()), "allreduce", message))?,
         None => Selection::Fastest,
     };
+    let stack: Stack = match mode.stack.as_ref().or(raw.stack.as_ref()) {
+        Some(text) => text.parse().map_err(|message: String| source.invalid(owner(mode.stack.is_some()), "stack", message))?,
+        None => Stack::default(),
+    };
+    let channels = mode.channels.or(raw.channels);
+    if let Some(count) = channels
+        && !(1..=MAX_CHANNELS).contains(&count)
+    {
+        return Err(source.invalid(
+            owner(mode.channels.is_some()),
+            "channels",
+            format!("{count} channels: NCCL runs 1 to {MAX_CHANNELS} (NCCL_MAX_NCHANNELS)"),
+        ));
+    }
 
     let base_dir = source.base_dir();
     let looks_like_file = topology_name.ends_with(".toml") || topology_name.contains('/');
@@ -254,6 +284,8 @@ fn resolve_mode(raw: &RawExperiment, mode: &RawMode, index: usize, llm: &LlmMode
         hardware,
         tp,
         selection,
+        stack,
+        channels,
         index,
     })
 }
