@@ -4,6 +4,7 @@
 //! measurements and writes model files.
 
 pub mod clock;
+pub mod compute;
 pub mod fit;
 pub mod nccl_tests;
 pub mod predict;

@@ -92,6 +92,15 @@ pub struct LlmArgs {
     /// Force NCCL's channel count (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS).
     #[arg(long)]
     channels: Option<u32>,
+    /// Which kernels run: full (the whole model) or layers (the decoder
+    /// layers as the shared torch forward ran them: no rotary, embedding,
+    /// final norm, LM head or sampling).
+    #[arg(long, default_value = "full")]
+    scope: String,
+    /// Which of the LLM file's fusions the kernels run as (vllm, torch, or
+    /// one the file names).
+    #[arg(long, default_value = "vllm")]
+    fusion: String,
     /// nvswitch, nvlink, p2p, shm, auto, or all (every mode the topology offers).
     #[arg(long, default_value = "all")]
     transport: String,
@@ -128,6 +137,8 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
         allreduce: Some(args.allreduce.clone()),
         stack: Some(args.stack.clone()),
         channels: args.channels,
+        scope: Some(args.scope.clone()),
+        fusion: Some(args.fusion.clone()),
         query: RawQuery { prompt: args.prompt, output: args.output, batch: args.batch },
         modes: transports.into_iter().map(|transport| RawMode { transport, ..RawMode::default() }).collect(),
     };

@@ -15,7 +15,8 @@ use crate::report::Record;
 use crate::transport::Mode;
 use crate::units::{Bandwidth, Bytes, Time};
 
-use super::tp::{CollectiveCache, LayerRun, Pass, Query, QueryReplay, TensorParallel, TpError};
+use super::layer::LayerRun;
+use super::tp::{CollectiveCache, Pass, Query, QueryReplay, TensorParallel, TpError};
 
 /// What to compute besides the replay.
 #[derive(Debug, Clone)]
@@ -110,9 +111,11 @@ pub fn prepare_mode<'e>(experiment: &'e Experiment, run: &'e ModeRun) -> Result<
             source.invalid(Some(run.index), "transport", format!("{error}; allowed on {}: {}", run.topology.name, offered.join(", ")))
         }
         TpError::Degree { .. } => source.invalid(Some(run.index), "tp", error.to_string()),
+        TpError::Forward(message) => source.invalid(Some(run.index), "fusion", message),
         other => source.invalid(Some(run.index), "topology", other.to_string()),
     })?;
-    Ok(setup.with_selection(run.selection))
+    let setup = setup.with_selection(run.selection);
+    setup.with_forward(run.stack, run.scope, &run.fusion).map_err(|error| source.invalid(Some(run.index), "stack", error.to_string()))
 }
 
 enum Job {
