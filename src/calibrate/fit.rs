@@ -26,6 +26,8 @@ pub struct Parameter {
     pub key: String,
     /// Times are fitted in microseconds, ratios as they are.
     pub is_time: bool,
+    /// The values the fit may give it.
+    range: (f64, f64),
     get: Read,
     set: Write,
 }
@@ -35,25 +37,39 @@ impl Parameter {
         (self.get)(model)
     }
     pub fn set(&self, model: &mut HardwareModel, value: f64) {
-        let value = if self.is_time { value.clamp(0.0, 1e5) } else { value.clamp(0.01, 4.0) };
-        (self.set)(model, value)
+        (self.set)(model, value.clamp(self.range.0, self.range.1))
     }
 }
 
-fn ratio(
+pub(super) fn ratio(
     key: String,
     get: impl Fn(&HardwareModel) -> f64 + Sync + Send + 'static,
     set: impl Fn(&mut HardwareModel, f64) + Sync + Send + 'static,
 ) -> Parameter {
-    Parameter { key, is_time: false, get: Box::new(get), set: Box::new(set) }
+    Parameter { key, is_time: false, range: (0.01, 4.0), get: Box::new(get), set: Box::new(set) }
 }
 
-fn time(
+/// An exponent of 1 or more (a curve's sharpness).
+pub(super) fn exponent(
+    key: String,
+    get: impl Fn(&HardwareModel) -> f64 + Sync + Send + 'static,
+    set: impl Fn(&mut HardwareModel, f64) + Sync + Send + 'static,
+) -> Parameter {
+    Parameter { key, is_time: false, range: (1.0, 64.0), get: Box::new(get), set: Box::new(set) }
+}
+
+pub(super) fn time(
     key: String,
     get: impl Fn(&HardwareModel) -> Time + Sync + Send + 'static,
     set: impl Fn(&mut HardwareModel, Time) + Sync + Send + 'static,
 ) -> Parameter {
-    Parameter { key, is_time: true, get: Box::new(move |m| get(m).as_us()), set: Box::new(move |m, us| set(m, Time::from_us_f64(us))) }
+    Parameter {
+        key,
+        is_time: true,
+        range: (0.0, 1e5),
+        get: Box::new(move |m| get(m).as_us()),
+        set: Box::new(move |m, us| set(m, Time::from_us_f64(us))),
+    }
 }
 
 fn class_name(class: PathClass) -> &'static str {
@@ -181,26 +197,8 @@ pub fn groups(topo: &Topology, model: &HardwareModel, measurements: &[Measuremen
             out.push(Group { name, parameters: vec![parameter], points });
         }
     }
-    for (class_label, is_attention) in [("matmul", false), ("attention", true)] {
-        let points = indices(&|m| m.op == "kernel" && m.kernel.as_deref().is_some_and(|k| k.starts_with("attention") == is_attention));
-        let Some(first) = points.first() else { continue };
-        let Some(key) = measurements[*first].gpu.as_deref().and_then(|g| crate::workload::gpu_key(model, g)) else { continue };
-        let (k1, k2) = (key.clone(), key.clone());
-        let parameter = if is_attention {
-            ratio(
-                format!("gpu.{key}.compute.attention"),
-                move |m| m.gpu[&k1].compute.attention,
-                move |m, v| m.gpu.get_mut(&k2).expect("gpu exists").compute.attention = v.min(1.0),
-            )
-        } else {
-            ratio(
-                format!("gpu.{key}.compute.matmul"),
-                move |m| m.gpu[&k1].compute.matmul,
-                move |m, v| m.gpu.get_mut(&k2).expect("gpu exists").compute.matmul = v.min(1.0),
-            )
-        };
-        out.push(Group { name: format!("{class_label} kernels on {key}"), parameters: vec![parameter], points });
-    }
+    // Compute curves: one group per GPU and kind of kernel measured.
+    out.extend(super::compute_fit::groups(topo, model, measurements));
 
     // Collectives: one group per protocol and kind of path, with the points
     // where NCCL's tuner (whose constants are not fitted) picks it.
@@ -369,7 +367,7 @@ pub fn overlay(fits: &[GroupFit]) -> toml::Table {
                     .expect("keys nest tables");
             }
             let leaf = parts[parts.len() - 1];
-            let is_time = leaf.ends_with("latency") || leaf.ends_with("overhead") || parts[0] == "copy_overhead";
+            let is_time = leaf.ends_with("latency") || leaf.ends_with("overhead") || leaf.ends_with("_floor") || parts[0] == "copy_overhead";
             let value = if is_time {
                 toml::Value::String(Time::from_us_f64(value.max(0.0)).to_string())
             } else {

@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod compute;
+pub mod compute_fit;
 pub mod fit;
 pub mod nccl_tests;
 pub mod predict;

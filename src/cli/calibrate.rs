@@ -241,8 +241,11 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             let min = min_bytes.map_or(0, |b| b.0);
             let summary = validate::summarize(&rows, before_rows.as_deref(), |r| r.bytes >= min || r.series.starts_with("kernel"));
             print_validation(&rows, &summary, format, &topo.name);
-            draw_validation(&rows, &topo.name, &plot)?;
-            eprintln!("wrote {}", plot.display());
+            // Kernels and forwards have no size axis to draw them on.
+            if rows.iter().any(|r| r.bytes > 0 && r.predicted_us.is_some()) {
+                draw_validation(&rows, &topo.name, &plot)?;
+                eprintln!("wrote {}", plot.display());
+            }
             Ok(())
         }
         CalibrateCommand::Fit { measurements, topology, out, system, evaluations } => {
@@ -287,8 +290,11 @@ fn overlay_text(fits: &[fit::GroupFit], measurements: &std::path::Path, system: 
         "method".into(),
         toml::Value::String(format!("icsim calibrate fit: Nelder-Mead on the mean squared log error, simulated on topology {topology}")),
     );
-    let residuals: toml::Table =
-        fits.iter().map(|f| (f.name.clone(), toml::Value::Float((f.rms_log_error_after * 1e4).round() / 1e4))).collect();
+    // A group's name may go on, after a ';', to say what it could not fit.
+    let residuals: toml::Table = fits
+        .iter()
+        .map(|f| (f.name.split(';').next().unwrap_or(&f.name).to_string(), toml::Value::Float((f.rms_log_error_after * 1e4).round() / 1e4)))
+        .collect();
     provenance.insert("residuals".into(), toml::Value::Table(residuals));
     table.insert("provenance".into(), toml::Value::Array(vec![toml::Value::Table(provenance)]));
     format!(
