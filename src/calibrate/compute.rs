@@ -30,7 +30,10 @@ fn llm_of(m: &Measurement) -> Result<LlmModel, PredictError> {
 fn tp_of(m: &Measurement, llm: &LlmModel) -> Result<u64, PredictError> {
     let tp = u64::from(m.tp.unwrap_or(1));
     if tp == 0 || !llm.heads.is_multiple_of(tp) || !llm.ffn.is_multiple_of(tp) {
-        return Err(PredictError::Failed(format!("tp {tp}: {} splits over a TP degree that divides its {} heads and {} FFN columns", llm.name, llm.heads, llm.ffn)));
+        return Err(PredictError::Failed(format!(
+            "tp {tp}: {} splits over a TP degree that divides its {} heads and {} FFN columns",
+            llm.name, llm.heads, llm.ffn
+        )));
     }
     Ok(tp)
 }
@@ -57,7 +60,10 @@ pub fn measured_kernel(m: &Measurement) -> Result<Kernel, PredictError> {
         return Ok(Kernel::gemm("gemm", rows as f64, k as f64, n as f64, element_bytes(m)?));
     }
     let llm = llm_of(m)?;
-    let tokens = m.tokens.filter(|&t| t > 0).ok_or_else(|| PredictError::Failed("a kernel measurement needs `tokens` (at least 1), or `m`, `n` and `k`".into()))?;
+    let tokens = m
+        .tokens
+        .filter(|&t| t > 0)
+        .ok_or_else(|| PredictError::Failed("a kernel measurement needs `tokens` (at least 1), or `m`, `n` and `k`".into()))?;
     let batch = m.batch.unwrap_or(1).max(1);
     let shape = Shape { tp: tp_of(m, &llm)?, batch, tokens, context: m.kv_len.unwrap_or(0) };
     forward::named_kernel(&llm, shape, name).ok_or_else(|| PredictError::NotModelled(format!("kernel {name:?}")))
@@ -122,7 +128,9 @@ pub fn predict_forward(topo: &Topology, model: &HardwareModel, m: &Measurement) 
     let batch = m.batch.unwrap_or(1).max(1);
     let phase = m.phase.as_deref().unwrap_or("");
     let mut cache = CollectiveCache::new(topo, model);
-    let need = |value: Option<u64>, key: &str| value.filter(|&v| v > 0).ok_or_else(|| failed(format!("an llm_forward {phase} row needs `{key}` (at least 1)")));
+    let need = |value: Option<u64>, key: &str| {
+        value.filter(|&v| v > 0).ok_or_else(|| failed(format!("an llm_forward {phase} row needs `{key}` (at least 1)")))
+    };
     let time: Time = match phase {
         "prefill" => {
             let query = Query { prompt: need(m.tokens, "tokens")?, output: 0, batch };
@@ -162,16 +170,34 @@ mod tests {
         for measured in &kernels {
             let predicted = predict_kernel(&model, measured).unwrap().time.as_us();
             let error = predicted / measured.time_us - 1.0;
-            println!("{:<24} measured {:>8.1} us, predicted {predicted:>8.1} us ({:+.1}%)", measured.series(), measured.time_us, 100.0 * error);
+            println!(
+                "{:<24} measured {:>8.1} us, predicted {predicted:>8.1} us ({:+.1}%)",
+                measured.series(),
+                measured.time_us,
+                100.0 * error
+            );
             assert!(error.abs() <= 0.10, "{}: {predicted:.1} us against {} us measured", measured.series(), measured.time_us);
         }
     }
 
     #[test]
     fn kernels_are_found_by_shape_or_name_and_bad_rows_say_why() {
-        let gemm = Measurement { op: "kernel".into(), kernel: Some("gemm".into()), m: Some(8), n: Some(4096), k: Some(1024), ..Default::default() };
+        let gemm = Measurement {
+            op: "kernel".into(),
+            kernel: Some("gemm".into()),
+            m: Some(8),
+            n: Some(4096),
+            k: Some(1024),
+            ..Default::default()
+        };
         assert_eq!(measured_kernel(&gemm).unwrap().flops, 2.0 * 8.0 * 4096.0 * 1024.0);
-        let named = Measurement { kernel: Some("rms_norm".into()), tokens: Some(16), tp: Some(4), model: Some("llama-3.1-8b".into()), ..gemm.clone() };
+        let named = Measurement {
+            kernel: Some("rms_norm".into()),
+            tokens: Some(16),
+            tp: Some(4),
+            model: Some("llama-3.1-8b".into()),
+            ..gemm.clone()
+        };
         let named = Measurement { m: None, ..named };
         assert_eq!(measured_kernel(&named).unwrap().bytes, 2.0 * (2.0 * 16.0 * 4096.0 + 4096.0));
         // Issue 14's panic: TP 0 is an error, not a division by zero.

@@ -44,18 +44,66 @@ fn curves(class: KernelClass) -> Vec<Curve> {
     match class {
         KernelClass::Matmul => vec![
             Curve { field: "matmul", get: |c| c.matmul, set: |c, v| c.matmul = v.min(1.0), kind: Kind::Fraction, needs: "many rows" },
-            Curve { field: "matmul_memory", get: |c| c.matmul_memory, set: |c, v| c.matmul_memory = v.min(1.0), kind: Kind::Fraction, needs: "few rows of large weights" },
-            Curve { field: "matmul_floor", get: |c| c.matmul_floor.as_us(), set: |c, v| c.matmul_floor = Time::from_us_f64(v), kind: Kind::Time, needs: "small matrices" },
-            Curve { field: "blend", get: |c| c.blend, set: |c, v| c.blend = v.max(1.0), kind: Kind::Exponent, needs: "rows near the ridge point (64 to 512)" },
+            Curve {
+                field: "matmul_memory",
+                get: |c| c.matmul_memory,
+                set: |c, v| c.matmul_memory = v.min(1.0),
+                kind: Kind::Fraction,
+                needs: "few rows of large weights",
+            },
+            Curve {
+                field: "matmul_floor",
+                get: |c| c.matmul_floor.as_us(),
+                set: |c, v| c.matmul_floor = Time::from_us_f64(v),
+                kind: Kind::Time,
+                needs: "small matrices",
+            },
+            Curve {
+                field: "blend",
+                get: |c| c.blend,
+                set: |c, v| c.blend = v.max(1.0),
+                kind: Kind::Exponent,
+                needs: "rows near the ridge point (64 to 512)",
+            },
         ],
         KernelClass::Attention => vec![
-            Curve { field: "attention", get: |c| c.attention, set: |c, v| c.attention = v.min(1.0), kind: Kind::Fraction, needs: "long prompts" },
-            Curve { field: "attention_memory", get: |c| c.attention_memory, set: |c, v| c.attention_memory = v.min(1.0), kind: Kind::Fraction, needs: "decode over long KV caches" },
-            Curve { field: "attention_floor", get: |c| c.attention_floor.as_us(), set: |c, v| c.attention_floor = Time::from_us_f64(v), kind: Kind::Time, needs: "decode over short KV caches" },
+            Curve {
+                field: "attention",
+                get: |c| c.attention,
+                set: |c, v| c.attention = v.min(1.0),
+                kind: Kind::Fraction,
+                needs: "long prompts",
+            },
+            Curve {
+                field: "attention_memory",
+                get: |c| c.attention_memory,
+                set: |c, v| c.attention_memory = v.min(1.0),
+                kind: Kind::Fraction,
+                needs: "decode over long KV caches",
+            },
+            Curve {
+                field: "attention_floor",
+                get: |c| c.attention_floor.as_us(),
+                set: |c, v| c.attention_floor = Time::from_us_f64(v),
+                kind: Kind::Time,
+                needs: "decode over short KV caches",
+            },
         ],
         KernelClass::Elementwise => vec![
-            Curve { field: "elementwise", get: |c| c.elementwise, set: |c, v| c.elementwise = v.min(1.0), kind: Kind::Fraction, needs: "many rows" },
-            Curve { field: "elementwise_floor", get: |c| c.elementwise_floor.as_us(), set: |c, v| c.elementwise_floor = Time::from_us_f64(v), kind: Kind::Time, needs: "few rows" },
+            Curve {
+                field: "elementwise",
+                get: |c| c.elementwise,
+                set: |c, v| c.elementwise = v.min(1.0),
+                kind: Kind::Fraction,
+                needs: "many rows",
+            },
+            Curve {
+                field: "elementwise_floor",
+                get: |c| c.elementwise_floor.as_us(),
+                set: |c, v| c.elementwise_floor = Time::from_us_f64(v),
+                kind: Kind::Time,
+                needs: "few rows",
+            },
         ],
     }
 }
@@ -131,7 +179,13 @@ pub fn groups(topo: &Topology, model: &HardwareModel, measurements: &[Measuremen
     by_curve.sort_by(|a, b| a.0.cmp(&b.0));
     let mut out = Vec::new();
     for ((gpu, class), points) in by_curve {
-        let candidates: Vec<(Curve, Parameter)> = curves(class).into_iter().map(|c| { let p = parameter(&gpu, &c); (c, p) }).collect();
+        let candidates: Vec<(Curve, Parameter)> = curves(class)
+            .into_iter()
+            .map(|c| {
+                let p = parameter(&gpu, &c);
+                (c, p)
+            })
+            .collect();
         let columns: Vec<Vec<f64>> = candidates.iter().map(|(_, p)| sensitivities(topo, model, measurements, &points, p)).collect();
         let kept = independent(&columns);
         let left: Vec<String> =
@@ -155,7 +209,8 @@ mod tests {
     use crate::topology::{PresetOptions, TopologySpec, resolve};
 
     fn one_h200() -> (Topology, HardwareModel) {
-        resolve(&TopologySpec { name: "hgx-h200".into(), options: PresetOptions { gpus: Some(1), gpu: None }, models: vec!["base".into()] }).unwrap()
+        resolve(&TopologySpec { name: "hgx-h200".into(), options: PresetOptions { gpus: Some(1), gpu: None }, models: vec!["base".into()] })
+            .unwrap()
     }
 
     fn gemm(m: u64, n: u64, k: u64) -> Measurement {
@@ -176,7 +231,8 @@ mod tests {
     #[test]
     fn prefill_shapes_alone_identify_only_the_compute_fraction() {
         let (topo, model) = one_h200();
-        let rows: Vec<Measurement> = [(5120, 8192), (8192, 4096), (28672, 8192), (8192, 14336)].iter().map(|&(n, k)| gemm(8192, n, k)).collect();
+        let rows: Vec<Measurement> =
+            [(5120, 8192), (8192, 4096), (28672, 8192), (8192, 14336)].iter().map(|&(n, k)| gemm(8192, n, k)).collect();
         let groups = groups(&topo, &model, &rows);
         assert_eq!(groups.len(), 1);
         let keys: Vec<&str> = groups[0].parameters.iter().map(|p| p.key.as_str()).collect();
@@ -202,9 +258,12 @@ mod tests {
         assert_eq!(groups[0].parameters.len(), 4, "{}", groups[0].name);
         let (fitted, fits) = fit(&topo, &truth, &rows, 2000);
         let got = &fitted.gpu["h200"].compute;
-        for (name, value, expected) in
-            [("matmul", got.matmul, 0.72), ("matmul_memory", got.matmul_memory, 0.78), ("blend", got.blend, 2.5), ("floor", got.matmul_floor.as_us(), 4.0)]
-        {
+        for (name, value, expected) in [
+            ("matmul", got.matmul, 0.72),
+            ("matmul_memory", got.matmul_memory, 0.78),
+            ("blend", got.blend, 2.5),
+            ("floor", got.matmul_floor.as_us(), 4.0),
+        ] {
             assert!((value / expected - 1.0).abs() < 0.01, "{name}: {value} against {expected}; {fits:?}");
         }
     }

@@ -367,7 +367,8 @@ pub fn overlay(fits: &[GroupFit]) -> toml::Table {
                     .expect("keys nest tables");
             }
             let leaf = parts[parts.len() - 1];
-            let is_time = leaf.ends_with("latency") || leaf.ends_with("overhead") || leaf.ends_with("_floor") || parts[0] == "copy_overhead";
+            let is_time =
+                leaf.ends_with("latency") || leaf.ends_with("overhead") || leaf.ends_with("_floor") || parts[0] == "copy_overhead";
             let value = if is_time {
                 toml::Value::String(Time::from_us_f64(value.max(0.0)).to_string())
             } else {

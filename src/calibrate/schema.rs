@@ -110,7 +110,9 @@ impl Measurement {
         match self.op.as_str() {
             "copy" => format!("copy {}", self.path.as_deref().unwrap_or("?")),
             "kernel" => format!("kernel {}", self.kernel.as_deref().unwrap_or("?")),
-            LLM_FORWARD => format!("{LLM_FORWARD} {} {}", self.phase.as_deref().unwrap_or("?"), self.transport.as_deref().unwrap_or("auto")),
+            LLM_FORWARD => {
+                format!("{LLM_FORWARD} {} {}", self.phase.as_deref().unwrap_or("?"), self.transport.as_deref().unwrap_or("auto"))
+            }
             op => {
                 let mut name = format!("{op} {}", self.transport.as_deref().unwrap_or("auto"));
                 for (label, value) in [("algo", &self.algo), ("proto", &self.proto)] {

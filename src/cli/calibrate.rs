@@ -177,6 +177,27 @@ pub struct RunArgs {
     /// split a run over several commands).
     #[arg(long)]
     append: bool,
+    /// Measure compute kernels on the first GPU instead of copies and
+    /// collectives: bf16 products through cuBLAS and the memory-bound
+    /// kernels of a layer (NVRTC), at the LLMs' shapes for each TP degree,
+    /// prefill token count and decode batch.
+    #[arg(long)]
+    kernels: bool,
+    /// With --kernels: the LLMs (shipped names or files).
+    #[arg(long, value_delimiter = ',', default_value = "llama-3.1-8b,llama-3.1-70b,llama-3.1-405b")]
+    kernel_llms: Vec<String>,
+    /// With --kernels: tensor-parallel degrees.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8", value_parser = clap::value_parser!(u64).range(1..))]
+    kernel_tps: Vec<u64>,
+    /// With --kernels: prefill token counts (one sequence each).
+    #[arg(long, value_delimiter = ',', default_value = runner::kernels::DEFAULT_PREFILL, value_parser = clap::value_parser!(u64).range(1..1_048_577))]
+    prefill_tokens: Vec<u64>,
+    /// With --kernels: decode batches (one token a sequence).
+    #[arg(long, value_delimiter = ',', default_value = runner::kernels::DEFAULT_DECODE, value_parser = clap::value_parser!(u64).range(1..65_537))]
+    decode_batches: Vec<u64>,
+    /// With --kernels: about how long each kernel is timed.
+    #[arg(long, default_value = "25ms", value_parser = time_arg)]
+    kernel_time: Time,
 }
 
 fn sizes_arg(text: &str) -> Result<Sizes, String> {
@@ -217,6 +238,13 @@ fn run_options(args: RunArgs) -> RunOptions {
         child_timeout: args.child_timeout,
         append: args.append,
         command: std::env::args().collect(),
+        kernels: args.kernels.then(|| runner::kernels::KernelOptions {
+            llms: args.kernel_llms,
+            tps: args.kernel_tps,
+            prefill: args.prefill_tokens,
+            decode: args.decode_batches,
+            point_time: args.kernel_time,
+        }),
     }
 }
 

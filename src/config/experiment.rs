@@ -382,7 +382,8 @@ gpu = "h20"
 
     #[test]
     fn scope_and_fusion_are_read_and_checked_against_the_model() {
-        let experiment = Experiment::parse(Path::new("e.toml"), &GOOD.replace("tp = 8\n", "tp = 8\nscope = \"layers\"\nfusion = \"torch\"\n")).unwrap();
+        let experiment =
+            Experiment::parse(Path::new("e.toml"), &GOOD.replace("tp = 8\n", "tp = 8\nscope = \"layers\"\nfusion = \"torch\"\n")).unwrap();
         assert!(experiment.modes.iter().all(|m| m.scope == Scope::Layers && m.fusion == "torch"));
         let defaults = Experiment::parse(Path::new("e.toml"), GOOD).unwrap();
         assert!(defaults.modes.iter().all(|m| m.scope == Scope::Full && m.fusion == "vllm"));

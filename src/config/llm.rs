@@ -197,11 +197,7 @@ impl LlmModel {
     /// The fusion called `name`, or an error listing the model's.
     pub fn fusion(&self, name: &str) -> Result<&Fusion, String> {
         self.fusion.get(name).ok_or_else(|| {
-            format!(
-                "model {} has no [fusion.{name}]; it has: {}",
-                self.name,
-                self.fusion.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
+            format!("model {} has no [fusion.{name}]; it has: {}", self.name, self.fusion.keys().cloned().collect::<Vec<_>>().join(", "))
         })
     }
 

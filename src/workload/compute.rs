@@ -156,8 +156,10 @@ mod tests {
     #[test]
     fn efficiency_grows_with_rows_toward_the_compute_fraction() {
         let gpu = h200();
-        let efficiencies: Vec<f64> =
-            [1.0, 16.0, 256.0, 4096.0, 65536.0].iter().map(|&m| Kernel::gemm("g", m, 8192.0, 8192.0, 2.0).compute_efficiency(&gpu)).collect();
+        let efficiencies: Vec<f64> = [1.0, 16.0, 256.0, 4096.0, 65536.0]
+            .iter()
+            .map(|&m| Kernel::gemm("g", m, 8192.0, 8192.0, 2.0).compute_efficiency(&gpu))
+            .collect();
         assert!(efficiencies.windows(2).all(|w| w[0] < w[1]), "{efficiencies:?}");
         assert!((efficiencies[4] / gpu.compute.matmul - 1.0).abs() < 0.01, "{efficiencies:?}");
     }

@@ -59,6 +59,10 @@ pub struct ModeResult {
     pub gpu_model: String,
     pub gpus: usize,
     pub tp: u32,
+    /// How the forward ran: its caller, which kernels, which fusion.
+    pub stack: crate::stack::Stack,
+    pub scope: crate::config::llm::Scope,
+    pub fusion: String,
     pub replay: QueryReplay,
     /// The link with the most bytes for its capacity over the query's
     /// communication time, and that fraction.
@@ -205,6 +209,9 @@ fn mode_result(experiment: &Experiment, setup: &TensorParallel, index: usize, re
         gpu_model: run.topology.gpu_model.clone(),
         gpus: run.topology.gpus().len(),
         tp: run.tp,
+        stack: run.stack,
+        scope: run.scope,
+        fusion: run.fusion.clone(),
         replay,
         busiest_link,
         headline,
@@ -268,7 +275,15 @@ impl ModeResult {
             "naive_comm_ms": self.naive_comm(2).map(Time::as_ms),
             "naive_comm_ms_per_direction": self.naive_comm(1).map(Time::as_ms),
         });
-        value.as_object().cloned().expect("a JSON object")
+        let mut record = value.as_object().cloned().expect("a JSON object");
+        let forward = json!({
+            "launch_wait_ms": r.launch_wait().as_ms(),
+            "stack": self.stack.name(),
+            "scope": self.scope.name(),
+            "fusion": self.fusion,
+        });
+        record.extend(forward.as_object().cloned().expect("a JSON object"));
+        record
     }
 }
 

@@ -51,9 +51,16 @@ pub enum Block {
 /// One thing every GPU of the group does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
-    Kernel { kernel: Kernel, block: Block },
+    Kernel {
+        kernel: Kernel,
+        block: Block,
+    },
     /// A collective over the group (only at TP > 1).
-    Collective { op: Op, bytes: Bytes, block: Block },
+    Collective {
+        op: Op,
+        bytes: Bytes,
+        block: Block,
+    },
 }
 
 impl Step {
@@ -101,7 +108,6 @@ struct Dims {
     kv_heads: f64,
     head_dim: f64,
     ffn: f64,
-    vocab: f64,
     batch: f64,
     tokens: f64,
     context: f64,
@@ -118,7 +124,6 @@ impl Dims {
             kv_heads: kv_heads as f64,
             head_dim: llm.head_dim() as f64,
             ffn: (llm.ffn / shape.tp) as f64,
-            vocab: llm.vocab.div_ceil(shape.tp) as f64,
             batch: shape.batch as f64,
             tokens: shape.tokens as f64,
             context: shape.context as f64,
@@ -159,7 +164,10 @@ impl Dims {
         if one_kernel {
             vec![Kernel::elementwise("kv_write", self.rows_of(self.kv_width(), 4.0))]
         } else {
-            vec![Kernel::elementwise("kv_write_k", self.rows_of(self.kv_width(), 2.0)), Kernel::elementwise("kv_write_v", self.rows_of(self.kv_width(), 2.0))]
+            vec![
+                Kernel::elementwise("kv_write_k", self.rows_of(self.kv_width(), 2.0)),
+                Kernel::elementwise("kv_write_v", self.rows_of(self.kv_width(), 2.0)),
+            ]
         }
     }
 
@@ -175,8 +183,10 @@ impl Dims {
         let pairs = self.batch * (self.tokens * self.context + self.tokens * (self.tokens + 1.0) / 2.0);
         let flops = 4.0 * pairs * self.head_dim * self.q_heads;
         // Q and O of the new tokens, K and V of every position attended to.
-        let bytes =
-            self.element * self.head_dim * self.batch * (2.0 * self.tokens * self.q_heads + 2.0 * (self.context + self.tokens) * self.kv_heads);
+        let bytes = self.element
+            * self.head_dim
+            * self.batch
+            * (2.0 * self.tokens * self.q_heads + 2.0 * (self.context + self.tokens) * self.kv_heads);
         Kernel { name: "attention", class: KernelClass::Attention, flops, bytes }
     }
 
@@ -188,14 +198,33 @@ impl Dims {
         }
     }
 
-    fn gemm(&self, name: &'static str, k: f64, n: f64) -> Kernel {
-        Kernel::gemm(name, self.rows, k, n, self.element)
+    /// The projection `name` of `gemm_shapes` over every row.
+    fn gemm(&self, shapes: &[(&'static str, u64, u64)], name: &str) -> Kernel {
+        let &(name, k, n) = shapes.iter().find(|(n, _, _)| *n == name).expect("a projection of gemm_shapes");
+        Kernel::gemm(name, self.rows, k as f64, n as f64, self.element)
     }
+}
+
+/// The weights one GPU multiplies by, as (name, k, n): its activations of k
+/// columns times a k x n slice of the weight, for each projection of a
+/// layer and the LM head.
+pub fn gemm_shapes(llm: &LlmModel, tp: u64) -> [(&'static str, u64, u64); 5] {
+    let (q_heads, kv_heads) = llm.heads_per_gpu(tp);
+    let head_dim = llm.head_dim();
+    let ffn = llm.ffn / tp;
+    [
+        ("gemm_qkv", llm.hidden, (q_heads + 2 * kv_heads) * head_dim),
+        ("gemm_o", q_heads * head_dim, llm.hidden),
+        ("gemm_gate_up", llm.hidden, 2 * ffn),
+        ("gemm_down", ffn, llm.hidden),
+        ("gemm_lm_head", llm.hidden, llm.vocab.div_ceil(tp)),
+    ]
 }
 
 /// The kernels and collectives of one pass on each GPU.
 pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: Shape) -> PassProgram {
     let d = Dims::of(llm, shape);
+    let shapes = gemm_shapes(llm, shape.tp);
     let full = scope == Scope::Full;
     let tensor_parallel = shape.tp > 1;
     let activations = Bytes(shape.rows() * llm.hidden * llm.dtype_bytes);
@@ -205,7 +234,7 @@ pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: Shape)
     let mut layer = Vec::new();
     let attention_norm = if fusion.add_norm { d.add_norm("add_rms_norm") } else { d.norm() };
     layer.push(kernel(attention_norm, Block::Attention));
-    layer.push(kernel(d.gemm("gemm_qkv", d.hidden, (d.q_heads + 2.0 * d.kv_heads) * d.head_dim), Block::Attention));
+    layer.push(kernel(d.gemm(&shapes, "gemm_qkv"), Block::Attention));
     // The shared forward skipped rotary, and wrote the cache only at decode.
     let writes_cache = full || shape.context > 0;
     if full && fusion.rope_kv_write {
@@ -219,7 +248,7 @@ pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: Shape)
         }
     }
     layer.push(kernel(d.attention(), Block::Attention));
-    layer.push(kernel(d.gemm("gemm_o", d.q_heads * d.head_dim, d.hidden), Block::Attention));
+    layer.push(kernel(d.gemm(&shapes, "gemm_o"), Block::Attention));
     if tensor_parallel {
         layer.push(allreduce(Block::Attention));
     }
@@ -229,9 +258,9 @@ pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: Shape)
         layer.push(kernel(d.residual_add(), Block::Mlp));
         layer.push(kernel(d.norm(), Block::Mlp));
     }
-    layer.push(kernel(d.gemm("gemm_gate_up", d.hidden, 2.0 * d.ffn), Block::Mlp));
+    layer.push(kernel(d.gemm(&shapes, "gemm_gate_up"), Block::Mlp));
     layer.extend(d.activation(fusion.silu_mul).into_iter().map(|k| kernel(k, Block::Mlp)));
-    layer.push(kernel(d.gemm("gemm_down", d.ffn, d.hidden), Block::Mlp));
+    layer.push(kernel(d.gemm(&shapes, "gemm_down"), Block::Mlp));
     if tensor_parallel {
         layer.push(allreduce(Block::Mlp));
     }
@@ -252,7 +281,8 @@ pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: Shape)
         epilogue.push(kernel(final_norm, Block::Logits));
         // Logits only for each sequence's last position, over this GPU's
         // part of the vocabulary, gathered whole on every GPU.
-        epilogue.push(kernel(Kernel::gemm("gemm_lm_head", d.batch, d.hidden, d.vocab, d.element), Block::Logits));
+        let &(_, k, n) = &shapes[4];
+        epilogue.push(kernel(Kernel::gemm("gemm_lm_head", d.batch, k as f64, n as f64, d.element), Block::Logits));
         if tensor_parallel {
             let gathered = Bytes(shape.batch * llm.vocab.div_ceil(shape.tp) * shape.tp * llm.dtype_bytes);
             epilogue.push(Step::Collective { op: Op::AllGather, bytes: gathered, block: Block::Logits });
@@ -330,7 +360,20 @@ mod tests {
         assert_eq!(names(&pass.prologue), ["embedding", "allreduce"]);
         assert_eq!(
             names(&pass.layer),
-            ["add_rms_norm", "gemm_qkv", "rotary", "kv_write", "attention", "gemm_o", "allreduce", "add_rms_norm", "gemm_gate_up", "silu_mul", "gemm_down", "allreduce"]
+            [
+                "add_rms_norm",
+                "gemm_qkv",
+                "rotary",
+                "kv_write",
+                "attention",
+                "gemm_o",
+                "allreduce",
+                "add_rms_norm",
+                "gemm_gate_up",
+                "silu_mul",
+                "gemm_down",
+                "allreduce"
+            ]
         );
         assert_eq!(names(&pass.epilogue), ["final_norm", "gemm_lm_head", "allgather", "sampling"]);
         // The logits of 4 sequences over 128256 entries (16032 a GPU), bf16.

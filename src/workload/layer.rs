@@ -77,7 +77,8 @@ pub fn simulate_layer(replayer: &Replayer, program: &PassProgram) -> Result<Laye
     let tasks = replayer.build(&mut graph, &pass.layer, vec![start; ranks], host, Collectives::Embedded, &mut cache)?;
     let schedule = engine::run(&graph, &mut replayer.topo.network());
     let topo = replayer.topo;
-    let mut lanes: Vec<GpuLane> = replayer.ranks.iter().map(|&gpu| GpuLane { gpu: topo.node(gpu).name.clone(), spans: Vec::new() }).collect();
+    let mut lanes: Vec<GpuLane> =
+        replayer.ranks.iter().map(|&gpu| GpuLane { gpu: topo.node(gpu).name.clone(), spans: Vec::new() }).collect();
     for (rank, lane) in lanes.iter_mut().enumerate() {
         let gpu = replayer.ranks[rank];
         for (activity, block) in [(Activity::Attention, Block::Attention), (Activity::Mlp, Block::Mlp)] {

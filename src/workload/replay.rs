@@ -76,8 +76,12 @@ impl Clocks {
 #[derive(Debug, Clone)]
 enum Work {
     /// A kernel taking `time` on the GPU (a graph's gap included).
-    Kernel { time: Time },
-    Collective { request: Request },
+    Kernel {
+        time: Time,
+    },
+    Collective {
+        request: Request,
+    },
 }
 
 /// What makes two segments the same work.
@@ -149,8 +153,8 @@ impl LastRun {
     /// The clocks after the segment run from `start`, if this run tells.
     fn apply(&self, start: &Clocks, host_cost: Time) -> Option<Clocks> {
         let (gpu, host) = start.relative();
-        let hosts_fit = host == self.host_start
-            || (!self.waited_for_host && host.iter().zip(&self.host_start).all(|(now, then)| now <= then));
+        let hosts_fit =
+            host == self.host_start || (!self.waited_for_host && host.iter().zip(&self.host_start).all(|(now, then)| now <= then));
         if gpu != self.gpu_start || !hosts_fit {
             return None;
         }
@@ -387,7 +391,12 @@ impl Replayer<'_> {
     /// each pass starting when the last GPU finished the one before. Returns
     /// when each pass ends. The reference the segment replay is tested
     /// against; also the shape a query takes beside other work.
-    pub fn run_whole(&self, passes: &[PreparedPass], collectives: Collectives, cache: &mut CollectiveCache) -> Result<Vec<Time>, CollectiveError> {
+    pub fn run_whole(
+        &self,
+        passes: &[PreparedPass],
+        collectives: Collectives,
+        cache: &mut CollectiveCache,
+    ) -> Result<Vec<Time>, CollectiveError> {
         let mut graph = TaskGraph::new();
         let ranks = self.ranks.len();
         let mut sync = graph.join(&[]);
@@ -426,7 +435,8 @@ mod tests {
     fn whole_graph_ends(setup: &TensorParallel, query: &Query, topo: &Topology, model: &HardwareModel) -> Vec<Time> {
         let replayer = setup.replayer();
         let mut cache = CollectiveCache::new(topo, model);
-        let passes: Vec<PreparedPass> = query.passes().map(|pass| replayer.prepare(&setup.program(query, pass), &mut cache).unwrap()).collect();
+        let passes: Vec<PreparedPass> =
+            query.passes().map(|pass| replayer.prepare(&setup.program(query, pass), &mut cache).unwrap()).collect();
         replayer.run_whole(&passes, Collectives::Embedded, &mut cache).unwrap()
     }
 
@@ -472,7 +482,8 @@ mod tests {
         let llm = short_llama(80);
         let query = Query { prompt: 2048, output: 2, batch: 1 };
         for stack in [Stack::NcclGraph, Stack::TorchEager] {
-            let setup = TensorParallel::new(&topo, &model, &llm, 8, Mode::Nvswitch).unwrap().with_forward(stack, Scope::Full, "vllm").unwrap();
+            let setup =
+                TensorParallel::new(&topo, &model, &llm, 8, Mode::Nvswitch).unwrap().with_forward(stack, Scope::Full, "vllm").unwrap();
             let replay = setup.replay(&query, &mut CollectiveCache::new(&topo, &model)).unwrap();
             // Three passes of 80 layers, a prologue and an epilogue each: in
             // a graph every layer of a pass repeats the first; eager, the
@@ -490,7 +501,11 @@ mod tests {
         let eager = |llm, tp| {
             let query = Query { prompt: 4096, output: 4, batch: 1 };
             let setup = TensorParallel::new(&topo, &model, llm, tp, Mode::Nvswitch).unwrap();
-            setup.with_forward(Stack::TorchEager, Scope::Full, "torch").unwrap().replay(&query, &mut CollectiveCache::new(&topo, &model)).unwrap()
+            setup
+                .with_forward(Stack::TorchEager, Scope::Full, "torch")
+                .unwrap()
+                .replay(&query, &mut CollectiveCache::new(&topo, &model))
+                .unwrap()
         };
         // The prefill's kernels outlast their launches: only the first waits.
         let seventy = short_llama(4);

@@ -115,7 +115,12 @@ impl<'a> TensorParallel<'a> {
             return Err(TpError::Degree { tp, model: llm.name.clone(), gpus, allowed });
         }
         let gpu = model.gpu(&topo.gpu_model).map_err(TpError::Model)?;
-        let fusion = llm.fusion.get(Fusion::DEFAULT).or_else(|| llm.fusion.values().next()).cloned().unwrap_or_else(|| Fusion::builtin()[Fusion::DEFAULT].clone());
+        let fusion = llm
+            .fusion
+            .get(Fusion::DEFAULT)
+            .or_else(|| llm.fusion.values().next())
+            .cloned()
+            .unwrap_or_else(|| Fusion::builtin()[Fusion::DEFAULT].clone());
         let stack = Stack::default();
         let launch = Launch::of(model, stack).map_err(TpError::Model)?;
         let setup = TensorParallel {

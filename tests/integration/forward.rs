@@ -64,6 +64,7 @@ fn the_shared_prefill_without_allreduces_is_within_5_percent() {
 
 #[test]
 fn validate_predicts_forward_rows_from_the_command_line() {
-    let out = succeeded(&icsim(&["calibrate", "validate", "tests/data/h200x2-forward-slice.jsonl", "--topology", "hgx-h200", "--gpus", "2"]));
+    let out =
+        succeeded(&icsim(&["calibrate", "validate", "tests/data/h200x2-forward-slice.jsonl", "--topology", "hgx-h200", "--gpus", "2"]));
     assert!(out.contains("llm_forward decode_step none") && out.contains("torch-graph layers torch"), "{out}");
 }
