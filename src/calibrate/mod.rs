@@ -12,6 +12,7 @@ pub mod predict;
 pub mod runner;
 pub mod schema;
 pub mod validate;
+pub mod vllm_bench;
 
 use std::path::Path;
 

@@ -11,7 +11,7 @@ use super::collective::Sizes;
 use super::{TopologyArgs, parse_format};
 use icsim::calibrate::nccl_tests::NcclTestsOptions;
 use icsim::calibrate::runner::{self, RunOptions, Timing, TransportSetting};
-use icsim::calibrate::{clock, fit, read_measurements, validate};
+use icsim::calibrate::{clock, fit, read_measurements, validate, vllm_bench};
 use icsim::collective::{Algorithm, Choice, Op, Protocol};
 use icsim::report::{self, Format, plots};
 use icsim::topology::{self, TopologySpec};
@@ -87,10 +87,52 @@ pub struct MeasurementArgs {
     /// (allreduce, allgather, reducescatter, broadcast).
     #[arg(long)]
     op: Option<String>,
+    /// For `vllm bench latency --output-json` results: what vLLM was run
+    /// with (its own flag names), which the JSON does not record.
+    #[command(flatten)]
+    vllm: VllmArgs,
+}
+
+/// What a `vllm bench latency` result does not say.
+#[derive(Debug, Args)]
+struct VllmArgs {
+    /// The LLM vLLM served: a shipped name (llama-3.1-70b) or a model file.
+    #[arg(long)]
+    llm: Option<String>,
+    /// vLLM's --tensor-parallel-size.
+    #[arg(long)]
+    tp: Option<u32>,
+    /// vLLM's --input-len.
+    #[arg(long)]
+    input_len: Option<u64>,
+    /// vLLM's --output-len.
+    #[arg(long)]
+    output_len: Option<u64>,
+    /// vLLM's --batch-size.
+    #[arg(long)]
+    batch_size: Option<u64>,
+    /// How vLLM launched its kernels (default nccl-graph: CUDA graphs).
+    #[arg(long, value_parser = |s: &str| s.parse::<icsim::stack::Stack>())]
+    stack: Option<icsim::stack::Stack>,
 }
 
 impl MeasurementArgs {
     fn read(&self) -> Result<Vec<icsim::calibrate::schema::Measurement>> {
+        let path = &self.measurements;
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if vllm_bench::is_vllm_bench(&text) {
+            let v = &self.vllm;
+            let options = vllm_bench::VllmBenchOptions {
+                llm: v.llm.clone(),
+                tp: v.tp,
+                input_len: v.input_len,
+                output_len: v.output_len,
+                batch_size: v.batch_size,
+                stack: v.stack,
+                transport: self.transport.clone(),
+            };
+            return Ok(vllm_bench::parse(path, &text, &options)?);
+        }
         let options = NcclTestsOptions { op: self.op.clone(), transport: self.transport.clone() };
         Ok(read_measurements(&self.measurements, &options)?)
     }

@@ -68,3 +68,53 @@ fn validate_predicts_forward_rows_from_the_command_line() {
         succeeded(&icsim(&["calibrate", "validate", "tests/data/h200x2-forward-slice.jsonl", "--topology", "hgx-h200", "--gpus", "2"]));
     assert!(out.contains("llm_forward decode_step none") && out.contains("torch-graph layers torch"), "{out}");
 }
+
+/// Kernel rows of `measurements` predicted on one GPU of `preset`: every
+/// row, then the median and 90th percentile of the absolute errors.
+fn kernel_errors(folder: &std::path::Path, preset_name: &str, overlays: &[&str]) -> Option<(usize, f64, f64)> {
+    let measured = read_measurements(&folder.join("measurements.jsonl"), &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let kernels: Vec<Measurement> = measured.into_iter().filter(|m| m.op == "kernel").collect();
+    if kernels.is_empty() {
+        return None;
+    }
+    let (topo, model) = preset(preset_name, Some(1), overlays);
+    let rows = validate::compare(&topo, &model, &kernels).expect("every kernel row is predicted");
+    let mut errors: Vec<f64> = rows.iter().filter_map(|r| r.error.map(f64::abs)).collect();
+    errors.sort_by(f64::total_cmp);
+    let summary = validate::summarize(&rows, None, |_| true);
+    for s in &summary {
+        println!("{:<28} {:>4} rows  median {:>5.1}%  p90 {:>5.1}%  max {:>5.1}%", s.series, s.errors.points, s.errors.median_abs * 100.0, s.errors.p90_abs * 100.0, s.errors.max_abs * 100.0);
+    }
+    Some((errors.len(), validate::median(&errors), validate::quantile(&errors, 0.9)))
+}
+
+#[test]
+fn the_public_h200_gemms_are_predicted_by_the_curve_fitted_to_them() {
+    // The base H200 curve was fitted to these 945 public timings (in
+    // sample): a regression guard of the fit, at its own median (6.8%) and
+    // 90th percentile (14.7%) plus a margin. The issue's 5% median is for the
+    // runner's own kernels (below).
+    let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/hardware/measurements/public-h200-gemm");
+    let (rows, median, p90) = kernel_errors(&folder, "hgx-h200", &["base"]).expect("the public GEMMs");
+    println!("public H200 GEMMs: {rows} rows, median {:.1}%, p90 {:.1}%", median * 100.0, p90 * 100.0);
+    assert!(rows == 945 && median <= 0.07 && p90 <= 0.15, "median {:.1}%, p90 {:.1}%", median * 100.0, p90 * 100.0);
+}
+
+#[test]
+fn the_runners_own_kernels_are_predicted_within_5_percent_median() {
+    // Issue 11: kernel prediction median <= 5% over every measured shape,
+    // for each committed runner folder with kernel rows.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/hardware/measurements");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&root).expect("the measurements folder") {
+        let folder = entry.expect("a folder entry").path();
+        let Ok(system) = std::fs::read_to_string(folder.join("system.json")) else { continue };
+        let gpu = serde_json::from_str::<serde_json::Value>(&system).expect("system.json")["gpus"][0]["name"].as_str().unwrap_or("").to_lowercase();
+        let Some(board) = ["h200", "h100", "a100", "h20"].iter().find(|g| gpu.contains(*g)).map(|g| format!("hgx-{g}")) else { continue };
+        let Some((rows, median, _)) = kernel_errors(&folder, &board, &[]) else { continue };
+        println!("{}: {rows} kernel rows, median {:.1}%", folder.display(), median * 100.0);
+        assert!(median <= BOUND, "{}: kernel median {:.1}% over 5%", folder.display(), median * 100.0);
+        checked += rows;
+    }
+    println!("{checked} kernel rows of the runner checked (none until `icsim calibrate run --kernels` is committed)");
+}

@@ -33,10 +33,10 @@ fn nvrtc_error(what: &str, status: Status, log: &str) -> RunnerError {
     }
 }
 
-impl Module {
-    /// Compiles `source` for compute capability `major.minor` (a cubin for
-    /// that GPU) and loads it; the GPU's context must be current.
-    pub fn compile(source: &str, (major, minor): (i32, i32)) -> Result<Module, RunnerError> {
+/// Compiles `source` for compute capability `major.minor` into a cubin for
+/// that GPU (no GPU needed); returns it and what compiled it.
+pub fn compile(source: &str, (major, minor): (i32, i32)) -> Result<(Vec<u8>, String), RunnerError> {
+    {
         let loaded = libs::load("libnvrtc", &["libnvrtc-builtins"], "NVRTC_LIB").map_err(RunnerError::Usage)?;
         let lib = &loaded.library;
         let symbol = |name: &'static str| RunnerError::Usage(format!("{} is not a usable NVRTC: no {name}", loaded.location));
@@ -86,10 +86,20 @@ impl Module {
             if status != 0 {
                 return Err(nvrtc_error("reading the compiled kernels", status, ""));
             }
-            let module = result::module::load_data(cubin.as_ptr().cast())
-                .map_err(|e| RunnerError::Cuda { what: "loading the compiled kernels".into(), error: super::super::cuda::describe(e) })?;
-            Ok(Module { module, compiler })
+            Ok((cubin, compiler))
         }
+    }
+}
+
+impl Module {
+    /// Compiles `source` for the GPU of compute capability `capability`
+    /// and loads it; the GPU's context must be current.
+    pub fn compile(source: &str, capability: (i32, i32)) -> Result<Module, RunnerError> {
+        let (cubin, compiler) = compile(source, capability)?;
+        // SAFETY: a cubin NVRTC just produced for this GPU.
+        let module = unsafe { result::module::load_data(cubin.as_ptr().cast()) }
+            .map_err(|e| RunnerError::Cuda { what: "loading the compiled kernels".into(), error: super::super::cuda::describe(e) })?;
+        Ok(Module { module, compiler })
     }
 
     /// The kernel `name` of the module.
@@ -154,5 +164,23 @@ impl Function {
         // device memory, which callers keep until the stream is done.
         unsafe { result::launch_kernel(self.function, (grid, 1, 1), (block, 1, 1), 0 as c_uint, stream, &mut pointers) }
             .map_err(|e| RunnerError::Cuda { what: format!("launching kernel {}", self.name), error: super::super::cuda::describe(e) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Compiles the runner's kernels for an H100/H200 where NVRTC is
+    /// installed (pip's nvidia-cuda-nvrtc wheels; no GPU needed).
+    #[test]
+    fn the_kernels_compile_for_hopper_where_nvrtc_is_installed() {
+        if libs::load("libnvrtc", &[], "NVRTC_LIB").is_err() {
+            println!("no NVRTC here: the kernels are compiled on the GPU machine only");
+            return;
+        }
+        let (cubin, compiler) = compile(super::super::SOURCE, (9, 0)).unwrap_or_else(|e| panic!("{e}"));
+        println!("{compiler}: {} bytes of cubin", cubin.len());
+        assert!(cubin.starts_with(b"\x7fELF"), "a cubin is an ELF image");
     }
 }
