@@ -42,12 +42,20 @@ pub fn is_vllm_bench(text: &str) -> bool {
 
 /// The result in `text`, read from `path`, as a measurement.
 pub fn parse(path: &Path, text: &str, options: &VllmBenchOptions) -> Result<Vec<Measurement>, ConfigError> {
-    let latency: Latency = serde_json::from_str(text)
-        .map_err(|e| ConfigError::Syntax { path: path.to_path_buf(), message: format!("{e}; expected vllm bench latency's JSON with avg_latency in seconds") })?;
+    let latency: Latency = serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
+        path: path.to_path_buf(),
+        message: format!("{e}; expected vllm bench latency's JSON with avg_latency in seconds"),
+    })?;
     if !(latency.avg_latency.is_finite() && latency.avg_latency > 0.0) {
         return Err(ConfigError::invalid(path, "avg_latency", "must be a positive number of seconds"));
     }
-    let missing = |flag: &str| ConfigError::invalid("command line", flag, format!("{} is a vllm bench latency result, which does not say it: give {flag} as vLLM was run", path.display()));
+    let missing = |flag: &str| {
+        ConfigError::invalid(
+            "command line",
+            flag,
+            format!("{} is a vllm bench latency result, which does not say it: give {flag} as vLLM was run", path.display()),
+        )
+    };
     let output_len = options.output_len.filter(|&n| n > 0).ok_or_else(|| missing("--output-len"))?;
     Ok(vec![Measurement {
         schema: 1,
@@ -78,7 +86,14 @@ mod tests {
     const RESULT: &str = r#"{"avg_latency": 2.5, "latencies": [2.4, 2.5, 2.6], "percentiles": {"50": 2.5, "99": 2.6}}"#;
 
     fn options() -> VllmBenchOptions {
-        VllmBenchOptions { llm: Some("llama-3.1-8b".into()), tp: Some(2), input_len: Some(1024), output_len: Some(128), batch_size: Some(8), ..Default::default() }
+        VllmBenchOptions {
+            llm: Some("llama-3.1-8b".into()),
+            tp: Some(2),
+            input_len: Some(1024),
+            output_len: Some(128),
+            batch_size: Some(8),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -86,7 +101,10 @@ mod tests {
         assert!(is_vllm_bench(RESULT) && !is_vllm_bench("{\"schema\": 1}\n{\"schema\": 1}"));
         let rows = parse(Path::new("h200-tp2.json"), RESULT, &options()).unwrap();
         let m = &rows[0];
-        assert_eq!((m.op.as_str(), m.phase.as_deref(), m.tokens, m.output, m.batch), ("llm_forward", Some("query"), Some(1024), Some(127), Some(8)));
+        assert_eq!(
+            (m.op.as_str(), m.phase.as_deref(), m.tokens, m.output, m.batch),
+            ("llm_forward", Some("query"), Some(1024), Some(127), Some(8))
+        );
         assert_eq!((m.time_us, m.stack(), m.system.as_str()), (2.5e6, Stack::NcclGraph, "h200-tp2"));
     }
 

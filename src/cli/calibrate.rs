@@ -280,7 +280,7 @@ fn run_options(args: RunArgs) -> RunOptions {
         child_timeout: args.child_timeout,
         append: args.append,
         command: std::env::args().collect(),
-        kernels: args.kernels.then(|| runner::kernels::KernelOptions {
+        kernels: args.kernels.then_some(runner::kernels::KernelOptions {
             llms: args.kernel_llms,
             tps: args.kernel_tps,
             prefill: args.prefill_tokens,

@@ -83,7 +83,14 @@ fn kernel_errors(folder: &std::path::Path, preset_name: &str, overlays: &[&str])
     errors.sort_by(f64::total_cmp);
     let summary = validate::summarize(&rows, None, |_| true);
     for s in &summary {
-        println!("{:<28} {:>4} rows  median {:>5.1}%  p90 {:>5.1}%  max {:>5.1}%", s.series, s.errors.points, s.errors.median_abs * 100.0, s.errors.p90_abs * 100.0, s.errors.max_abs * 100.0);
+        println!(
+            "{:<28} {:>4} rows  median {:>5.1}%  p90 {:>5.1}%  max {:>5.1}%",
+            s.series,
+            s.errors.points,
+            s.errors.median_abs * 100.0,
+            s.errors.p90_abs * 100.0,
+            s.errors.max_abs * 100.0
+        );
     }
     Some((errors.len(), validate::median(&errors), validate::quantile(&errors, 0.9)))
 }
@@ -109,7 +116,10 @@ fn the_runners_own_kernels_are_predicted_within_5_percent_median() {
     for entry in std::fs::read_dir(&root).expect("the measurements folder") {
         let folder = entry.expect("a folder entry").path();
         let Ok(system) = std::fs::read_to_string(folder.join("system.json")) else { continue };
-        let gpu = serde_json::from_str::<serde_json::Value>(&system).expect("system.json")["gpus"][0]["name"].as_str().unwrap_or("").to_lowercase();
+        let gpu = serde_json::from_str::<serde_json::Value>(&system).expect("system.json")["gpus"][0]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_lowercase();
         let Some(board) = ["h200", "h100", "a100", "h20"].iter().find(|g| gpu.contains(*g)).map(|g| format!("hgx-{g}")) else { continue };
         let Some((rows, median, _)) = kernel_errors(&folder, &board, &[]) else { continue };
         println!("{}: {rows} kernel rows, median {:.1}%", folder.display(), median * 100.0);

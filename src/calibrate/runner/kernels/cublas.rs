@@ -6,17 +6,15 @@
 
 use std::ffi::{c_int, c_void};
 
-use cudarc::driver::sys::CUstream;
-
 use super::super::RunnerError;
-use super::super::cuda::DeviceRange;
+use super::super::cuda::{DeviceRange, Stream};
 use super::libs;
 
 type Handle = *mut c_void;
 type Status = c_int;
 type Create = unsafe extern "C" fn(*mut Handle) -> Status;
 type Destroy = unsafe extern "C" fn(Handle) -> Status;
-type SetStream = unsafe extern "C" fn(Handle, CUstream) -> Status;
+type SetStream = unsafe extern "C" fn(Handle, cudarc::driver::sys::CUstream) -> Status;
 type SetWorkspace = unsafe extern "C" fn(Handle, *mut c_void, usize) -> Status;
 type GetVersion = unsafe extern "C" fn(Handle, *mut c_int) -> Status;
 #[rustfmt::skip]
@@ -91,11 +89,11 @@ impl Cublas {
 
     /// Issues later products on `stream`, with `workspace` as cuBLAS's
     /// scratch memory (so that graph capture allocates nothing).
-    pub fn bind(&self, stream: CUstream, workspace: DeviceRange<'_>) -> Result<(), RunnerError> {
+    pub fn bind(&self, stream: &Stream, workspace: DeviceRange<'_>) -> Result<(), RunnerError> {
         // SAFETY: a live handle and stream; the workspace lies in a live
         // allocation that outlives the handle's use of it (the caller keeps it).
         unsafe {
-            check("cublasSetStream", (self.set_stream)(self.handle, stream))?;
+            check("cublasSetStream", (self.set_stream)(self.handle, stream.raw()))?;
             check("cublasSetWorkspace", (self.set_workspace)(self.handle, workspace.address() as *mut c_void, workspace.len()))
         }
     }

@@ -136,8 +136,8 @@ pub fn plan(llms: &[(String, LlmModel)], options: &KernelOptions, model: &Hardwa
         }
     };
     for (label, llm) in llms {
-        let allowed = crate::workload::tp::allowed_degrees(llm, u32::MAX.min(1024));
-        for &tp in options.tps.iter().filter(|&&tp| allowed.contains(&(tp as u32))) {
+        let divides = |tp: u64| tp > 0 && llm.heads.is_multiple_of(tp) && llm.ffn.is_multiple_of(tp);
+        for &tp in options.tps.iter().filter(|&&tp| divides(tp)) {
             let shapes = forward::gemm_shapes(llm, tp);
             let decode = options.decode.iter().map(|&batch| Shape { tp, batch, tokens: 1, context: 0 });
             let prefill = options.prefill.iter().map(|&tokens| Shape { tp, batch: 1, tokens, context: 0 });
@@ -269,9 +269,9 @@ impl Bench {
         for (seed, buffer) in [&bench.buffers.a, &bench.buffers.b, &bench.buffers.c, &bench.buffers.weight].into_iter().enumerate() {
             let elements = (buffer.len() / 2) as u64;
             let args = [Arg::Pointer(buffer.range(0, 0).address()), Arg::Long(elements), Arg::Int(seed as i32 + 1), Arg::Float(0.05)];
-            fill.launch(bench.stream.raw(), GRID_LIMIT, 256, &args)?;
+            fill.launch(&bench.stream, GRID_LIMIT, 256, &args)?;
         }
-        bench.cublas.bind(bench.stream.raw(), bench.buffers.workspace.range(0, 32 << 20))?;
+        bench.cublas.bind(&bench.stream, bench.buffers.workspace.range(0, 32 << 20))?;
         bench.stream.synchronize()?;
         Ok(bench)
     }
@@ -279,7 +279,7 @@ impl Bench {
     /// Queues call `index` of `point` (weights cycled over their copies).
     fn enqueue(&self, point: &KernelPoint, index: u64) -> Result<(), RunnerError> {
         let b = &self.buffers;
-        let stream = self.stream.raw();
+        let stream = &self.stream;
         let at = |buffer: &DeviceBuffer, offset: u64| Arg::Pointer(buffer.range(0, 0).address() + offset);
         let int = |v: u64| Arg::Int(v as i32);
         let threads = 256;
@@ -346,7 +346,7 @@ impl Bench {
     pub fn measure(&self, point: &KernelPoint, point_time: Time) -> Result<(f64, u32, u32), RunnerError> {
         if let Work::Embedding { rows, vocab, .. } = point.work {
             let args = [Arg::Pointer(self.buffers.ids.range(0, 0).address()), Arg::Int(rows as i32), Arg::Int(vocab as i32)];
-            self.module.function("fill_ids")?.launch(self.stream.raw(), 64, 256, &args)?;
+            self.module.function("fill_ids")?.launch(&self.stream, 64, 256, &args)?;
         }
         let (calls, replays) = repetitions(point.estimate, point_time);
         let graph = self.stream.capture(|| (0..u64::from(calls)).try_for_each(|i| self.enqueue(point, i)))?;

@@ -7,6 +7,7 @@ use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
 use cudarc::driver::{result, sys};
 
 use super::super::RunnerError;
+use super::super::cuda::Stream;
 use super::libs;
 
 type Program = *mut c_void;
@@ -138,7 +139,7 @@ pub enum Arg {
 
 impl Function {
     /// Queues the kernel on `stream` over `grid` blocks of `block` threads.
-    pub fn launch(&self, stream: sys::CUstream, grid: u32, block: u32, args: &[Arg]) -> Result<(), RunnerError> {
+    pub fn launch(&self, stream: &Stream, grid: u32, block: u32, args: &[Arg]) -> Result<(), RunnerError> {
         let mut values: Vec<[u8; 8]> = args
             .iter()
             .map(|a| match *a {
@@ -162,7 +163,7 @@ impl Function {
         // pointer in 8 bytes, an int or float in the first 4), alive until
         // the call returns (the driver copies them); pointers address live
         // device memory, which callers keep until the stream is done.
-        unsafe { result::launch_kernel(self.function, (grid, 1, 1), (block, 1, 1), 0 as c_uint, stream, &mut pointers) }
+        unsafe { result::launch_kernel(self.function, (grid, 1, 1), (block, 1, 1), 0 as c_uint, stream.raw(), &mut pointers) }
             .map_err(|e| RunnerError::Cuda { what: format!("launching kernel {}", self.name), error: super::super::cuda::describe(e) })
     }
 }
