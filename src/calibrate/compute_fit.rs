@@ -20,7 +20,7 @@ use crate::workload::gpu_key;
 /// The smallest share of a parameter's effect on the predictions (a norm
 /// of d ln(time) / d ln(parameter) over the points) that no other parameter
 /// of its group explains, for it to be fitted.
-const IDENTIFIABLE: f64 = 0.3;
+const IDENTIFIABLE: f64 = 0.1;
 
 /// A curve parameter: its name in `[gpu.X.compute]`, whether it is a time,
 /// and what would identify it.

@@ -186,7 +186,10 @@ fn seventy_b_at_tp2_sends_22_gb_a_gpu() {
         assert!((gb - expected_gb).abs() < 0.01, "{label}: {gb} GB");
     }
     let (tp2, tp8) = (by_label(&results, "tp2-nvswitch"), by_label(&results, "tp8-nvswitch"));
-    assert!(number(tp8, "compute_ms") < number(tp2, "compute_ms") / 3.0, "TP=8 splits the compute four ways");
+    // The prefill's large kernels split about four ways; a decode step's
+    // fixed costs (every kernel's floor and launch) do not split at all.
+    assert!(number(tp8, "prefill_compute_ms") < number(tp2, "prefill_compute_ms") / 3.5, "TP=8 splits the prefill four ways");
+    assert!(number(tp8, "decode_compute_ms") > number(tp2, "decode_compute_ms") / 4.0, "TP=8 cannot split a decode step's floors");
 }
 
 /// The shared measurements' 128 MiB allreduce of 2x H200 over NVSwitch, µs.
