@@ -264,7 +264,7 @@ fn table(result: &ExperimentResult, records: &[Record]) -> String {
         ),
     );
     section(
-        "allreduces, two a layer (algorithm/protocol: NCCL's tuner, or with allreduce = fastest the one-shot/two-shot kernels where faster; gpu_link_util: use of the GPUs' own links during one call)",
+        "allreduces, two a layer and (whole model) the embedding's (algorithm/protocol: NCCL's tuner, or with allreduce = fastest the one-shot/two-shot kernels where faster; gpu_link_util: use of the GPUs' own links during one call)",
         {
             let mut rows = Vec::new();
             for record in records {
