@@ -204,7 +204,6 @@ def forward_worker(rank, args, shape, tp, transport, queue):
                     dict(common, op="llm_forward", phase="prefill", tokens=prompt, kv_len=None, time_ms=round(statistics.median(times), 3),
                          stack="torch-eager", timing="cuda events, median of 3 passes, launched eagerly from python")
                 )
-                del x
                 token = torch.randn(batch, 1, shape["hidden"], device=device, dtype=torch.bfloat16)
                 side = torch.cuda.Stream()
                 side.wait_stream(torch.cuda.current_stream())
@@ -225,7 +224,7 @@ def forward_worker(rank, args, shape, tp, transport, queue):
                     rows += profile_rows(torch, prefill, shape["layers"], trace)
                     trace = dict(common, tokens=1, kv_len=kv_len, phase="decode_step", stack="torch-graph")
                     rows += profile_rows(torch, graph.replay, shape["layers"], trace)
-            del model, graph
+            del model, graph, x, token
             torch.cuda.empty_cache()
     if tp > 1:
         torch.distributed.barrier()
@@ -248,10 +247,18 @@ def run_forward(args):
         for transport in args.transport:
             if tp == 1 and transport != "none":
                 continue
-            context = mp.get_context("spawn")
-            queue = context.SimpleQueue()
-            mp.spawn(forward_worker, args=(args, shape, tp, transport, queue), nprocs=tp, join=True)
+            queue = mp.get_context("spawn").SimpleQueue()
+            workers = mp.spawn(forward_worker, args=(args, shape, tp, transport, queue), nprocs=tp, join=False)
+            # Read before joining: rank 0 blocks on a full pipe until then. A
+            # worker that fails makes join raise its error.
+            finished = False
+            while queue.empty() and not finished:
+                finished = workers.join(timeout=1)
+            if queue.empty():
+                sys.exit(f"error: the TP={tp} {transport} forward ended without results")
             rows += queue.get()
+            while not workers.join():
+                pass
             args.port += 1
     return rows
 
