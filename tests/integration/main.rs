@@ -9,4 +9,5 @@ mod fidelity;
 mod forward;
 mod import;
 mod llm;
+mod nccl_rules;
 mod properties;
