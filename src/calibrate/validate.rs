@@ -96,11 +96,23 @@ pub struct Summary {
     pub before: Option<ErrorStats>,
 }
 
+/// A measurement the model cannot predict although it covers its kind
+/// (ranks beyond the topology, sizes that disagree with the LLM, ...).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("measurement {} ({series}): {error}", index + 1)]
+pub struct RowError {
+    /// Its position among the measurements, from 0.
+    pub index: usize,
+    pub series: String,
+    pub error: PredictError,
+}
+
 /// Predicts every measurement (in parallel, results in input order).
-pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measurement]) -> Result<Vec<Row>, PredictError> {
+pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measurement]) -> Result<Vec<Row>, RowError> {
     measurements
         .par_iter()
-        .map(|m| {
+        .enumerate()
+        .map(|(index, m)| {
             let label = match m.op.as_str() {
                 "kernel" => format!("{} tokens, TP={}", m.tokens.unwrap_or(0), m.tp.unwrap_or(1)),
                 _ => crate::units::Bytes(m.bytes).to_string(),
@@ -108,7 +120,7 @@ pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measureme
             let (predicted_us, note) = match predict(topo, model, m) {
                 Ok(p) => (Some(p.time.as_us()), p.detail),
                 Err(PredictError::NotModelled(why)) => (None, format!("not modelled: {why}")),
-                Err(error) => return Err(error),
+                Err(error) => return Err(RowError { index, series: m.series(), error }),
             };
             Ok(Row {
                 series: m.series(),

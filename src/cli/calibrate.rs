@@ -49,7 +49,7 @@ pub enum CalibrateCommand {
         #[arg(long, default_value = "validation.png")]
         plot: PathBuf,
         /// A second model to set beside: these overlays (files or shipped
-        /// names) in place of --model's, e.g. `--before base` for the model
+        /// names) in place of --hardware's, e.g. `--before base` for the model
         /// before calibration; its errors get their own columns. Repeatable.
         #[arg(long, value_name = "FILE")]
         before: Vec<String>,
@@ -165,7 +165,7 @@ pub struct RunArgs {
     /// The LLM whose tensor-parallel allreduces are replayed on every GPU
     /// count it splits over, with NCCL choosing: a prefill's and a decode
     /// step's (2 per layer, one CUDA graph each). A shipped name or a file.
-    #[arg(long, default_value = "llama-3.1-70b")]
+    #[arg(long = "model", alias = "llm", default_value = "llama-3.1-70b")]
     llm: String,
     /// Prompt tokens of the replayed prefill.
     #[arg(long, default_value_t = 8192)]
@@ -247,14 +247,14 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
         CalibrateCommand::CollectiveChild { spec } => Ok(runner::run_child(&spec)?),
         CalibrateCommand::Validate { measurements, topology, min_bytes, format, plot, before } => {
             let points = measurements.read()?;
-            let predicted = |models: Vec<String>| -> Result<(topology::Topology, Vec<validate::Row>)> {
-                let (topo, model) = topology::resolve(&TopologySpec { models, ..topology.spec() })?;
+            let predicted = |models: Vec<String>, flag: &str| -> Result<(topology::Topology, Vec<validate::Row>)> {
+                let (topo, model) = super::resolve_topology(&TopologySpec { models, ..topology.spec() }, flag)?;
                 let rows = validate::compare(&topo, &model, &points)
                     .with_context(|| format!("predicting {}", measurements.measurements.display()))?;
                 Ok((topo, rows))
             };
-            let (topo, rows) = predicted(topology.models.clone())?;
-            let before_rows = if before.is_empty() { None } else { Some(predicted(before)?.1) };
+            let (topo, rows) = predicted(topology.hardware.clone(), "--hardware")?;
+            let before_rows = if before.is_empty() { None } else { Some(predicted(before, "--before")?.1) };
             let min = min_bytes.map_or(0, |b| b.0);
             let summary = validate::summarize(&rows, before_rows.as_deref(), |r| r.bytes >= min || r.series.starts_with("kernel"));
             print_validation(&rows, &summary, format, &topo.name);
@@ -268,7 +268,7 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             if points.is_empty() {
                 bail!("{} holds no measurements", measurements.display());
             }
-            let (topo, model) = topology::resolve(&topology.spec())?;
+            let (topo, model) = topology.resolve()?;
             let (fitted, fits) = fit::fit(&topo, &model, &points, evaluations);
             for group in &fits {
                 println!(

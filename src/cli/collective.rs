@@ -52,7 +52,7 @@ pub struct Sizes(pub Vec<Bytes>);
 
 pub fn run(args: CollectiveArgs) -> Result<()> {
     let sizes = &args.sizes.0;
-    let (topo, model) = topology::resolve(&args.topology.spec())?;
+    let (topo, model) = args.topology.resolve()?;
     let gpus = args.topology.gpus.map_or(topo.gpus().len(), |g| g as usize);
     if gpus > topo.gpus().len() {
         bail!("{} has {} GPUs; --gpus {gpus} is too many", topo.name, topo.gpus().len());

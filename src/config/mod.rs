@@ -22,6 +22,10 @@ pub enum ConfigError {
     Syntax { path: PathBuf, message: String },
     #[error("{}: key `{key}`: {message}", path.display())]
     Invalid { path: PathBuf, key: String, message: String },
+    /// A name (of an LLM, a hardware model) that is neither shipped nor a
+    /// file; whoever read the name says where it was written.
+    #[error("unknown {what} {name:?}: use one of {} or {otherwise}", known.join(", "))]
+    UnknownName { what: &'static str, name: String, known: Vec<String>, otherwise: String },
 }
 
 impl ConfigError {
@@ -54,6 +58,26 @@ fn one_line(message: &str) -> String {
     excerpt_free.join("; ")
 }
 
+/// A path written in a file, resolved from that file's folder `base`: an
+/// absolute path as it is, a relative one joined to `base` with `.` and
+/// `..` folded away where they can be ("configs/../results" is "results").
+pub fn relative_to(base: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    let mut out = PathBuf::new();
+    for part in base.join(path).components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir if matches!(out.components().next_back(), Some(std::path::Component::Normal(_))) => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// Merges `overlay` into `base`: tables merge key by key, anything else in
 /// the overlay replaces the base value.
 pub fn merge_tables(base: &mut toml::Table, overlay: toml::Table) {
@@ -79,6 +103,15 @@ pub fn check_range(path: &Path, key: &str, value: f64, range: std::ops::RangeInc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relative_paths_are_resolved_from_the_file_that_names_them() {
+        assert_eq!(relative_to(Path::new("configs"), Path::new("../results/x")), PathBuf::from("results/x"));
+        assert_eq!(relative_to(Path::new("configs"), Path::new("topologies/a.toml")), PathBuf::from("configs/topologies/a.toml"));
+        assert_eq!(relative_to(Path::new(""), Path::new("./a.toml")), PathBuf::from("a.toml"));
+        assert_eq!(relative_to(Path::new("configs"), Path::new("/abs/a.toml")), PathBuf::from("/abs/a.toml"));
+        assert_eq!(relative_to(Path::new("."), Path::new("../../x")), PathBuf::from("../../x"));
+    }
 
     #[test]
     fn overlays_merge_deeply() {

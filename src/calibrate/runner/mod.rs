@@ -280,7 +280,14 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
     let named_nccl = nccl::explicit_library(options.nccl_lib.as_deref()).map(|library| Nccl::load_explicit(&library)).transpose()?;
     let llm = match &options.sequences {
         Some(sequences) if !options.skip_collectives => {
-            Some(LlmModel::load(&sequences.llm).map_err(|e| RunnerError::Usage(format!("--llm: {e}")))?)
+            let llm = LlmModel::load(&sequences.llm).map_err(|e| RunnerError::Usage(format!("--model: {e}")))?;
+            if sequences.prompt > llm.context_length {
+                return Err(RunnerError::Usage(format!(
+                    "--prompt {}: more than {}'s context of {} tokens",
+                    sequences.prompt, llm.name, llm.context_length
+                )));
+            }
+            Some(llm)
         }
         _ => None,
     };
