@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::{figures, parse_format};
+use super::{checks, figures, parse_format};
 use icsim::config::experiment::{Experiment, RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::{self, Format, Record};
 use icsim::workload::experiment::{self, ExperimentResult, RunOptions};
@@ -147,11 +147,24 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
 fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> Result<()> {
     let plots = output.plots.as_deref().or(out);
     let options = if plots.is_some() { RunOptions::full() } else { RunOptions::replay_only() };
+    for (index, run) in experiment.modes.iter().enumerate() {
+        // Modes on the same topology would say the same.
+        if !experiment.modes[..index].iter().any(|other| other.topology.name == run.topology.name) {
+            checks::warn_unusual_links(&run.topology, &run.hardware);
+        }
+    }
     let bar = progress_bar(experiment::steps(experiment, &options));
     let result = experiment::run(experiment, &options, &|| bar.inc(1));
     bar.finish_and_clear();
     let result = result?;
-    let records = result.records();
+    for (run, mode) in experiment.modes.iter().zip(&result.modes) {
+        checks::within_clock(mode.replay.total(), &format!("the query under {}", run.label), &run.topology)?;
+    }
+    let mut records = result.records();
+    checks::flag_doubts(&mut records, |record| {
+        let run = experiment.modes.iter().find(|run| record.get("label").and_then(|l| l.as_str()) == Some(run.label.as_str()))?;
+        Some((&run.topology, &run.hardware))
+    });
     match output.format {
         Format::Table => emit(&table(&result, &records))?,
         format => emit(&report::render(&records, format))?,

@@ -2,6 +2,7 @@
 //! configuration) and the dispatch to each subcommand.
 
 mod calibrate;
+mod checks;
 mod collective;
 mod figures;
 mod llm;

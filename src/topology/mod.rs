@@ -4,8 +4,9 @@
 //! medium; presets, topology files and the importers of real machines'
 //! topologies. Knows nothing of collectives.
 
-mod file;
+pub(crate) mod file;
 pub mod import;
+pub mod plausible;
 mod presets;
 mod show;
 
@@ -24,6 +25,12 @@ use crate::config::topology::TopologyFile;
 use crate::config::{ConfigError, parse_toml, read_text};
 use crate::network::{LinkId, Network, Path};
 use crate::units::{Bandwidth, Time};
+
+/// Most GPUs a topology may hold: one server or NVLink domain. NVLink 5
+/// joins at most 576 GPUs in one domain (NVIDIA, GB200 NVL576); 4,096
+/// leaves room for successors while keeping a simulation's memory bounded.
+pub const MAX_GPUS: usize = 4096;
+pub const MAX_GPUS_REASON: &str = "one server or NVLink domain: NVLink 5 joins at most 576 GPUs";
 
 /// Index of a node in its topology.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
