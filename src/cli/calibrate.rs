@@ -4,15 +4,17 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
 use super::collective::Sizes;
 use super::{TopologyArgs, parse_format};
 use icsim::calibrate::nccl_tests::NcclTestsOptions;
 use icsim::calibrate::runner::{self, RunOptions, Timing, TransportSetting};
-use icsim::calibrate::{clock, fit, read_measurements, validate};
+use icsim::calibrate::schema::Measurement;
+use icsim::calibrate::{clock, fit, read_measurements_located, validate};
 use icsim::collective::{Algorithm, Choice, Op, Protocol};
+use icsim::config::ConfigError;
 use icsim::report::{self, Format, plots};
 use icsim::topology::{self, TopologySpec};
 use icsim::transport::Mode;
@@ -45,9 +47,10 @@ pub enum CalibrateCommand {
         /// table, json or csv.
         #[arg(long, default_value = "table", value_parser = parse_format)]
         format: Format,
-        /// Where to draw measured points against predicted curves (PNG or SVG).
-        #[arg(long, default_value = "validation.png")]
-        plot: PathBuf,
+        /// Draw measured points against predicted curves into this file (PNG
+        /// or SVG); nothing is drawn without it.
+        #[arg(long)]
+        plot: Option<PathBuf>,
         /// A second model to set beside: these overlays (files or shipped
         /// names) in place of --hardware's, e.g. `--before base` for the model
         /// before calibration; its errors get their own columns. Repeatable.
@@ -90,9 +93,16 @@ pub struct MeasurementArgs {
 }
 
 impl MeasurementArgs {
-    fn read(&self) -> Result<Vec<icsim::calibrate::schema::Measurement>> {
+    /// The measurements, and the line each was read from.
+    fn read(&self) -> Result<(Vec<Measurement>, Vec<usize>)> {
         let options = NcclTestsOptions { op: self.op.clone(), transport: self.transport.clone() };
-        Ok(read_measurements(&self.measurements, &options)?)
+        Ok(read_measurements_located(&self.measurements, &options)?.into_iter().map(|(line, m)| (m, line)).unzip())
+    }
+
+    /// A measurement the model could not predict, named by its file and line.
+    fn row_error(&self, lines: &[usize], error: validate::RowError) -> ConfigError {
+        let line = lines.get(error.index).copied().unwrap_or(error.index + 1);
+        ConfigError::invalid(&self.measurements, format!("line {line}"), format!("{}: {}", error.series, error.error))
     }
 }
 
@@ -246,11 +256,11 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
         }
         CalibrateCommand::CollectiveChild { spec } => Ok(runner::run_child(&spec)?),
         CalibrateCommand::Validate { measurements, topology, min_bytes, format, plot, before } => {
-            let points = measurements.read()?;
+            let (points, lines) = measurements.read()?;
             let predicted = |models: Vec<String>, flag: &str| -> Result<(topology::Topology, Vec<validate::Row>)> {
                 let (topo, model) = super::resolve_topology(&TopologySpec { models, ..topology.spec() }, flag)?;
-                let rows = validate::compare(&topo, &model, &points)
-                    .with_context(|| format!("predicting {}", measurements.measurements.display()))?;
+                super::checks::warn_unusual_links(&topo, &model);
+                let rows = validate::compare(&topo, &model, &points).map_err(|e| measurements.row_error(&lines, e))?;
                 Ok((topo, rows))
             };
             let (topo, rows) = predicted(topology.hardware.clone(), "--hardware")?;
@@ -258,16 +268,14 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             let min = min_bytes.map_or(0, |b| b.0);
             let summary = validate::summarize(&rows, before_rows.as_deref(), |r| r.bytes >= min || r.series.starts_with("kernel"));
             print_validation(&rows, &summary, format, &topo.name);
-            draw_validation(&rows, &topo.name, &plot)?;
-            eprintln!("wrote {}", plot.display());
+            if let Some(plot) = plot {
+                draw_validation(&rows, &topo.name, &plot)?;
+                eprintln!("wrote {}", plot.display());
+            }
             Ok(())
         }
         CalibrateCommand::Fit { measurements, topology, out, system, evaluations } => {
-            let points = measurements.read()?;
-            let measurements = measurements.measurements;
-            if points.is_empty() {
-                bail!("{} holds no measurements", measurements.display());
-            }
+            let (points, lines) = measurements.read()?;
             let (topo, model) = topology.resolve()?;
             let (fitted, fits) = fit::fit(&topo, &model, &points, evaluations);
             for group in &fits {
@@ -281,11 +289,11 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             }
             let system =
                 system.or_else(|| points.iter().map(|p| p.system.clone()).find(|s| !s.is_empty())).unwrap_or_else(|| "unnamed".into());
-            let text = overlay_text(&fits, &measurements, &system, &topo.name);
+            let text = overlay_text(&fits, &measurements.measurements, &system, &topo.name);
             std::fs::write(&out, text).with_context(|| format!("writing {}", out.display()))?;
             println!("\nwrote {}", out.display());
-            let rows = validate::compare(&topo, &fitted, &points)?;
-            let before = validate::compare(&topo, &model, &points)?;
+            let rows = validate::compare(&topo, &fitted, &points).map_err(|e| measurements.row_error(&lines, e))?;
+            let before = validate::compare(&topo, &model, &points).map_err(|e| measurements.row_error(&lines, e))?;
             let summary = validate::summarize(&rows, Some(&before), |_| true);
             println!("\nresiduals of the fitted model (before: the model it started from):");
             print_validation(&rows, &summary, Format::Table, &topo.name);
@@ -331,7 +339,7 @@ fn draw_validation(rows: &[validate::Row], topology: &str, path: &std::path::Pat
         series[index].predicted.push((row.bytes as f64, predicted));
     }
     if series.is_empty() {
-        bail!("no measurement over sizes has a prediction to draw");
+        return Err(super::BadInput(format!("--plot {}: no measurement over sizes has a prediction to draw", path.display())).into());
     }
     let chart = plots::MeasuredVsPredicted {
         title: format!("measured (points) and predicted (lines), topology {topology}"),

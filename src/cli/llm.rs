@@ -6,7 +6,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -115,6 +115,13 @@ pub fn run_experiment(args: RunArgs) -> Result<()> {
 
 pub fn run_llm(args: LlmArgs) -> Result<()> {
     let all = args.transport == "all";
+    if !all && args.transport.parse::<icsim::transport::Mode>().is_err() {
+        return Err(super::BadInput(format!(
+            "--transport {:?}: use nvswitch, nvlink, p2p, shm, auto, or all (every mode the topology offers)",
+            args.transport
+        ))
+        .into());
+    }
     let transports: Vec<String> = if all { ALL_TRANSPORTS.map(String::from).to_vec() } else { vec![args.transport.clone()] };
     let raw = RawExperiment {
         description: String::new(),
@@ -137,7 +144,13 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
         let mut keep = offered.into_iter();
         experiment.modes.retain(|_| keep.next().unwrap_or(false));
         if experiment.modes.is_empty() {
-            bail!("topology {} offers none of {} for TP={}", args.topology, ALL_TRANSPORTS.join(", "), args.tp);
+            return Err(super::BadInput(format!(
+                "--transport all: topology {} offers none of {} for TP={}",
+                args.topology,
+                ALL_TRANSPORTS.join(", "),
+                args.tp
+            ))
+            .into());
         }
     }
     replay(&experiment, &args.files, args.files.out.as_deref())

@@ -179,7 +179,11 @@ impl Experiment {
     /// Validates a raw experiment (from a file or from flags).
     pub fn resolve(raw: RawExperiment, source: Source) -> ConfigResult<Experiment> {
         let base_dir = source.base_dir();
-        let model_name = if looks_like_file(&raw.model) { relative_to(&base_dir, Path::new(&raw.model)).display().to_string() } else { raw.model.clone() };
+        let model_name = if looks_like_file(&raw.model) {
+            relative_to(&base_dir, Path::new(&raw.model)).display().to_string()
+        } else {
+            raw.model.clone()
+        };
         let llm = LlmModel::load(&model_name).map_err(|error| match error {
             unknown @ ConfigError::UnknownName { .. } => source.invalid(None, "model", unknown.to_string()),
             other => other,
@@ -377,7 +381,8 @@ gpu = "h20"
         let experiment = Experiment::parse(Path::new("configs/exp.toml"), GOOD).unwrap();
         assert_eq!(experiment.query, Query { prompt: 8192, output: 256, batch: 1 });
         assert_eq!(experiment.output_dir, Some(PathBuf::from("results/exp")), "the default is under the current folder");
-        let written = Experiment::parse(Path::new("configs/exp.toml"), &GOOD.replace("tp = 8", "tp = 8\noutput_dir = \"../out/x\"")).unwrap();
+        let written =
+            Experiment::parse(Path::new("configs/exp.toml"), &GOOD.replace("tp = 8", "tp = 8\noutput_dir = \"../out/x\"")).unwrap();
         assert_eq!(written.output_dir, Some(PathBuf::from("out/x")), "a written one is relative to the file");
         let [nvswitch, p2p] = &experiment.modes[..] else { panic!("two modes") };
         assert_eq!((nvswitch.label.as_str(), nvswitch.topology.name.as_str(), nvswitch.tp), ("nvswitch", "hgx-h20", 8));

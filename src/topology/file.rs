@@ -196,7 +196,10 @@ mod tests {
     fn self_loops_and_second_links_between_a_pair_are_refused() {
         let error = error_of(&two_gpus("[[link]]\nfrom = \"GPU0\"\nto = \"GPU0\"\nkind = \"nvlink\"\n"));
         assert!(error.contains("key `link[3].to`") && error.contains("both ends"), "{error}");
-        let error = error_of(&two_gpus(&format!("{NVLINK}links = 2\n{}links = 2\n", NVLINK.replace("\"GPU0\"\nto = \"GPU1\"", "\"GPU1\"\nto = \"GPU0\""))));
+        let error = error_of(&two_gpus(&format!(
+            "{NVLINK}links = 2\n{}links = 2\n",
+            NVLINK.replace("\"GPU0\"\nto = \"GPU1\"", "\"GPU1\"\nto = \"GPU0\"")
+        )));
         assert!(error.contains("key `link[4].to`") && error.contains("already joined by link[3]"), "{error}");
     }
 
