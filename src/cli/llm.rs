@@ -243,7 +243,18 @@ fn table(result: &ExperimentResult, records: &[Record]) -> String {
         "time per query, ms, on every GPU of the TP group",
         project(
             records,
-            &["label", "topology", "tp", "compute_ms", "prefill_comm_ms", "decode_comm_ms", "ttft_ms", "total_ms", "comm_share"],
+            &[
+                "label",
+                "topology",
+                "transport",
+                "tp",
+                "compute_ms",
+                "prefill_comm_ms",
+                "decode_comm_ms",
+                "ttft_ms",
+                "total_ms",
+                "comm_share",
+            ],
         ),
     );
     section(

@@ -401,6 +401,16 @@ impl Topology {
         if let Some(path) = self.path(a, b, Medium::NvLinkDirect).or_else(|| self.path(a, b, Medium::NvSwitch)) {
             return Relation::NvLink(nvlinks(&path));
         }
+        self.pcie_relation(a, b)
+    }
+
+    /// How two GPUs are connected over PCIe alone, whatever NVLink joins
+    /// them: PIX, PXB, PHB or SYS (across sockets, or no PCIe path). The
+    /// platform's peer-to-peer rules follow this path.
+    pub fn pcie_relation(&self, a: NodeId, b: NodeId) -> Relation {
+        if a == b {
+            return Relation::SelfGpu;
+        }
         let Some(path) = self.path(a, b, Medium::Pcie) else {
             return Relation::Sys;
         };
