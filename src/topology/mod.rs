@@ -595,18 +595,27 @@ pub(crate) struct LinkRates<'m> {
 impl LinkRates<'_> {
     pub fn pcie(&self, generation: &str, lanes: u32) -> Result<(Bandwidth, Time), String> {
         let g = self.model.pcie(generation)?;
-        Ok((g.lane_rate.scaled(f64::from(lanes) * g.efficiency), g.hop_latency))
+        let rate = nonzero(g.lane_rate.scaled(f64::from(lanes) * g.efficiency), || format!("PCIe {generation} x{lanes}"))?;
+        Ok((rate, g.hop_latency))
     }
 
     pub fn nvlink(&self, generation: &str, links: u32) -> Result<(Bandwidth, Time), String> {
         let g = self.model.nvlink(generation)?;
-        Ok((g.link_rate.scaled(f64::from(links) * g.efficiency), g.hop_latency))
+        let rate = nonzero(g.link_rate.scaled(f64::from(links) * g.efficiency), || format!("NVLink {generation} x{links}"))?;
+        Ok((rate, g.hop_latency))
     }
 
     pub fn memory(&self, host: &str) -> Result<(Bandwidth, u32), String> {
         let h = self.model.host(host)?;
-        Ok((h.memory_channel_rate.scaled(f64::from(h.memory_channels) * h.memory_efficiency), h.memory_channels))
+        let rate = nonzero(h.memory_channel_rate.scaled(f64::from(h.memory_channels) * h.memory_efficiency), || format!("{host} memory"))?;
+        Ok((rate, h.memory_channels))
     }
+}
+
+/// A link rate the model gives, refused where it rounds to nothing (no
+/// links, or a rate below one byte a second).
+fn nonzero(rate: Bandwidth, what: impl Fn() -> String) -> Result<Bandwidth, String> {
+    if rate.0 == 0 { Err(format!("{} has no bandwidth in the hardware model", what())) } else { Ok(rate) }
 }
 
 #[cfg(test)]
