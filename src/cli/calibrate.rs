@@ -290,7 +290,7 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             let system =
                 system.or_else(|| points.iter().map(|p| p.system.clone()).find(|s| !s.is_empty())).unwrap_or_else(|| "unnamed".into());
             let text = overlay_text(&fits, &measurements.measurements, &system, &topo.name);
-            std::fs::write(&out, text).with_context(|| format!("writing {}", out.display()))?;
+            icsim::report::files::write_whole(&out, text).with_context(|| format!("writing {}", out.display()))?;
             println!("\nwrote {}", out.display());
             let rows = validate::compare(&topo, &fitted, &points).map_err(|e| measurements.row_error(&lines, e))?;
             let before = validate::compare(&topo, &model, &points).map_err(|e| measurements.row_error(&lines, e))?;

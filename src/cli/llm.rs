@@ -187,7 +187,7 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
         std::fs::create_dir_all(dir).with_context(|| format!("creating the output folder {}", dir.display()))?;
         for (name, format) in [("results.json", Format::Json), ("results.csv", Format::Csv)] {
             let path = dir.join(name);
-            std::fs::write(&path, report::render(&records, format)).with_context(|| format!("writing {}", path.display()))?;
+            report::files::write_whole(&path, report::render(&records, format)).with_context(|| format!("writing {}", path.display()))?;
             written.push(path);
         }
     }

@@ -67,7 +67,7 @@ pub fn run(command: TopoCommand) -> Result<()> {
             let text = import::to_toml(&raw);
             match out {
                 Some(out) => {
-                    std::fs::write(&out, text).with_context(|| format!("writing {}", out.display()))?;
+                    icsim::report::files::write_whole(&out, text).with_context(|| format!("writing {}", out.display()))?;
                     println!("wrote {}", out.display());
                 }
                 None => print!("{text}"),

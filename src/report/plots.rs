@@ -72,24 +72,28 @@ trait Figure {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult;
 }
 
-/// Writes `figure` to `path`: PNG for `.png`, SVG for `.svg`.
+/// Writes `figure` to `path` whole (see `report::files`): PNG for `.png`,
+/// SVG for `.svg`.
 fn save<F: Figure>(figure: &F, path: &Path) -> Result<(), PlotError> {
     let error = |message: String| PlotError { path: path.to_path_buf(), message };
     register_font().map_err(error)?;
     let size = figure.size();
     let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-    let result = match extension {
-        "png" => {
-            let root = BitMapBackend::new(path, size).into_drawing_area();
-            draw_on(figure, &root)
-        }
-        "svg" => {
-            let root = SVGBackend::new(path, size).into_drawing_area();
-            draw_on(figure, &root)
-        }
-        other => Err(format!("unknown figure format {other:?}: use a .png or .svg file name")),
-    };
-    result.map_err(error)
+    if !matches!(extension, "png" | "svg") {
+        return Err(error(format!("unknown figure format {extension:?}: use a .png or .svg file name")));
+    }
+    super::files::replace(
+        path,
+        |temporary| {
+            if extension == "png" {
+                draw_on(figure, &BitMapBackend::new(temporary, size).into_drawing_area())
+            } else {
+                draw_on(figure, &SVGBackend::new(temporary, size).into_drawing_area())
+            }
+        },
+        |e| e.to_string(),
+    )
+    .map_err(error)
 }
 
 fn draw_on<F: Figure, DB: DrawingBackend>(figure: &F, root: &DrawingArea<DB, Shift>) -> DrawResult {

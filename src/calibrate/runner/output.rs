@@ -40,8 +40,9 @@ impl MeasurementsFile {
     }
 }
 
+/// Writes a file whole (see `report::files`).
 fn write_file(path: &Path, contents: &str) -> Result<(), RunnerError> {
-    std::fs::write(path, contents).map_err(|e| RunnerError::Write { path: path.to_path_buf(), message: e.to_string() })
+    crate::report::files::write_whole(path, contents).map_err(|e| RunnerError::Write { path: path.to_path_buf(), message: e.to_string() })
 }
 
 /// Creates the output folder and writes system.json and nvidia-smi-topo.txt;
