@@ -28,7 +28,11 @@ pub fn read_measurements(path: &Path, options: &NcclTestsOptions) -> Result<Vec<
 /// [`read_measurements`], each measurement with its line number. A file
 /// with no measurement at all is refused.
 pub fn read_measurements_located(path: &Path, options: &NcclTestsOptions) -> Result<Vec<(usize, Measurement)>, ConfigError> {
-    let text = read_text(path)?;
+    parse_measurements(path, &read_text(path)?, options)
+}
+
+/// [`read_measurements_located`] of text read from `path` (which errors name).
+pub fn parse_measurements(path: &Path, text: &str, options: &NcclTestsOptions) -> Result<Vec<(usize, Measurement)>, ConfigError> {
     let first = text.lines().map(str::trim).find(|line| !line.is_empty() && !line.starts_with('#'));
     let Some(first) = first else {
         return Err(ConfigError::Syntax {
@@ -39,7 +43,7 @@ pub fn read_measurements_located(path: &Path, options: &NcclTestsOptions) -> Res
     };
     // JSON of another shape (`[1,2,3]`) is JSON all the same, not nccl-tests output.
     if !first.starts_with(['{', '[', '"']) {
-        return nccl_tests::parse_located(path, &text, options);
+        return nccl_tests::parse_located(path, text, options);
     }
     for (key, given) in [("op", &options.op), ("transport", &options.transport)] {
         if given.is_some() {
@@ -50,7 +54,7 @@ pub fn read_measurements_located(path: &Path, options: &NcclTestsOptions) -> Res
             ));
         }
     }
-    schema::parse_located(path, &text)
+    schema::parse_located(path, text)
 }
 
 #[cfg(test)]

@@ -293,13 +293,15 @@ pub struct HardwareModel {
 pub enum ModelSource {
     Shipped(&'static str),
     File(PathBuf),
+    /// Text already read, with the name its errors give it.
+    Text { label: PathBuf, text: String },
 }
 
 impl ModelSource {
     fn label(&self) -> PathBuf {
         match self {
             ModelSource::Shipped(name) => PathBuf::from(format!("models/hardware/{name}.toml")),
-            ModelSource::File(path) => path.clone(),
+            ModelSource::File(path) | ModelSource::Text { label: path, .. } => path.clone(),
         }
     }
 }
@@ -320,6 +322,7 @@ fn layer_text(source: &ModelSource) -> ConfigResult<String> {
             Ok(SHIPPED.iter().find(|(n, _)| n == name).map(|(_, text)| text.to_string()).expect("shipped names come from the table"))
         }
         ModelSource::File(path) => read_text(path),
+        ModelSource::Text { text, .. } => Ok(text.clone()),
     }
 }
 

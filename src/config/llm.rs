@@ -89,8 +89,13 @@ impl LlmModel {
                 otherwise: "a model .toml file".into(),
             });
         };
-        let model: LlmModel = parse_toml(&path, &text)?;
-        model.validate(&path)?;
+        LlmModel::parse(&path, &text)
+    }
+
+    /// Reads and checks a model file's text, read from `path` (which errors name).
+    pub fn parse(path: &Path, text: &str) -> ConfigResult<LlmModel> {
+        let model: LlmModel = parse_toml(path, text)?;
+        model.validate(path)?;
         Ok(model)
     }
 

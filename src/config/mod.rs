@@ -36,9 +36,23 @@ impl ConfigError {
 
 pub type ConfigResult<T> = Result<T, ConfigError>;
 
-/// Reads a whole file, naming it in the error.
+/// Largest input file icsim reads: 64 MiB, a hundred times a 4,096-GPU
+/// topology file; more is not an input (`/dev/zero`, a disk image).
+pub const MAX_INPUT_BYTES: u64 = 64 << 20;
+
+/// Reads a whole file of at most [`MAX_INPUT_BYTES`], naming it in the error.
 pub fn read_text(path: &Path) -> ConfigResult<String> {
-    std::fs::read_to_string(path).map_err(|error| ConfigError::Io { path: path.to_path_buf(), error })
+    use std::io::Read;
+    let io = |error| ConfigError::Io { path: path.to_path_buf(), error };
+    let mut text = String::new();
+    std::fs::File::open(path).map_err(io)?.take(MAX_INPUT_BYTES + 1).read_to_string(&mut text).map_err(io)?;
+    if text.len() as u64 > MAX_INPUT_BYTES {
+        return Err(ConfigError::Syntax {
+            path: path.to_path_buf(),
+            message: format!("more than {} MiB: not an icsim input", MAX_INPUT_BYTES >> 20),
+        });
+    }
+    Ok(text)
 }
 
 /// Parses TOML text into a raw config type; serde's message (which names the
