@@ -10,3 +10,4 @@ mod fidelity;
 mod import;
 mod llm;
 mod properties;
+mod readme;
