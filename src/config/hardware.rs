@@ -294,7 +294,10 @@ pub enum ModelSource {
     Shipped(&'static str),
     File(PathBuf),
     /// Text already read, with the name its errors give it.
-    Text { label: PathBuf, text: String },
+    Text {
+        label: PathBuf,
+        text: String,
+    },
 }
 
 impl ModelSource {

@@ -75,7 +75,8 @@ fn refused(what: &str, args: &[&str], expected: &[&str]) {
     }
 }
 
-const KERNEL_ROW: &str = r#"{"schema":1,"system":"x","tp":2,"gpu":"NVIDIA H200","op":"kernel","kernel":"gemm_down","tokens":8192,"time_us":2931.98}"#;
+const KERNEL_ROW: &str =
+    r#"{"schema":1,"system":"x","tp":2,"gpu":"NVIDIA H200","op":"kernel","kernel":"gemm_down","tokens":8192,"time_us":2931.98}"#;
 
 fn experiment(extra_top: &str, query: &str, mode: &str) -> String {
     format!(
@@ -168,7 +169,11 @@ fn bad_topologies_are_refused_by_file_and_key() {
     for (what, links, key) in [
         ("a link from a node to itself", "[[link]]\nfrom = \"GPU0\"\nto = \"GPU0\"\nkind = \"nvlink\"\n".to_string(), "link[3].to"),
         ("a second link between a pair", format!("{NVLINK}links = 2\n{NVLINK}links = 2\n"), "link[4].to"),
-        ("a PCIe width that does not exist", "[[link]]\nfrom = \"GPU0\"\nto = \"GPU1\"\nkind = \"pcie\"\nlanes = 3\n".into(), "link[3].lanes"),
+        (
+            "a PCIe width that does not exist",
+            "[[link]]\nfrom = \"GPU0\"\nto = \"GPU1\"\nkind = \"pcie\"\nlanes = 3\n".into(),
+            "link[3].lanes",
+        ),
         ("four billion NVLinks", format!("{NVLINK}links = 4000000000\n"), "link[3].links"),
         ("a link to no node", "[[link]]\nfrom = \"GPU0\"\nto = \"GPU9\"\nkind = \"nvlink\"\n".into(), "link[3].to"),
         ("a zero bandwidth", format!("{NVLINK}bandwidth = \"0B/s\"\n"), "link[3].bandwidth"),

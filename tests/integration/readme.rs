@@ -37,7 +37,8 @@ fn code_blocks(text: &str) -> Vec<Vec<String>> {
 
 /// What a shown output looks like, line by line, to compare with a run's.
 fn shape(text: &str) -> Vec<String> {
-    let identifier = |w: &str| w.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let identifier =
+        |w: &str| w.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     let mut out = Vec::new();
     let mut in_table = false;
     for line in text.lines().map(str::trim_end) {
@@ -103,7 +104,9 @@ fn example(shown: &str, scratch: &Path) -> Example {
                 args.push(word.clone());
                 args.push(if exists { value } else { fitted.to_str().unwrap().to_string() });
             }
-            measurements if measurements.ends_with("measurements.jsonl") && !Path::new(env!("CARGO_MANIFEST_DIR")).join(measurements).is_file() => {
+            measurements
+                if measurements.ends_with("measurements.jsonl") && !Path::new(env!("CARGO_MANIFEST_DIR")).join(measurements).is_file() =>
+            {
                 args.push(shared.to_str().unwrap().to_string());
             }
             _ => args.push(word.clone()),
