@@ -78,13 +78,24 @@ impl TopologyArgs {
     }
 }
 
+/// What `spec` is built from (see `topology::blueprint`); an unknown overlay
+/// among its models is named as the flag `overlay_flag` that gave it.
+pub fn blueprint_topology(spec: &TopologySpec, overlay_flag: &str) -> Result<(topology::Blueprint, HardwareModel)> {
+    topology::blueprint(spec).map_err(|error| overlay_named(error, overlay_flag))
+}
+
+/// An unknown overlay named as the flag that gave it; other errors as they are.
+fn overlay_named(error: icsim::Error, overlay_flag: &str) -> anyhow::Error {
+    match error {
+        icsim::Error::Config(unknown @ ConfigError::UnknownName { .. }) => BadInput(format!("{overlay_flag}: {unknown}")).into(),
+        other => other.into(),
+    }
+}
+
 /// Builds the topology of `spec`; an unknown overlay among its models is
 /// named as the flag `overlay_flag` that gave it.
 pub fn resolve_topology(spec: &TopologySpec, overlay_flag: &str) -> Result<(Topology, HardwareModel)> {
-    topology::resolve(spec).map_err(|error| match error {
-        icsim::Error::Config(unknown @ ConfigError::UnknownName { .. }) => BadInput(format!("{overlay_flag}: {unknown}")).into(),
-        other => other.into(),
-    })
+    topology::resolve(spec).map_err(|error| overlay_named(error, overlay_flag))
 }
 
 pub fn parse_format(text: &str) -> Result<Format, String> {

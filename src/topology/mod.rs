@@ -19,7 +19,7 @@ use petgraph::visit::EdgeRef;
 
 pub use file::{build as build_from_file, load_file};
 pub use presets::{PRESETS, PresetOptions, preset, preset_models};
-pub use resolve::{TopologySpec, model_source, model_sources, resolve};
+pub use resolve::{Blueprint, TopologySpec, blueprint, model_source, model_sources, resolve};
 pub use show::describe;
 
 use crate::config::hardware::HardwareModel;

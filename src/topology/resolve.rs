@@ -47,6 +47,24 @@ pub fn model_sources(names: &[String], base_dir: &Path) -> Result<Vec<ModelSourc
     names.iter().map(|name| model_source(name, base_dir)).collect()
 }
 
+/// What a topology is built from, kept so that it can be built again under
+/// another hardware model (a fit changes link rates and hop latencies).
+#[derive(Debug, Clone)]
+pub enum Blueprint {
+    Preset { name: String, options: PresetOptions },
+    File { path: std::path::PathBuf, raw: TopologyFile },
+}
+
+impl Blueprint {
+    /// The topology under `model`.
+    pub fn build(&self, model: &HardwareModel) -> Result<Topology, crate::Error> {
+        match self {
+            Blueprint::Preset { name, options } => Ok(preset(name, options, model)?),
+            Blueprint::File { path, raw } => Ok(build_from_file(path, raw, model)?),
+        }
+    }
+}
+
 /// Builds the topology a user named, with the hardware model it uses
 /// (the base, the preset's or file's calibrated overlays, then the user's).
 /// A file is a TOML topology file, or, told by its content, the output of
@@ -55,6 +73,12 @@ pub fn model_sources(names: &[String], base_dir: &Path) -> Result<Vec<ModelSourc
 /// the user's is a [`ConfigError::UnknownName`], for the caller to name
 /// where it was written; one in a topology file names the file.
 pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::Error> {
+    let (blueprint, model) = blueprint(spec)?;
+    Ok((blueprint.build(&model)?, model))
+}
+
+/// What [`resolve`] builds from, and the hardware model.
+pub fn blueprint(spec: &TopologySpec) -> Result<(Blueprint, HardwareModel), crate::Error> {
     let here = Path::new(".");
     let user = model_sources(&spec.models, here)?;
     let path = Path::new(&spec.name);
@@ -78,7 +102,8 @@ pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::
                 (raw, model)
             }
         };
-        let topology = build_from_file(path, &raw, &model)?;
+        let blueprint = Blueprint::File { path: path.to_path_buf(), raw };
+        let topology = blueprint.build(&model)?;
         if let Some(gpus) = spec.options.gpus
             && (gpus as usize > topology.gpus().len() || gpus == 0)
         {
@@ -90,7 +115,7 @@ pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::
             ))
             .into());
         }
-        return Ok((topology, model));
+        return Ok((blueprint, model));
     }
     let mut overlays: Vec<ModelSource> = preset_models(&spec.name)
         .iter()
@@ -98,8 +123,9 @@ pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::
         .collect();
     overlays.extend(user);
     let model = HardwareModel::load(&overlays)?;
-    let topology = preset(&spec.name, &spec.options, &model)?;
-    Ok((topology, model))
+    let blueprint = Blueprint::Preset { name: spec.name.clone(), options: spec.options.clone() };
+    blueprint.build(&model)?;
+    Ok((blueprint, model))
 }
 
 /// What a file given as a topology that is neither an importable format nor
