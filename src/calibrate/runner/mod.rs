@@ -23,6 +23,7 @@ pub mod child_process;
 pub mod collectives;
 pub mod copies;
 pub mod cuda;
+pub mod kernels;
 pub mod memory;
 pub mod nccl;
 pub mod output;
@@ -148,12 +149,15 @@ pub struct RunOptions {
     pub append: bool,
     /// The command line, for system.json.
     pub command: Vec<String>,
+    /// Measure compute kernels on the first GPU instead of copies and
+    /// collectives (`--kernels`).
+    pub kernels: Option<kernels::KernelOptions>,
 }
 
 impl RunOptions {
     pub fn validate(&self) -> Result<(), RunnerError> {
         let usage = |m: String| Err(RunnerError::Usage(m));
-        if self.skip_copies && self.skip_collectives {
+        if self.kernels.is_none() && self.skip_copies && self.skip_collectives {
             return usage("--skip-copies and --skip-collectives together leave nothing to measure".into());
         }
         if let Some(op) = self.ops.iter().find(|op| !matches!(op, Op::AllReduce | Op::AllGather | Op::ReduceScatter)) {
@@ -210,14 +214,14 @@ pub struct RunReport {
 }
 
 /// What the parent learns about the machine before measuring.
-struct Probe {
-    record: SystemRecord,
+pub(super) struct Probe {
+    pub(super) record: SystemRecord,
     topology_text: Option<String>,
     /// The least any measured GPU has for measurements.
-    usable_memory: u64,
+    pub(super) usable_memory: u64,
 }
 
-fn probe(driver: &Driver, devices: &[Device], nccl: Option<&Nccl>, options: &RunOptions) -> Result<Probe, RunnerError> {
+pub(super) fn probe(driver: &Driver, devices: &[Device], nccl: Option<&Nccl>, options: &RunOptions) -> Result<Probe, RunnerError> {
     let mut gpus = Vec::new();
     let mut usable = u64::MAX;
     for device in devices {
@@ -276,6 +280,9 @@ fn probe(driver: &Driver, devices: &[Device], nccl: Option<&Nccl>, options: &Run
 /// Measures the machine as `options` ask, writing into `options.out`.
 pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
     options.validate()?;
+    if let Some(kernels) = &options.kernels {
+        return kernels::run(options, kernels);
+    }
     // A library the user named must work, whatever else is missing.
     let named_nccl = nccl::explicit_library(options.nccl_lib.as_deref()).map(|library| Nccl::load_explicit(&library)).transpose()?;
     let llm = match &options.sequences {
@@ -377,7 +384,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
 }
 
 /// The first `count` GPUs.
-fn open_devices(driver: &Driver, count: usize) -> Result<Vec<Device>, RunnerError> {
+pub(super) fn open_devices(driver: &Driver, count: usize) -> Result<Vec<Device>, RunnerError> {
     let visible = driver.device_count()?;
     if visible == 0 {
         return Err(RunnerError::NoGpu { detail: "the driver reports no GPU".into(), visible: cuda::visible_devices() });
@@ -425,6 +432,7 @@ pub(crate) mod tests {
             child_timeout: "300s".parse().unwrap(),
             append: false,
             command: vec![],
+            kernels: None,
         }
     }
 
