@@ -115,7 +115,7 @@ pub struct MeasurementArgs {
 #[derive(Debug, Args)]
 struct VllmArgs {
     /// The LLM vLLM served: a shipped name (llama-3.1-70b) or a model file.
-    #[arg(long)]
+    #[arg(long = "model", alias = "llm")]
     llm: Option<String>,
     /// vLLM's --tensor-parallel-size.
     #[arg(long)]

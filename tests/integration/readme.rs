@@ -5,7 +5,8 @@
 //! each table's row labels, other lines' first words; a `...` line in the
 //! README stands for any lines. Placeholders are filled in: `$OUT` and
 //! `--out` folders become temporary ones, measurement files that exist only
-//! on a measured machine become the shared H200 file, and a fit runs 10
+//! on a measured machine become the shared H200 file (a vLLM result, one
+//! written here as vLLM writes it), and a fit runs 10
 //! evaluations instead of its default. Without a GPU (as on CI) the runner's
 //! commands must fail for want of a GPU, not of a flag.
 
@@ -103,6 +104,12 @@ fn example(shown: &str, scratch: &Path) -> Example {
                 let exists = value == "base" || Path::new(env!("CARGO_MANIFEST_DIR")).join(&value).is_file();
                 args.push(word.clone());
                 args.push(if exists { value } else { fitted.to_str().unwrap().to_string() });
+            }
+            result if result.ends_with(".json") && !Path::new(env!("CARGO_MANIFEST_DIR")).join(result).is_file() => {
+                // A `vllm bench latency --output-json` result, as vLLM writes one.
+                let path = scratch.join(result);
+                std::fs::write(&path, r#"{"avg_latency": 2.5, "latencies": [2.4, 2.5, 2.6], "percentiles": {"50": 2.5, "99": 2.6}}"#).unwrap();
+                args.push(path.to_str().unwrap().to_string());
             }
             measurements
                 if measurements.ends_with("measurements.jsonl") && !Path::new(env!("CARGO_MANIFEST_DIR")).join(measurements).is_file() =>
