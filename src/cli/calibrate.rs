@@ -13,8 +13,8 @@ use icsim::calibrate::nccl_tests::NcclTestsOptions;
 use icsim::calibrate::runner::{self, RunOptions, Timing, TransportSetting};
 use icsim::calibrate::schema::Measurement;
 use icsim::calibrate::{clock, fit, read_measurements_located, validate, vllm_bench};
-use icsim::config::ConfigError;
 use icsim::collective::{Algorithm, Choice, Op, Protocol};
+use icsim::config::ConfigError;
 use icsim::config::hardware::HardwareModel;
 use icsim::report::{self, Format, plots};
 use icsim::topology::{self, TopologySpec};
@@ -169,7 +169,12 @@ impl MeasurementArgs {
     /// `--topology`; and the hardware model `--topology` and `--hardware` name.
     /// Each source comes with the lines its measurements were read from;
     /// an unknown overlay is named as `overlay_flag`.
-    fn sources(&self, topology: &TopologyArgs, same_topology: bool, overlay_flag: &str) -> Result<(Vec<fit::Source>, Vec<Vec<usize>>, HardwareModel)> {
+    fn sources(
+        &self,
+        topology: &TopologyArgs,
+        same_topology: bool,
+        overlay_flag: &str,
+    ) -> Result<(Vec<fit::Source>, Vec<Vec<usize>>, HardwareModel)> {
         let (default_board, model) = super::blueprint_topology(&topology.spec(), overlay_flag)?;
         let mut sources = Vec::new();
         let mut lines = Vec::new();
@@ -445,8 +450,7 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             let text = overlay_text(&fitted.groups, &measurements.names(), &points, &system, &topology.topology);
             icsim::report::files::write_whole(&out, text).with_context(|| format!("writing {}", out.display()))?;
             println!("\nwrote {}", out.display());
-            let (rows, before) =
-                (measurements.compare(&sources, &lines, &fitted.model)?, measurements.compare(&sources, &lines, &model)?);
+            let (rows, before) = (measurements.compare(&sources, &lines, &fitted.model)?, measurements.compare(&sources, &lines, &model)?);
             let summary = validate::summarize(&rows, Some(&before), |_| true);
             println!("\nresiduals of the fitted model (before: the model it started from):");
             print_validation(&rows, &summary, Format::Table, &topology.topology);

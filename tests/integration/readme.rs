@@ -108,7 +108,8 @@ fn example(shown: &str, scratch: &Path) -> Example {
             result if result.ends_with(".json") && !Path::new(env!("CARGO_MANIFEST_DIR")).join(result).is_file() => {
                 // A `vllm bench latency --output-json` result, as vLLM writes one.
                 let path = scratch.join(result);
-                std::fs::write(&path, r#"{"avg_latency": 2.5, "latencies": [2.4, 2.5, 2.6], "percentiles": {"50": 2.5, "99": 2.6}}"#).unwrap();
+                std::fs::write(&path, r#"{"avg_latency": 2.5, "latencies": [2.4, 2.5, 2.6], "percentiles": {"50": 2.5, "99": 2.6}}"#)
+                    .unwrap();
                 args.push(path.to_str().unwrap().to_string());
             }
             measurements
