@@ -191,19 +191,19 @@ pub fn check(m: &Measurement, largest: &(u64, String)) -> Result<(), (&'static s
     }
     let most_gpus = crate::topology::MAX_GPUS as u64;
     let most_calls = 2 * crate::config::llm::MAX_LAYERS;
-    for (key, value, most, what) in [
-        ("ranks", m.ranks.map(u64::from), most_gpus, "GPUs, as a topology holds at most"),
-        ("tp", m.tp.map(u64::from), most_gpus, "GPUs, as a topology holds at most"),
-        ("tokens", m.tokens, crate::config::llm::MAX_CONTEXT, "tokens, the longest context a model may have"),
-        ("kv_len", m.kv_len, crate::config::llm::MAX_CONTEXT, "tokens, the longest context a model may have"),
-        ("batch", m.batch, u64::from(u32::MAX), "sequences"),
-        ("calls", m.calls, most_calls, "calls, two a layer of the deepest model allowed"),
-        ("channels", m.channels.map(u64::from), u64::from(crate::config::experiment::MAX_CHANNELS), "channels, NCCL's most"),
+    for (key, value, least, most, what) in [
+        ("ranks", m.ranks.map(u64::from), 1, most_gpus, "GPUs, as a topology holds at most"),
+        ("tp", m.tp.map(u64::from), 1, most_gpus, "GPUs, as a topology holds at most"),
+        ("tokens", m.tokens, 1, crate::config::llm::MAX_CONTEXT, "tokens, the longest context a model may have"),
+        ("kv_len", m.kv_len, 0, crate::config::llm::MAX_CONTEXT, "tokens, the longest context a model may have"),
+        ("batch", m.batch, 1, u64::from(u32::MAX), "sequences"),
+        ("calls", m.calls, 1, most_calls, "calls, two a layer of the deepest model allowed"),
+        ("channels", m.channels.map(u64::from), 1, u64::from(crate::config::experiment::MAX_CHANNELS), "channels, NCCL's most"),
     ] {
         if let Some(value) = value
-            && !(1..=most).contains(&value)
+            && !(least..=most).contains(&value)
         {
-            return Err((key, format!("{value} is out of range: allowed 1 to {most} ({what})")));
+            return Err((key, format!("{value} is out of range: allowed {least} to {most} ({what})")));
         }
     }
     if let Some(dtype) = m.dtype.as_deref()
