@@ -4,6 +4,7 @@
 
 pub mod experiment;
 pub mod hardware;
+mod hardware_checks;
 pub mod llm;
 pub mod topology;
 
