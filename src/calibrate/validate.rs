@@ -96,13 +96,25 @@ pub struct Summary {
     pub before: Option<ErrorStats>,
 }
 
+/// A measurement the model cannot predict although it covers its kind
+/// (ranks beyond the topology, sizes that disagree with the LLM, ...).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("measurement {} ({series}): {error}", index + 1)]
+pub struct RowError {
+    /// Its position among the measurements, from 0.
+    pub index: usize,
+    pub series: String,
+    pub error: PredictError,
+}
+
 /// Predicts every measurement (in parallel, results in input order).
-/// A row the model cannot predict is listed with the reason (not modelled,
-/// or why the prediction failed), never an abort.
-pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measurement]) -> Vec<Row> {
+/// A row the model does not model is listed with the reason; one it
+/// should predict but cannot is an error naming the row.
+pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measurement]) -> Result<Vec<Row>, RowError> {
     measurements
         .par_iter()
-        .map(|m| {
+        .enumerate()
+        .map(|(index, m)| {
             let label = match m.op.as_str() {
                 "kernel" => format!("{} tokens, TP={}", m.tokens.unwrap_or(0), m.tp.unwrap_or(1)),
                 _ => crate::units::Bytes(m.bytes).to_string(),
@@ -110,9 +122,9 @@ pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measureme
             let (predicted_us, note) = match predict(topo, model, m) {
                 Ok(p) => (Some(p.time.as_us()), p.detail),
                 Err(PredictError::NotModelled(why)) => (None, format!("not modelled: {why}")),
-                Err(PredictError::Failed(why)) => (None, format!("cannot predict: {why}")),
+                Err(error) => return Err(RowError { index, series: m.series(), error }),
             };
-            Row {
+            Ok(Row {
                 series: m.series(),
                 bytes: m.bytes,
                 label,
@@ -120,7 +132,7 @@ pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measureme
                 error: predicted_us.map(|p| p / m.time_us - 1.0),
                 predicted_us,
                 note,
-            }
+            })
         })
         .collect()
 }

@@ -5,11 +5,11 @@
 //! and records where its numbers came from.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, ConfigResult, check_range, merge_tables, parse_toml, read_text};
+use super::{ConfigError, ConfigResult, merge_tables, parse_toml, read_text};
 use crate::units::{Bandwidth, Bytes, Time};
 
 /// Model files shipped inside the binary, so that it runs from any folder.
@@ -386,13 +386,18 @@ pub struct HardwareModel {
 pub enum ModelSource {
     Shipped(&'static str),
     File(PathBuf),
+    /// Text already read, with the name its errors give it.
+    Text {
+        label: PathBuf,
+        text: String,
+    },
 }
 
 impl ModelSource {
     fn label(&self) -> PathBuf {
         match self {
             ModelSource::Shipped(name) => PathBuf::from(format!("models/hardware/{name}.toml")),
-            ModelSource::File(path) => path.clone(),
+            ModelSource::File(path) | ModelSource::Text { label: path, .. } => path.clone(),
         }
     }
 }
@@ -413,6 +418,7 @@ fn layer_text(source: &ModelSource) -> ConfigResult<String> {
             Ok(SHIPPED.iter().find(|(n, _)| n == name).map(|(_, text)| text.to_string()).expect("shipped names come from the table"))
         }
         ModelSource::File(path) => read_text(path),
+        ModelSource::Text { text, .. } => Ok(text.clone()),
     }
 }
 
@@ -537,103 +543,6 @@ impl HardwareModel {
             .arch
             .get(&key)
             .ok_or_else(|| format!("no NCCL constants for {key}; known: {}", self.nccl.arch.keys().cloned().collect::<Vec<_>>().join(", ")))
-    }
-
-    fn validate(&self, path: &Path) -> ConfigResult<()> {
-        for (name, g) in &self.pcie {
-            check_range(path, &format!("pcie.{name}.efficiency"), g.efficiency, 0.05..=1.0)?;
-        }
-        for (name, g) in &self.nvlink {
-            check_range(path, &format!("nvlink.{name}.efficiency"), g.efficiency, 0.05..=1.0)?;
-        }
-        for (name, h) in &self.host {
-            check_range(path, &format!("host.{name}.memory_efficiency"), h.memory_efficiency, 0.05..=1.0)?;
-            check_range(path, &format!("host.{name}.root_complex_p2p_factor"), h.root_complex_p2p_factor, 0.05..=1.0)?;
-            if h.vendor != "intel" && h.vendor != "amd" {
-                return Err(ConfigError::invalid(
-                    path,
-                    format!("host.{name}.vendor"),
-                    format!("{:?} is not allowed: use \"intel\" or \"amd\"", h.vendor),
-                ));
-            }
-        }
-        for (name, g) in &self.gpu {
-            let key = |field: &str| format!("gpu.{name}.{field}");
-            if !self.nvlink.contains_key(&g.nvlink_generation) && g.nvlink_links > 0 {
-                return Err(ConfigError::invalid(
-                    path,
-                    key("nvlink_generation"),
-                    format!("unknown generation {:?}; known: {:?}", g.nvlink_generation, self.nvlink.keys()),
-                ));
-            }
-            if !self.pcie.contains_key(&g.pcie_generation) {
-                return Err(ConfigError::invalid(
-                    path,
-                    key("pcie_generation"),
-                    format!("unknown generation {:?}; known: {:?}", g.pcie_generation, self.pcie.keys()),
-                ));
-            }
-            let c = &g.compute;
-            for (field, value) in [
-                ("matmul", c.matmul),
-                ("matmul_memory", c.matmul_memory),
-                ("attention", c.attention),
-                ("attention_memory", c.attention_memory),
-                ("elementwise", c.elementwise),
-                ("memory", c.memory),
-            ] {
-                check_range(path, &key(&format!("compute.{field}")), value, 0.01..=1.0)?;
-            }
-            check_range(path, &key("compute.blend"), c.blend, 1.0..=64.0)?;
-        }
-        for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
-            check_range(path, &format!("protocol.{name}.wire_factor"), p.wire_factor, 1.0..=4.0)?;
-            for (class, cost) in [("nvlink", &p.nvlink), ("pcie", &p.pcie), ("shm", &p.shm)] {
-                if cost.channel_rate.is_some_and(|rate| rate.0 == 0) {
-                    return Err(ConfigError::invalid(path, format!("protocol.{name}.{class}.channel_rate"), "must be positive"));
-                }
-            }
-            if p.slices_per_chunk == 0 || p.chunk.0 == 0 {
-                return Err(ConfigError::invalid(path, format!("protocol.{name}"), "chunk and slices_per_chunk must be positive"));
-            }
-        }
-        for stack in crate::stack::STACKS {
-            if !self.stack.contains_key(stack.name()) {
-                return Err(ConfigError::invalid(
-                    path,
-                    format!("stack.{stack}"),
-                    "missing: every stack needs collective_call and kernel_launch",
-                ));
-            }
-        }
-        check_range(path, "contention.sharpness", self.contention.sharpness, 0.5..=50.0)?;
-        for (name, g) in &self.pcie {
-            check_range(path, &format!("pcie.{name}.host_read_efficiency"), g.host_read_efficiency, 0.01..=1.0)?;
-        }
-        for arch in self.cta.keys() {
-            for protocol in crate::collective::PROTOCOLS {
-                self.cta_rates(arch, protocol).map_err(|message| ConfigError::invalid(path, format!("cta.{arch}"), message))?;
-            }
-        }
-        check_range(path, "nvls.efficiency_vs_nccl", self.nvls.efficiency_vs_nccl, 0.01..=1.2)?;
-        check_range(path, "direct.efficiency", self.direct.efficiency, 0.01..=1.0)?;
-        if self.shm.slots == 0 {
-            return Err(ConfigError::invalid(path, "shm.slots", "must be at least 1"));
-        }
-        for (name, table) in [
-            ("ll", &self.nccl.tree_correction.ll),
-            ("ll128", &self.nccl.tree_correction.ll128),
-            ("simple", &self.nccl.tree_correction.simple),
-        ] {
-            if table.len() != 23 {
-                return Err(ConfigError::invalid(
-                    path,
-                    format!("nccl.tree_correction.{name}"),
-                    format!("needs 23 factors (64 B to 256 MiB), has {}", table.len()),
-                ));
-            }
-        }
-        Ok(())
     }
 }
 
