@@ -293,6 +293,12 @@ pub struct HardwareModel {
 pub enum ModelSource {
     Shipped(&'static str),
     File(PathBuf),
+    /// An overlay made in memory (a what-if change), named in messages by
+    /// `label`.
+    Text {
+        label: PathBuf,
+        text: String,
+    },
 }
 
 impl ModelSource {
@@ -300,6 +306,7 @@ impl ModelSource {
         match self {
             ModelSource::Shipped(name) => PathBuf::from(format!("models/hardware/{name}.toml")),
             ModelSource::File(path) => path.clone(),
+            ModelSource::Text { label, .. } => label.clone(),
         }
     }
 }
@@ -320,6 +327,7 @@ fn layer_text(source: &ModelSource) -> ConfigResult<String> {
             Ok(SHIPPED.iter().find(|(n, _)| n == name).map(|(_, text)| text.to_string()).expect("shipped names come from the table"))
         }
         ModelSource::File(path) => read_text(path),
+        ModelSource::Text { text, .. } => Ok(text.clone()),
     }
 }
 

@@ -243,6 +243,14 @@ impl Topology {
         &self.links[id.index()]
     }
 
+    /// Gives a link another kind, bandwidth and latency between the same
+    /// ends: a what-if change of a built topology.
+    pub fn set_link(&mut self, id: LinkId, kind: LinkKind, bandwidth: Bandwidth, latency: Time) {
+        assert!(bandwidth.0 > 0, "link {} needs a bandwidth", self.link_label(id));
+        let link = &mut self.links[id.index()];
+        (link.kind, link.bandwidth, link.latency) = (kind, bandwidth, latency);
+    }
+
     pub fn links(&self) -> &[Link] {
         &self.links
     }
@@ -483,8 +491,40 @@ pub fn model_source(name: &str, base_dir: &std::path::Path) -> ModelSource {
 /// `nvidia-smi topo -m` or NCCL's topology dump, imported first (with
 /// `options.gpu` as the GPU model where given).
 pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::Error> {
+    resolve_edited(spec, &Unchanged)
+}
+
+/// A what-if change made while a topology is resolved: a hardware model
+/// overlay applied after every other, then changes to the built topology
+/// and to the model it was built from.
+pub trait Edit {
+    fn overlay(&self) -> Option<ModelSource>;
+    fn built(&self, topology: &mut Topology, model: &mut HardwareModel) -> Result<(), String>;
+}
+
+/// No change: what [`resolve`] builds.
+pub struct Unchanged;
+
+impl Edit for Unchanged {
+    fn overlay(&self) -> Option<ModelSource> {
+        None
+    }
+    fn built(&self, _: &mut Topology, _: &mut HardwareModel) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// [`resolve`] with `edit` applied: its overlay last, then its changes to
+/// what was built.
+pub fn resolve_edited(spec: &TopologySpec, edit: &dyn Edit) -> Result<(Topology, HardwareModel), crate::Error> {
+    let (mut topology, mut model) = build_spec(spec, edit.overlay())?;
+    edit.built(&mut topology, &mut model).map_err(TopologyError::Invalid)?;
+    Ok((topology, model))
+}
+
+fn build_spec(spec: &TopologySpec, last: Option<ModelSource>) -> Result<(Topology, HardwareModel), crate::Error> {
     let here = std::path::Path::new(".");
-    let user: Vec<ModelSource> = spec.models.iter().map(|m| model_source(m, here)).collect();
+    let user: Vec<ModelSource> = spec.models.iter().map(|m| model_source(m, here)).chain(last).collect();
     let path = std::path::Path::new(&spec.name);
     let looks_like_file = [".toml", ".txt", ".xml"].iter().any(|ext| spec.name.ends_with(ext)) || spec.name.contains('/') || path.is_file();
     if looks_like_file {

@@ -1,0 +1,1 @@
+//! Tests of a whole sweep file: loading, points, errors.
