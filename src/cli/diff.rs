@@ -110,7 +110,10 @@ fn percent(value: Option<&Value>) -> Value {
 
 /// One comparison as people read it.
 fn table(compared: &Record, links: usize) -> String {
-    let side = |name: &str| format!("{} on {}", text(compared.get(name)), text(compared.get(&format!("topology_{name}"))));
+    let side = |name: &str| match compared.get(&format!("mode_{name}")) {
+        Some(mode) => format!("{} ({}) on {}", text(compared.get(name)), cell(mode), text(compared.get(&format!("topology_{name}")))),
+        None => text(compared.get(name)),
+    };
     let mut out = format!("{} -> {} ({})\n", side("before"), side("after"), text(compared.get("change")));
     for which in ["before", "after"] {
         if let Some(error) = compared.get(&format!("{which}_error")).filter(|e| !e.is_null()) {

@@ -254,8 +254,8 @@ mod tests {
     #[test]
     fn the_shipped_model_prices_every_gpu_of_the_hardware_model() {
         let model = CostModel::load(None, Path::new("x"), "").unwrap();
-        let gpus: Vec<&String> = HardwareModel::base().gpu.keys().collect();
-        assert_eq!(model.gpu.keys().collect::<Vec<_>>(), gpus);
+        let hardware = HardwareModel::base();
+        assert_eq!(model.gpu.keys().collect::<Vec<_>>(), hardware.gpu.keys().collect::<Vec<_>>());
     }
 
     #[test]

@@ -139,7 +139,7 @@ pub fn compare(before: &Side, after: &Side, change: &str) -> Record {
         }
     };
     let ((a, a_links), (b, b_links)) = (a, b);
-    for side in ["topology", "transport", "gpu"] {
+    for side in ["mode", "topology", "transport", "gpu"] {
         out.insert(format!("{side}_before"), a.get(side).cloned().unwrap_or_default());
         out.insert(format!("{side}_after"), b.get(side).cloned().unwrap_or_default());
     }
@@ -162,12 +162,12 @@ pub fn compare(before: &Side, after: &Side, change: &str) -> Record {
     out.insert("rates".into(), Value::Array(rates));
     let busiest = |r: &Record| (r.get("busiest_link").and_then(Value::as_str).map(String::from), number(r, "busiest_link_util"));
     let ((a_link, a_util), (b_link, b_util)) = (busiest(a), busiest(b));
-    let ends = |label: &Option<String>| label.as_ref().map(|l| l.split(" (").next().unwrap_or(l).to_string());
+    let ends_of = |label: &Option<String>| label.as_ref().map(|l| l.split(" (").next().unwrap_or(l).to_string());
     out.insert("bottleneck_before".into(), json!(a_link));
     out.insert("bottleneck_before_util".into(), json!(a_util));
     out.insert("bottleneck_after".into(), json!(b_link));
     out.insert("bottleneck_after_util".into(), json!(b_util));
-    out.insert("bottleneck_moved".into(), json!(ends(&a_link) != ends(&b_link)));
+    out.insert("bottleneck_moved".into(), json!(ends_of(&a_link) != ends_of(&b_link)));
     let mut ends: Vec<&str> = Vec::new();
     for link in a_links.iter().chain(b_links) {
         if !ends.contains(&link.ends.as_str()) {
@@ -179,7 +179,10 @@ pub fn compare(before: &Side, after: &Side, change: &str) -> Record {
     let peak = |entry: &(&str, Option<&LinkUse>, Option<&LinkUse>)| {
         entry.1.map_or(0.0, |l| l.utilisation).max(entry.2.map_or(0.0, |l| l.utilisation))
     };
-    links.sort_by(|p, q| peak(q).total_cmp(&peak(p)).then(p.0.cmp(&q.0)));
+    // The two bottlenecks first, then the busiest.
+    let bottlenecks = [ends_of(&a_link), ends_of(&b_link)];
+    let rank = |entry: &(&str, Option<&LinkUse>, Option<&LinkUse>)| !bottlenecks.contains(&Some(entry.0.to_string()));
+    links.sort_by(|p, q| rank(p).cmp(&rank(q)).then(peak(q).total_cmp(&peak(p))).then(p.0.cmp(q.0)));
     let links: Vec<Value> = links
         .iter()
         .map(|(ends, x, y)| {

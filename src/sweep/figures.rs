@@ -181,15 +181,31 @@ fn numeric(value: &Value) -> Option<f64> {
     value.as_f64().or_else(|| value.as_str().and_then(|s| s.parse::<Bandwidth>().ok()).map(Bandwidth::as_gbps))
 }
 
-/// The columns other than `taken` whose value varies among `rows`.
-fn free_columns(manifest: &Manifest, rows: &[&Record], taken: &[&str]) -> Vec<String> {
-    manifest
-        .columns
-        .iter()
-        .filter(|c| !taken.contains(&c.as_str()))
-        .filter(|c| rows.windows(2).any(|pair| pair[0].get(*c) != pair[1].get(*c)))
-        .cloned()
-        .collect()
+/// Columns that tell `rows` apart beyond `first`: the other columns (not
+/// `taken`) in order, each kept only if it splits the rows further.
+fn distinguishing(manifest: &Manifest, rows: &[&Record], first: &[String], taken: &[&str]) -> Vec<String> {
+    let groups = |columns: &[String]| {
+        let mut seen: Vec<Vec<Option<&Value>>> = Vec::new();
+        for row in rows {
+            let key: Vec<Option<&Value>> = columns.iter().map(|c| row.get(c)).collect();
+            if !seen.contains(&key) {
+                seen.push(key);
+            }
+        }
+        seen.len()
+    };
+    let mut chosen = first.to_vec();
+    for column in &manifest.columns {
+        if taken.contains(&column.as_str()) || chosen.contains(column) {
+            continue;
+        }
+        let before = groups(&chosen);
+        chosen.push(column.clone());
+        if groups(&chosen) == before {
+            chosen.pop();
+        }
+    }
+    chosen
 }
 
 /// "tp=2, label=shm": a row's values of `columns`.
@@ -200,8 +216,8 @@ fn name_of(row: &Record, columns: &[String]) -> String {
 fn lines(plot: &RawPlot, manifest: &Manifest, rows: &[&Record], context: &str) -> Curves {
     let x = plot.x.clone().unwrap_or_default();
     let y = plot.y.clone().unwrap_or_default();
-    let mut split: Vec<String> = plot.series.iter().cloned().collect();
-    split.extend(free_columns(manifest, rows, &[&x, plot.series.as_deref().unwrap_or("")]));
+    let series_column: Vec<String> = plot.series.iter().cloned().collect();
+    let split = distinguishing(manifest, rows, &series_column, &[&x]);
     let values: Vec<&Value> = rows.iter().filter_map(|row| row.get(&x)).collect();
     let numbers = values.iter().all(|v| numeric(v).is_some());
     let bandwidth = numbers && values.iter().any(|v| v.is_string());
@@ -247,9 +263,8 @@ fn lines(plot: &RawPlot, manifest: &Manifest, rows: &[&Record], context: &str) -
         (true, true) => XScale::Log,
         (true, false) => XScale::Linear,
     };
-    let by = plot.series.as_ref().map_or(String::new(), |s| format!(", one line per {s}"));
     Curves {
-        title: plot.title.clone().unwrap_or_else(|| format!("{} against {x}{by}{context}", describe(&y))),
+        title: plot.title.clone().unwrap_or_else(|| format!("{} against {x}{context}", describe(&y))),
         x_label: if bandwidth { format!("{}, GB/s", describe_column(&x)) } else { describe_column(&x) },
         y_label: describe(&y),
         x: scale,
@@ -305,10 +320,10 @@ fn pareto(plot: &RawPlot, manifest: &Manifest, rows: &[&Record], context: &str) 
     let measured: Vec<(f64, f64, usize)> =
         rows.iter().enumerate().filter_map(|(i, row)| Some((goal::value(row, &x)?, goal::value(row, &y)?, i))).collect();
     let points = measured.iter().map(|&(px, py, i)| (px, py, rows[i].get("meets_goal") == Some(&Value::Bool(true)))).collect();
-    let named = free_columns(manifest, rows, &[]);
+    let named = distinguishing(manifest, rows, &[], &[]);
     let edge = front(&measured);
     // Names only where they stay readable.
-    let show = edge.len() <= 12;
+    let show = edge.len() <= 8;
     Pareto {
         title: plot.title.clone().unwrap_or_else(|| format!("{} against {}{context}", describe(&y), describe(&x))),
         x_label: describe(&x),

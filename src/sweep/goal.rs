@@ -97,17 +97,21 @@ pub struct Constraint {
 impl Constraint {
     pub fn parse(text: &str) -> Result<Constraint, String> {
         let usage = "write METRIC OP NUMBER, OP one of <=, <, >=, >, == (e.g. \"ttft_ms <= 500\")";
-        let (position, operator, comparison) = OPERATORS
-            .iter()
-            .filter_map(|&(operator, comparison)| text.find(operator).map(|at| (at, operator, comparison)))
-            .min_by_key(|&(at, operator, _)| (at, std::cmp::Reverse(operator.len())))
-            .ok_or_else(|| format!("{text:?} has no comparison; {usage}"))?;
-        let metric = text[..position].trim();
-        let number = text[position + operator.len()..].trim();
+        let text = text.trim();
+        let split = text.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(text.len());
+        let (metric, rest) = (&text[..split], text[split..].trim_start());
+        if metric.is_empty() {
+            return Err(format!("{text:?} does not start with a metric; {usage}"));
+        }
         check_metric(metric).map_err(|message| format!("{text:?}: {message}"))?;
+        let (operator, comparison) = OPERATORS
+            .iter()
+            .find(|(operator, _)| rest.starts_with(operator))
+            .ok_or_else(|| format!("{text:?}: no comparison after {metric}; {usage}"))?;
+        let number = rest[operator.len()..].trim();
         let bound =
             number.parse::<f64>().ok().filter(|b| b.is_finite()).ok_or_else(|| format!("{text:?}: {number:?} is not a number; {usage}"))?;
-        Ok(Constraint { metric: metric.to_string(), comparison, bound })
+        Ok(Constraint { metric: metric.to_string(), comparison: *comparison, bound })
     }
 
     /// Whether `row` meets the constraint (a row without the metric does not).
@@ -207,6 +211,7 @@ mod tests {
     #[test]
     fn bad_expressions_say_what_is_wrong() {
         assert!(Constraint::parse("ttft_ms = 500").unwrap_err().contains("OP one of"));
+        assert!(Constraint::parse("ttft_ms => 500").unwrap_err().contains("no comparison"));
         assert!(Constraint::parse("ttft <= 500").unwrap_err().contains("tokens_per_s_per_gpu"));
         assert!(Constraint::parse("ttft_ms <= fast").unwrap_err().contains("not a number"));
         let raw = RawGoal { require: vec!["ttft_ms <= 1".into(), "latency < 2".into()], ..RawGoal::default() };

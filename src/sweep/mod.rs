@@ -201,7 +201,13 @@ impl Sweep {
         let mut changes: Vec<Change> = self.listed.get(listed_index).cloned().unwrap_or_default();
         changes.extend(axes::combination(&self.axes, index % combinations).into_iter().cloned());
         let raw_mode = &self.base.modes[mode];
-        Point { index, mode, label: raw_mode.label.clone().unwrap_or_else(|| raw_mode.transport.clone()), changes }
+        // A mode named only by its transport is named by the one the point sets.
+        let transport = changes.iter().rev().find_map(|c| match (&c.key, &c.value) {
+            (Key::Transport, change::Value::Text(text)) => Some(text.clone()),
+            _ => None,
+        });
+        let label = raw_mode.label.clone().or(transport).unwrap_or_else(|| raw_mode.transport.clone());
+        Point { index, mode, label, changes }
     }
 
     /// Every column's values, in order of first appearance.
@@ -213,10 +219,14 @@ impl Sweep {
                 list.push(value);
             }
         };
+        let changes = || self.axes.iter().flat_map(|a| &a.changes).chain(self.listed.iter().flatten());
         for mode in &self.base.modes {
             add(LABEL.to_string(), mode.label.clone().unwrap_or_else(|| mode.transport.clone()).into());
+            if mode.label.is_none() {
+                changes().filter(|c| c.key == Key::Transport).for_each(|c| add(LABEL.to_string(), c.shown.clone()));
+            }
         }
-        for change in self.axes.iter().flat_map(|a| &a.changes).chain(self.listed.iter().flatten()) {
+        for change in changes() {
             add(change.key.name(), change.shown.clone());
         }
         values

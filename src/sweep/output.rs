@@ -156,7 +156,12 @@ pub fn merge(dirs: &[PathBuf]) -> Result<(Manifest, Vec<Record>), String> {
             match point_of(&row) {
                 Some(point) if shard.shard.contains(point) && point < manifest.points => rows.push(row),
                 _ => {
-                    return Err(format!("{}: a row that is not of shard {}: {}", dir.join(ROWS).display(), shard.shard, Value::Object(row)));
+                    return Err(format!(
+                        "{}: a row that is not of shard {}: {}",
+                        dir.join(ROWS).display(),
+                        shard.shard,
+                        Value::Object(row)
+                    ));
                 }
             }
         }
