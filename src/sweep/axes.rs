@@ -104,7 +104,7 @@ impl RawAxis {
                 if from == 0 && by.1.is_some() {
                     return Err(("from", "a range multiplied at each step must start above zero".into()));
                 }
-                let values = steps(from, to, |v| next(v), "from", "to")?;
+                let values = steps(from, to, next, "from", "to")?;
                 Ok(values.into_iter().map(toml::Value::Integer).collect())
             }
             Kind::Bandwidth => {
@@ -124,7 +124,7 @@ impl RawAxis {
                     (None, Some(times)) if times > 1.0 && times.is_finite() => Box::new(move |v| Some((v as f64 * times).round() as u64)),
                     _ => return Err(("times", "times must be above 1".into())),
                 };
-                let values = steps(from, to, |v| next(v), "from", "to")?;
+                let values = steps(from, to, next, "from", "to")?;
                 Ok(values.into_iter().map(|v| toml::Value::String(Bandwidth(v).to_string())).collect())
             }
             Kind::Text | Kind::Any => {

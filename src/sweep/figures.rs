@@ -236,7 +236,8 @@ fn lines(plot: &RawPlot, manifest: &Manifest, rows: &[&Record], context: &str) -
         let (Some(px), Some(py)) = (row.get(&x).and_then(position), goal::value(row, &y)) else { continue };
         let name = match &split[..] {
             [] => describe(&y),
-            [only] => row.get(only).map_or("-".into(), cell),
+            // The mode's label reads alone; other values say their column.
+            [only] if only == super::LABEL => row.get(only).map_or("-".into(), cell),
             several => name_of(row, several),
         };
         // Beside published figures, say which lines are simulated.

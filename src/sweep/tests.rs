@@ -175,3 +175,26 @@ fn keys_list_what_is_allowed() {
     let message = Change::parse_assignment("tp", origin).unwrap_err().to_string();
     assert!(message.contains("command line: key `--set`") && message.contains("KEY=VALUE"), "{message}");
 }
+
+#[test]
+fn a_link_key_gives_what_rebuilding_the_board_from_an_edited_model_gives() {
+    // On an NVSwitch board the preset reads the GPU's link count and the
+    // generation's link rate: editing the model before the build and
+    // rescaling the built links must agree to the picosecond.
+    let sweep = sweep("").unwrap();
+    let row = |text: &str| {
+        let mut point = sweep.point(0);
+        point.changes = vec![change(text)];
+        run::row(&sweep, &point)
+    };
+    for (link_key, model_key) in [
+        ("topology.nvlink_links=12", "hardware.gpu.h20.nvlink_links=12"),
+        ("topology.nvlink_bandwidth=50GB/s", "hardware.nvlink.gen4.link_rate=50GB/s"),
+    ] {
+        let (rescaled, rebuilt) = (row(link_key), row(model_key));
+        for field in ["ttft_ms", "total_ms", "busiest_link", "busiest_link_util", "prefill_algo"] {
+            assert_eq!(rescaled[field], rebuilt[field], "{link_key} against {model_key}: {field}");
+        }
+        assert_ne!(rescaled["ttft_ms"], run::row(&sweep, &sweep.point(0))["ttft_ms"], "{link_key} changes the time");
+    }
+}

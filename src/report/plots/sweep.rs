@@ -88,12 +88,15 @@ impl ValueAxis {
     }
 }
 
+/// An axis's range, how many labels it has and how they read.
+type Ticks<'f> = (std::ops::Range<f64>, usize, &'f dyn Fn(&f64) -> String);
+
 /// A chart on two f64 axes with its title, grid and labels.
 fn frame<'a, DB: DrawingBackend>(
     root: &'a DrawingArea<DB, Shift>,
     title: &str,
-    (x_range, x_labels, x_format): (std::ops::Range<f64>, usize, &dyn Fn(&f64) -> String),
-    (y_range, y_labels, y_format): (std::ops::Range<f64>, usize, &dyn Fn(&f64) -> String),
+    (x_range, x_labels, x_format): Ticks,
+    (y_range, y_labels, y_format): Ticks,
     (x_desc, y_desc): (&str, &str),
     right: u32,
 ) -> Result<LogChart<'a, DB>, String> {
