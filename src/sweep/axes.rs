@@ -62,8 +62,9 @@ impl RawAxis {
             .enumerate()
             .map(|(i, value)| Change::new(key.clone(), value, Origin { at: &at(&format!("values[{i}]")), ..origin }))
             .collect::<ConfigResult<Vec<Change>>>()?;
+        let mut seen = std::collections::BTreeSet::new();
         for (i, change) in changes.iter().enumerate() {
-            if changes[..i].contains(change) {
+            if !seen.insert(change.shown.to_string()) {
                 return Err(invalid(&format!("values[{i}]"), format!("{} appears twice on axis {}", change.describe(), self.key)));
             }
         }
@@ -157,7 +158,7 @@ fn steps<T: Copy + PartialOrd + std::fmt::Display>(
 
 /// Combinations of the cross product of `axes`.
 pub fn combinations(axes: &[Axis]) -> usize {
-    axes.iter().map(|a| a.changes.len()).product()
+    axes.iter().fold(1usize, |product, a| product.saturating_mul(a.changes.len()))
 }
 
 /// The `number`-th combination of the cross product of `axes` (the last

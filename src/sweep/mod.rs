@@ -184,7 +184,8 @@ impl Sweep {
 
     /// How many points the sweep has.
     pub fn len(&self) -> usize {
-        self.base.modes.len() * self.listed.len().max(1) * axes::combinations(&self.axes)
+        // Saturating: a product past MAX_POINTS is refused when the file is read.
+        self.base.modes.len().saturating_mul(self.listed.len().max(1)).saturating_mul(axes::combinations(&self.axes))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -213,10 +214,10 @@ impl Sweep {
     /// Every column's values, in order of first appearance.
     pub fn column_values(&self) -> BTreeMap<String, Vec<serde_json::Value>> {
         let mut values: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
+        let mut seen: std::collections::BTreeSet<(String, String)> = std::collections::BTreeSet::new();
         let mut add = |column: String, value: serde_json::Value| {
-            let list = values.entry(column).or_default();
-            if !list.contains(&value) {
-                list.push(value);
+            if seen.insert((column.clone(), value.to_string())) {
+                values.entry(column).or_default().push(value);
             }
         };
         let changes = || self.axes.iter().flat_map(|a| &a.changes).chain(self.listed.iter().flatten());

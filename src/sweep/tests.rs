@@ -77,6 +77,13 @@ fn bad_sweep_files_name_the_file_the_key_and_what_is_allowed() {
 }
 
 #[test]
+fn a_sweep_too_large_to_run_is_refused() {
+    let axis = |key: &str| format!("[[axis]]\nkey = \"{key}\"\nfrom = 1\nto = 100000\nstep = 1\n");
+    let message = error(&format!("{}{}", axis("query.prompt"), axis("query.output")));
+    assert!(message.contains("key `axis`") && message.contains("at most 10000000"), "{message}");
+}
+
+#[test]
 fn a_transport_axis_needs_a_base_of_one_mode() {
     let message = error("[[axis]]\nkey = \"transport\"\nvalues = [\"nvswitch\", \"shm\"]");
     assert!(message.contains("s.toml: key `mode`") && message.contains("one [[mode]]"), "{message}");

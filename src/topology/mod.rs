@@ -4,6 +4,7 @@
 //! medium; presets, topology files and the importers of real machines'
 //! topologies. Knows nothing of collectives.
 
+mod edit;
 mod file;
 pub mod import;
 mod presets;
@@ -15,6 +16,7 @@ use std::fmt;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
+pub use edit::{Edit, Unchanged, resolve_edited};
 pub use file::{build as build_from_file, load_file};
 pub use presets::{PRESETS, PresetOptions, preset, preset_models};
 pub use show::describe;
@@ -241,14 +243,6 @@ impl Topology {
 
     pub fn link(&self, id: LinkId) -> &Link {
         &self.links[id.index()]
-    }
-
-    /// Gives a link another kind, bandwidth and latency between the same
-    /// ends: a what-if change of a built topology.
-    pub fn set_link(&mut self, id: LinkId, kind: LinkKind, bandwidth: Bandwidth, latency: Time) {
-        assert!(bandwidth.0 > 0, "link {} needs a bandwidth", self.link_label(id));
-        let link = &mut self.links[id.index()];
-        (link.kind, link.bandwidth, link.latency) = (kind, bandwidth, latency);
     }
 
     pub fn links(&self) -> &[Link] {
@@ -494,34 +488,7 @@ pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::
     resolve_edited(spec, &Unchanged)
 }
 
-/// A what-if change made while a topology is resolved: a hardware model
-/// overlay applied after every other, then changes to the built topology
-/// and to the model it was built from.
-pub trait Edit {
-    fn overlay(&self) -> Option<ModelSource>;
-    fn built(&self, topology: &mut Topology, model: &mut HardwareModel) -> Result<(), String>;
-}
-
-/// No change: what [`resolve`] builds.
-pub struct Unchanged;
-
-impl Edit for Unchanged {
-    fn overlay(&self) -> Option<ModelSource> {
-        None
-    }
-    fn built(&self, _: &mut Topology, _: &mut HardwareModel) -> Result<(), String> {
-        Ok(())
-    }
-}
-
-/// [`resolve`] with `edit` applied: its overlay last, then its changes to
-/// what was built.
-pub fn resolve_edited(spec: &TopologySpec, edit: &dyn Edit) -> Result<(Topology, HardwareModel), crate::Error> {
-    let (mut topology, mut model) = build_spec(spec, edit.overlay())?;
-    edit.built(&mut topology, &mut model).map_err(TopologyError::Invalid)?;
-    Ok((topology, model))
-}
-
+/// Builds what `spec` names, with `last` as the last model overlay.
 fn build_spec(spec: &TopologySpec, last: Option<ModelSource>) -> Result<(Topology, HardwareModel), crate::Error> {
     let here = std::path::Path::new(".");
     let user: Vec<ModelSource> = spec.models.iter().map(|m| model_source(m, here)).chain(last).collect();
