@@ -479,6 +479,24 @@ pub fn model_source(name: &str, base_dir: &std::path::Path) -> ModelSource {
     }
 }
 
+/// What a topology is built from, kept so that it can be built again under
+/// another hardware model (a fit changes link rates and hop latencies).
+#[derive(Debug, Clone)]
+pub enum Blueprint {
+    Preset { name: String, options: PresetOptions },
+    File { path: std::path::PathBuf, raw: TopologyFile },
+}
+
+impl Blueprint {
+    /// The topology under `model`.
+    pub fn build(&self, model: &HardwareModel) -> Result<Topology, crate::Error> {
+        match self {
+            Blueprint::Preset { name, options } => Ok(preset(name, options, model)?),
+            Blueprint::File { path, raw } => Ok(build_from_file(path, raw, model)?),
+        }
+    }
+}
+
 /// Builds the topology a user named, with the hardware model it uses
 /// (the base, the preset's or file's calibrated overlays, then the user's).
 /// A file is a TOML topology file, or, told by its content, the output of
@@ -488,8 +506,13 @@ pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::
     resolve_edited(spec, &Unchanged)
 }
 
-/// Builds what `spec` names, with `last` as the last model overlay.
-fn build_spec(spec: &TopologySpec, last: Option<ModelSource>) -> Result<(Topology, HardwareModel), crate::Error> {
+/// What [`resolve`] builds from, and the hardware model.
+pub fn blueprint(spec: &TopologySpec) -> Result<(Blueprint, HardwareModel), crate::Error> {
+    blueprint_with(spec, None)
+}
+
+/// [`blueprint`] with `last` as the last model overlay.
+fn blueprint_with(spec: &TopologySpec, last: Option<ModelSource>) -> Result<(Blueprint, HardwareModel), crate::Error> {
     let here = std::path::Path::new(".");
     let user: Vec<ModelSource> = spec.models.iter().map(|m| model_source(m, here)).chain(last).collect();
     let path = std::path::Path::new(&spec.name);
@@ -512,7 +535,8 @@ fn build_spec(spec: &TopologySpec, last: Option<ModelSource>) -> Result<(Topolog
                 (raw, model)
             }
         };
-        let topology = build_from_file(path, &raw, &model)?;
+        let blueprint = Blueprint::File { path: path.to_path_buf(), raw };
+        let topology = blueprint.build(&model)?;
         if let Some(gpus) = spec.options.gpus
             && (gpus as usize > topology.gpus().len() || gpus == 0)
         {
@@ -524,7 +548,7 @@ fn build_spec(spec: &TopologySpec, last: Option<ModelSource>) -> Result<(Topolog
             ))
             .into());
         }
-        return Ok((topology, model));
+        return Ok((blueprint, model));
     }
     let mut overlays: Vec<ModelSource> = preset_models(&spec.name)
         .iter()
@@ -532,8 +556,9 @@ fn build_spec(spec: &TopologySpec, last: Option<ModelSource>) -> Result<(Topolog
         .collect();
     overlays.extend(user);
     let model = HardwareModel::load(&overlays)?;
-    let topology = preset(&spec.name, &spec.options, &model)?;
-    Ok((topology, model))
+    let blueprint = Blueprint::Preset { name: spec.name.clone(), options: spec.options.clone() };
+    blueprint.build(&model)?;
+    Ok((blueprint, model))
 }
 
 /// Builds the link bandwidths of a preset or file from the hardware model.

@@ -131,7 +131,7 @@ fn diff_names_the_bottleneck_before_and_after() {
         panic!("one mode")
     };
     assert_eq!(mesh["bottleneck_before"], "GPU0 -> nvswitch (NVLink gen4 x18)");
-    assert_eq!(mesh["bottleneck_after"], "GPU1 -> GPU3 (NVLink gen4 x2)");
+    assert_eq!(mesh["bottleneck_after"], "GPU0 -> GPU1 (NVLink gen4 x2)");
     assert_eq!(mesh["bottleneck_moved"], true);
     let ttft = phase(mesh, "prefill (time to first token)");
     assert!(ttft["saved_ms"].as_f64().unwrap() < 0.0, "the mesh is slower to the first token: {ttft}");
