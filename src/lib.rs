@@ -10,6 +10,7 @@ pub mod engine;
 pub mod network;
 pub mod report;
 pub mod stack;
+pub mod sweep;
 pub mod topology;
 pub mod transport;
 pub mod units;

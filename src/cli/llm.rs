@@ -3,14 +3,13 @@
 //! results.csv and the plots. What the user typed is turned into an
 //! experiment here; the library runs it.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::{checks, figures, parse_format};
+use super::{checks, figures, parse_format, progress_bar};
 use icsim::config::experiment::{Experiment, RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::{self, Format, Record};
 use icsim::workload::experiment::{self, ExperimentResult, RunOptions};
@@ -186,7 +185,7 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
             checks::warn_unusual_links(&run.topology, &run.hardware);
         }
     }
-    let bar = progress_bar(experiment::steps(experiment, &options));
+    let bar = progress_bar(experiment::steps(experiment, &options), "simulating {bar:40} {pos}/{len} runs, {elapsed}");
     let result = experiment::run(experiment, &options, &|| bar.inc(1));
     bar.finish_and_clear();
     let result = result?;
@@ -225,21 +224,11 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
 }
 
 /// Prints to stdout; a reader that went away (`| head`) is not an error.
-fn emit(text: &str) -> Result<()> {
+pub(super) fn emit(text: &str) -> Result<()> {
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => Err(error).context("writing to stdout"),
         _ => Ok(()),
     }
-}
-
-/// A bar on stderr, drawn only when stderr is a terminal.
-fn progress_bar(steps: u64) -> ProgressBar {
-    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-    let bar = ProgressBar::with_draw_target(Some(steps), target);
-    if let Ok(style) = ProgressStyle::with_template("simulating {bar:40} {pos}/{len} runs, {elapsed}") {
-        bar.set_style(style);
-    }
-    bar
 }
 
 /// How the forward ran, when every mode ran it the same way: "; every

@@ -4,12 +4,17 @@
 mod calibrate;
 mod checks;
 mod collective;
+mod diff;
 mod figures;
 mod llm;
+mod sweep;
 mod topo;
+
+use std::io::IsTerminal;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use icsim::config::ConfigError;
 use icsim::config::hardware::HardwareModel;
@@ -40,6 +45,12 @@ enum Command {
     /// Fit the hardware model to measurements, and validate it.
     #[command(subcommand)]
     Calibrate(calibrate::CalibrateCommand),
+    /// Run a sweep file: a base experiment over axes or listed points, in
+    /// parallel, ranked by a goal and a cost (or merge a sweep's shards).
+    Sweep(sweep::SweepArgs),
+    /// What does a change buy: one workload before and after (a second
+    /// experiment, or --set KEY=VALUE), mode by mode.
+    Diff(diff::DiffArgs),
 }
 
 /// Which server to simulate.
@@ -127,6 +138,17 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
     if bad_input { 2 } else { 1 }
 }
 
+/// A bar on stderr drawn with indicatif's `template`, only when stderr is
+/// a terminal.
+pub fn progress_bar(steps: u64, template: &str) -> ProgressBar {
+    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    let bar = ProgressBar::with_draw_target(Some(steps), target);
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar
+}
+
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         None => llm::run_experiment(llm::RunArgs::default_run()),
@@ -135,5 +157,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Some(Command::Collective(args)) => collective::run(args),
         Some(Command::Topo(command)) => topo::run(command),
         Some(Command::Calibrate(command)) => calibrate::run(command),
+        Some(Command::Sweep(args)) => sweep::run(args),
+        Some(Command::Diff(args)) => diff::run(args),
     }
 }

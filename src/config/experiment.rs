@@ -15,7 +15,7 @@ use super::{ConfigError, ConfigResult, parse_toml, read_text, relative_to};
 use crate::collective::Selection;
 use crate::config::hardware::HardwareModel;
 use crate::stack::Stack;
-use crate::topology::{self, PresetOptions, Topology, TopologySpec};
+use crate::topology::{self, Edit, PresetOptions, Topology, TopologySpec};
 use crate::transport::Mode;
 use crate::workload::tp::{self, Query};
 
@@ -189,6 +189,12 @@ impl Experiment {
 
     /// Validates a raw experiment (from a file or from flags).
     pub fn resolve(raw: RawExperiment, source: Source) -> ConfigResult<Experiment> {
+        Experiment::resolve_edited(raw, source, &topology::Unchanged)
+    }
+
+    /// [`Experiment::resolve`] with a what-if change to every mode's
+    /// hardware model and topology.
+    pub fn resolve_edited(raw: RawExperiment, source: Source, edit: &dyn Edit) -> ConfigResult<Experiment> {
         let base_dir = source.base_dir();
         let model_name = if looks_like_file(&raw.model) {
             relative_to(&base_dir, Path::new(&raw.model)).display().to_string()
@@ -226,7 +232,7 @@ impl Experiment {
         }
         let mut modes: Vec<ModeRun> = Vec::new();
         for (index, raw_mode) in raw.modes.iter().enumerate() {
-            let run = resolve_mode(&raw, raw_mode, index, &llm, &source)?;
+            let run = resolve_mode(&raw, raw_mode, index, &llm, &source, edit)?;
             if let Some(other) = modes.iter().find(|m| m.label == run.label) {
                 return Err(source.invalid(
                     Some(index),
@@ -244,7 +250,14 @@ impl Experiment {
     }
 }
 
-fn resolve_mode(raw: &RawExperiment, mode: &RawMode, index: usize, llm: &LlmModel, source: &Source) -> ConfigResult<ModeRun> {
+fn resolve_mode(
+    raw: &RawExperiment,
+    mode: &RawMode,
+    index: usize,
+    llm: &LlmModel,
+    source: &Source,
+    edit: &dyn Edit,
+) -> ConfigResult<ModeRun> {
     // A key this mode overrides is named as the mode's; otherwise as the
     // experiment's default.
     let owner = |overridden: bool| overridden.then_some(index);
@@ -287,7 +300,7 @@ fn resolve_mode(raw: &RawExperiment, mode: &RawMode, index: usize, llm: &LlmMode
     let name = from_here(&topology_name);
     let models = models.iter().map(from_here).collect();
     let spec = TopologySpec { name, options: PresetOptions { gpus, gpu: gpu.clone() }, models };
-    let (topology, hardware) = topology::resolve(&spec).map_err(|error| {
+    let (topology, hardware) = topology::resolve_edited(&spec, edit).map_err(|error| {
         if let crate::Error::Config(unknown @ ConfigError::UnknownName { .. }) = &error {
             return source.invalid(owner(mode.models.is_some()), "models", unknown.to_string());
         }

@@ -386,7 +386,8 @@ pub struct HardwareModel {
 pub enum ModelSource {
     Shipped(&'static str),
     File(PathBuf),
-    /// Text already read, with the name its errors give it.
+    /// Text already read or made in memory (a what-if change), named in
+    /// messages by `label`.
     Text {
         label: PathBuf,
         text: String,

@@ -4,6 +4,7 @@
 //! medium; presets, topology files and the importers of real machines'
 //! topologies. Knows nothing of collectives.
 
+mod edit;
 pub(crate) mod file;
 pub mod import;
 pub mod plausible;
@@ -17,6 +18,7 @@ use std::fmt;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
+pub use edit::{Edit, Unchanged, resolve_edited};
 pub use file::{build as build_from_file, load_file};
 pub use presets::{PRESETS, PresetOptions, preset, preset_models};
 pub use resolve::{Blueprint, TopologySpec, blueprint, model_source, model_sources, resolve};

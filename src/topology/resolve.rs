@@ -73,14 +73,19 @@ impl Blueprint {
 /// the user's is a [`ConfigError::UnknownName`], for the caller to name
 /// where it was written; one in a topology file names the file.
 pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::Error> {
-    let (blueprint, model) = blueprint(spec)?;
-    Ok((blueprint.build(&model)?, model))
+    super::resolve_edited(spec, &super::Unchanged)
 }
 
 /// What [`resolve`] builds from, and the hardware model.
 pub fn blueprint(spec: &TopologySpec) -> Result<(Blueprint, HardwareModel), crate::Error> {
+    blueprint_with(spec, None)
+}
+
+/// [`blueprint`] with `last` as the last model overlay (a what-if change).
+pub(super) fn blueprint_with(spec: &TopologySpec, last: Option<ModelSource>) -> Result<(Blueprint, HardwareModel), crate::Error> {
     let here = Path::new(".");
-    let user = model_sources(&spec.models, here)?;
+    let mut user = model_sources(&spec.models, here)?;
+    user.extend(last);
     let path = Path::new(&spec.name);
     let looks_like_file = [".toml", ".txt", ".xml"].iter().any(|ext| spec.name.ends_with(ext)) || spec.name.contains('/') || path.is_file();
     if looks_like_file {

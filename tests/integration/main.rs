@@ -13,3 +13,4 @@ mod llm;
 mod nccl_rules;
 mod properties;
 mod readme;
+mod sweep;

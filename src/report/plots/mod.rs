@@ -1,6 +1,7 @@
 //! Figures as PNG or SVG (chosen by the file's extension) with plotters:
-//! stacked bars, log-log lines with marked points, a timeline of lanes, and
-//! measured points against predicted lines. General shapes filled by the
+//! stacked bars, log-log lines with marked points, a timeline of lanes,
+//! measured points against predicted lines, and (in `sweep`) a sweep's
+//! curves, heatmaps and Pareto fronts. General shapes filled by the
 //! caller; nothing here knows what the numbers mean. Text is drawn with the
 //! DejaVu Sans font embedded in the binary (assets/fonts/, Bitstream Vera
 //! licence), so plotting needs no font or graphics package on the machine.
@@ -13,6 +14,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+mod sweep;
+pub use sweep::{Curve, Curves, Heatmap, Pareto, XScale, curves, heatmap, pareto};
 
 const FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
