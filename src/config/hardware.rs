@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use super::compute::{ComputeEfficiency, KernelEfficiency, Library};
 use super::{ConfigError, ConfigResult, check_range, merge_tables, parse_toml, read_text};
 use crate::units::{Bandwidth, Bytes, Time};
 
@@ -16,6 +17,8 @@ use crate::units::{Bandwidth, Bytes, Time};
 const SHIPPED: &[(&str, &str)] = &[
     ("base", include_str!("../../models/hardware/base.toml")),
     ("h200x2-nvswitch", include_str!("../../models/hardware/h200x2-nvswitch.toml")),
+    ("h200-compute", include_str!("../../models/hardware/h200-compute.toml")),
+    ("h200-forward", include_str!("../../models/hardware/h200-forward.toml")),
 ];
 
 /// One PCIe generation, per lane and per direction.
@@ -84,44 +87,10 @@ pub struct GpuModel {
     pub nvlink_links: u32,
     pub pcie_generation: String,
     pub pcie_lanes: u32,
+    /// The L2 cache: a kernel whose working set fits streams it from there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2_cache: Option<Bytes>,
     pub compute: ComputeEfficiency,
-}
-
-/// How close real kernels come to the roofline, per kind of kernel; fitted
-/// where measured (`icsim calibrate fit` on `op: kernel` rows). A kernel
-/// takes its floor plus its arithmetic at `bf16_tflops` x the compute
-/// fraction and its traffic at `memory_bandwidth` x the memory fraction,
-/// blended (see `blend`); the launch regime (a gap in a graph, a host cost
-/// when eager) is the caller's, in `[stack.*]`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ComputeEfficiency {
-    /// Achieved fraction of `bf16_tflops` by matrix products with many rows
-    /// (compute-bound: prefill).
-    pub matmul: f64,
-    /// Achieved fraction of `memory_bandwidth` by matrix products with few
-    /// rows (bandwidth-bound: a decode step streams the weights).
-    pub matmul_memory: f64,
-    /// Fixed time of one matrix product on the GPU (ramp-up and drain).
-    pub matmul_floor: Time,
-    /// Achieved fraction of `bf16_tflops` by fused attention with many
-    /// queries (prefill).
-    pub attention: f64,
-    /// Achieved fraction of `memory_bandwidth` by attention reading the KV
-    /// cache for few queries (decode).
-    pub attention_memory: f64,
-    pub attention_floor: Time,
-    /// Achieved fraction of `memory_bandwidth` by elementwise and
-    /// normalization kernels (norms, residual adds, activations, rotary,
-    /// KV-cache writes, embedding lookups, sampling).
-    pub elementwise: f64,
-    pub elementwise_floor: Time,
-    /// Achieved fraction of `memory_bandwidth` by a copy within the GPU.
-    pub memory: f64,
-    /// How sharply the compute and memory bounds meet: a kernel's roofline
-    /// time is (compute^p + memory^p)^(1/p) for p = `blend` (1: the sum of
-    /// the two; large: the longer of them, the plain roofline).
-    pub blend: f64,
 }
 
 /// What one protocol costs on one class of path: the latencies a call and a
@@ -551,18 +520,7 @@ impl HardwareModel {
                     format!("unknown generation {:?}; known: {:?}", g.pcie_generation, self.pcie.keys()),
                 ));
             }
-            let c = &g.compute;
-            for (field, value) in [
-                ("matmul", c.matmul),
-                ("matmul_memory", c.matmul_memory),
-                ("attention", c.attention),
-                ("attention_memory", c.attention_memory),
-                ("elementwise", c.elementwise),
-                ("memory", c.memory),
-            ] {
-                check_range(path, &key(&format!("compute.{field}")), value, 0.01..=1.0)?;
-            }
-            check_range(path, &key("compute.blend"), c.blend, 1.0..=64.0)?;
+            g.compute.validate(path, &key("compute"))?;
         }
         for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
             check_range(path, &format!("protocol.{name}.wire_factor"), p.wire_factor, 1.0..=4.0)?;

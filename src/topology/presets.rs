@@ -36,8 +36,13 @@ pub const PRESETS: &[(&str, &str)] = &[
 /// Calibrated hardware model overlays a preset uses, by shipped name.
 pub fn preset_models(name: &str) -> &'static [&'static str] {
     match name {
-        // Fitted to two H200 SXM of an HGX board (models/hardware/h200x2-nvswitch.toml).
-        "hgx-h200" => &["h200x2-nvswitch"],
+        // Collectives fitted to two H200 SXM of an HGX board
+        // (h200x2-nvswitch.toml), compute curves fitted to the runner's
+        // kernels on one H200 (h200-compute.toml), and what the profiled
+        // PyTorch forward measured (h200-forward.toml); their keys are
+        // disjoint but for stale compute keys of the first, which the
+        // second replaces.
+        "hgx-h200" => &["h200x2-nvswitch", "h200-compute", "h200-forward"],
         _ => &[],
     }
 }

@@ -24,12 +24,13 @@ use crate::collective::{CollectiveError, Op, Request, Selection};
 use crate::config::hardware::{GpuModel, HardwareModel};
 use crate::engine::{self, Fabric, Schedule, TaskGraph, TaskId};
 use crate::network::Path;
+use crate::stack::Stack;
 use crate::topology::{NodeId, Topology};
 use crate::transport::Mode;
 use crate::units::{Bandwidth, Bytes, Time};
 
 use super::cache::CollectiveCache;
-use super::compute::Launch;
+use super::compute::{Clock, Launch};
 use super::forward::{PassProgram, Step};
 
 /// How collectives enter a task graph.
@@ -198,7 +199,7 @@ pub struct Replayer<'a> {
     pub mode: Mode,
     pub selection: Selection,
     /// Who issues the collectives: its per-call cost is added to each.
-    pub stack: crate::stack::Stack,
+    pub stack: Stack,
     /// NCCL's channel count where forced.
     pub channels: Option<u32>,
     pub launch: Launch,
@@ -209,14 +210,19 @@ impl Replayer<'_> {
         matches!(self.launch, Launch::Eager { .. })
     }
 
-    /// The collective `op` of `bytes` over the group.
+    /// The collective `op` of `bytes` over the group, as the GPUs run it.
+    /// An eager caller's cost per call is host time, on the host's chain of
+    /// launches (`Launch::Eager::collective`), so the GPUs run the call as
+    /// the reference caller issues it (nothing added); a caller replaying a
+    /// graph adds its cost on the GPU, inside the collective.
     pub fn request(&self, op: Op, bytes: Bytes) -> Request {
-        Request { stack: self.stack, channels: self.channels, ..Request::new(op, bytes, self.ranks.to_vec(), self.mode) }
+        let stack = if self.eager() { Stack::NcclGraph } else { self.stack };
+        Request { stack, channels: self.channels, ..Request::new(op, bytes, self.ranks.to_vec(), self.mode) }
     }
 
     /// The GPU time of a kernel step as it runs in a pass.
     pub fn kernel_time(&self, kernel: &super::compute::Kernel) -> Time {
-        let time = kernel.time(self.gpu);
+        let time = kernel.time(self.gpu, Clock::Sustained);
         match self.launch {
             Launch::Graph { gap } => gap + time,
             Launch::Eager { .. } => time,
@@ -227,8 +233,11 @@ impl Replayer<'_> {
         let mut work = Vec::with_capacity(steps.len());
         let mut key = Vec::with_capacity(steps.len());
         let (mut compute, mut comm) = (Time::ZERO, Time::ZERO);
-        let launches = steps.len() as u64;
+        let mut host_cost = Time::ZERO;
         for step in steps {
+            if let Launch::Eager { host, collective } = self.launch {
+                host_cost += if matches!(step, Step::Kernel { .. }) { host } else { collective };
+            }
             match step {
                 Step::Kernel { kernel, .. } => {
                     let time = self.kernel_time(kernel);
@@ -244,10 +253,6 @@ impl Replayer<'_> {
                 }
             }
         }
-        let host_cost = match self.launch {
-            Launch::Eager { host } => host * launches,
-            Launch::Graph { .. } => Time::ZERO,
-        };
         Ok((Segment { work, key, host_cost }, compute * counted, comm * counted))
     }
 
@@ -280,7 +285,7 @@ impl Replayer<'_> {
                     for r in 0..gpu.len() {
                         let task = match self.launch {
                             Launch::Graph { .. } => graph.delay(*time, &[gpu[r]]),
-                            Launch::Eager { host: cost } => {
+                            Launch::Eager { host: cost, .. } => {
                                 host[r] = graph.delay(cost, &[host[r]]);
                                 let task = graph.delay(*time, &[host[r], gpu[r]]);
                                 tasks.launch_gated.push((task, vec![gpu[r]]));
@@ -293,10 +298,10 @@ impl Replayer<'_> {
                     tasks.steps.push(StepTasks::Kernels(ranks));
                 }
                 Work::Collective { request } => {
-                    // Each rank's host launches the call's kernel (what the
-                    // caller adds beyond one launch is the collective's own
-                    // `collective_call`).
-                    if let Launch::Eager { host: cost } = self.launch {
+                    // Each rank's host makes the call (its cost, the launch
+                    // of the call's kernel included, is the caller's
+                    // `collective_call`; see `request`).
+                    if let Launch::Eager { collective: cost, .. } = self.launch {
                         host.iter_mut().for_each(|h| *h = graph.delay(cost, &[*h]));
                     }
                     let after: Vec<TaskId> = gpu.iter().chain(&host).copied().collect();
@@ -419,9 +424,8 @@ mod tests {
     use super::*;
     use crate::collective::Selection;
     use crate::config::llm::{LlmModel, Scope};
-    use crate::stack::Stack;
     use crate::topology::{PresetOptions, preset};
-    use crate::workload::tp::{Query, TensorParallel};
+    use crate::workload::tp::{Pass, Query, TensorParallel};
 
     /// A model with Llama-3.1-70B's layer shapes and only `layers` layers.
     fn short_llama(layers: u64) -> LlmModel {
@@ -492,6 +496,41 @@ mod tests {
             assert_eq!(replay.segments_simulated + replay.segments_reused, 3 * 82, "{stack}");
             assert_eq!(replay.segments_simulated, 7, "{stack}");
         }
+    }
+
+    #[test]
+    fn an_eager_callers_cost_a_collective_is_host_time_counted_once() {
+        let mut model = HardwareModel::base();
+        let topo = preset("hgx-h20", &PresetOptions::default(), &model).unwrap();
+        let llm = short_llama(4);
+        let run = |model: &HardwareModel, stack: Stack, prompt: u64| {
+            let query = Query { prompt, output: 0, batch: 1 };
+            let setup =
+                TensorParallel::new(&topo, model, &llm, 8, Mode::Nvswitch).unwrap().with_forward(stack, Scope::Layers, "torch").unwrap();
+            let pass = setup.simulate_pass(&query, Pass::Prefill, &mut CollectiveCache::new(&topo, model)).unwrap();
+            // The GPU part of one allreduce, as the replay requests it.
+            let request = setup.allreduce(setup.allreduce_bytes(&query, Pass::Prefill)).unwrap();
+            let call = CollectiveCache::new(&topo, model).outcome(request, Selection::Nccl, 1).unwrap().time;
+            (pass.total(), call)
+        };
+        let cost = |model: &mut HardwareModel, us: u64| model.stack.get_mut("torch-eager").unwrap().collective_call = Time::from_us(us);
+        // The GPUs run an eager call as the reference caller would: its cost
+        // is on the host, not inside the collective.
+        cost(&mut model, 10);
+        let (_, eager_call) = run(&model, Stack::TorchEager, 4096);
+        let (_, graph_call) = run(&model, Stack::NcclGraph, 4096);
+        assert_eq!(eager_call, graph_call);
+        // Long kernels: the hosts run ahead, a dearer call costs nothing.
+        let (long_cheap, _) = run(&model, Stack::TorchEager, 4096);
+        cost(&mut model, 500);
+        let (long_dear, _) = run(&model, Stack::TorchEager, 4096);
+        assert_eq!(long_cheap, long_dear);
+        // Calls dearer than a layer's kernels: the hosts set the pace, and
+        // each of the 8 allreduces (2 a layer) adds the extra 500 us once.
+        let (short_dear, _) = run(&model, Stack::TorchEager, 1);
+        cost(&mut model, 1000);
+        let (short_dearer, _) = run(&model, Stack::TorchEager, 1);
+        assert_eq!(short_dearer - short_dear, Time::from_us(8 * 500));
     }
 
     #[test]
