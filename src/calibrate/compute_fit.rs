@@ -267,11 +267,19 @@ enum Curves {
     Own(Library, &'static str),
 }
 
+/// The kernel rows of one GPU and one set of curves.
+struct Rows<'m> {
+    gpu: String,
+    curves: Curves,
+    measured: Vec<(Kernel, &'m Measurement)>,
+    points: Vec<Point>,
+}
+
 /// One group per GPU and class of kernel (matrix products, attention), and
 /// one per measured elementwise kernel, among the `kernel` measurements,
 /// each with the parameters its points identify.
 pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]) -> Vec<Group> {
-    let mut by_curve: Vec<((String, Curves), Vec<(Kernel, &Measurement)>, Vec<Point>)> = Vec::new();
+    let mut by_curve: Vec<Rows> = Vec::new();
     for (s, (source, topo)) in sources.iter().zip(topologies).enumerate() {
         for (i, m) in source.measurements.iter().enumerate().filter(|(_, m)| m.op == "kernel") {
             let (Ok(kernel), Some(gpu)) = (measured_kernel(m), m.gpu.as_deref().and_then(|g| gpu_key(model, g))) else { continue };
@@ -282,19 +290,18 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
                 KernelClass::Elementwise => Curves::Own(kernel.library, kernel.kind),
                 class => Curves::Class(class),
             };
-            let key = (gpu, curves);
-            match by_curve.iter_mut().find(|(k, _, _)| *k == key) {
-                Some((_, measured, points)) => {
-                    measured.push((kernel, m));
-                    points.push((s, i));
+            match by_curve.iter_mut().find(|rows| rows.gpu == gpu && rows.curves == curves) {
+                Some(rows) => {
+                    rows.measured.push((kernel, m));
+                    rows.points.push((s, i));
                 }
-                None => by_curve.push((key, vec![(kernel, m)], vec![(s, i)])),
+                None => by_curve.push(Rows { gpu, curves, measured: vec![(kernel, m)], points: vec![(s, i)] }),
             }
         }
     }
-    by_curve.sort_by(|a, b| a.0.cmp(&b.0));
+    by_curve.sort_by(|a, b| (&a.gpu, &a.curves).cmp(&(&b.gpu, &b.curves)));
     let mut out = Vec::new();
-    for ((gpu, curves), measured, points) in by_curve {
+    for Rows { gpu, curves, measured, points } in by_curve {
         // Sensitivities are taken where the fit starts: a measured kernel
         // with its starting numbers.
         let mut seeded = model.clone();

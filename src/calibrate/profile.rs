@@ -8,7 +8,7 @@
 use crate::config::hardware::HardwareModel;
 use crate::config::llm::{LlmModel, Scope};
 use crate::workload::compute::{Clock, Kernel, KernelClass};
-use crate::workload::forward::{Shape, pass_program};
+use crate::workload::forward::{Shape, Step, pass_program};
 use crate::workload::gpu_key;
 
 use super::predict::PredictError;
@@ -66,9 +66,9 @@ impl KindRow {
     }
 }
 
-/// The pass a trace row belongs to, as a key: its phase and shape.
-fn pass_key(m: &Measurement) -> (String, Option<String>, Option<u32>, Option<u64>, Option<u64>, Option<u64>) {
-    (m.phase.clone().unwrap_or_default(), m.model.clone(), m.tp, m.tokens, m.batch, m.kv_len)
+/// Whether two trace rows profiled the same pass: phase, LLM and shape.
+fn same_pass(a: &Measurement, b: &Measurement) -> bool {
+    (&a.phase, &a.model, a.tp, a.tokens, a.batch, a.kv_len) == (&b.phase, &b.model, b.tp, b.tokens, b.batch, b.kv_len)
 }
 
 /// Every kind of kernel of every pass the `kernel_trace` rows of
@@ -79,7 +79,7 @@ pub fn compare(model: &HardwareModel, measurements: &[Measurement]) -> Result<Ve
     let traces: Vec<&Measurement> = measurements.iter().filter(|m| m.op == KERNEL_TRACE).collect();
     let mut passes: Vec<Vec<&Measurement>> = Vec::new();
     for trace in traces {
-        match passes.iter_mut().find(|rows| pass_key(rows[0]) == pass_key(trace)) {
+        match passes.iter_mut().find(|rows| same_pass(rows[0], trace)) {
             Some(rows) => rows.push(trace),
             None => passes.push(vec![trace]),
         }
@@ -128,8 +128,8 @@ pub fn compare(model: &HardwareModel, measurements: &[Measurement]) -> Result<Ve
         }
         let mut predicted = Vec::new();
         for kernel in program.layer.iter().filter_map(|step| match step {
-            crate::workload::forward::Step::Kernel { kernel, .. } => Some(kernel),
-            crate::workload::forward::Step::Collective { .. } => None,
+            Step::Kernel { kernel, .. } => Some(kernel),
+            Step::Collective { .. } => None,
         }) {
             predicted.push((row_of(model_kind(kernel)), kernel.time(gpu, Clock::Sustained).as_us()));
         }

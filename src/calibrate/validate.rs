@@ -110,16 +110,30 @@ fn label(m: &Measurement) -> String {
     }
 }
 
+/// A measurement the model cannot predict although it covers its kind
+/// (ranks beyond the topology, sizes that disagree with the LLM, ...).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("measurement {} ({series}): {error}", index + 1)]
+pub struct RowError {
+    /// Its position among the measurements, from 0.
+    pub index: usize,
+    pub series: String,
+    pub error: PredictError,
+}
+
 /// Predicts every measurement (in parallel, results in input order).
-pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measurement]) -> Result<Vec<Row>, PredictError> {
+/// A row the model does not model is listed with the reason; one it
+/// should predict but cannot is an error naming the row.
+pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measurement]) -> Result<Vec<Row>, RowError> {
     measurements
         .par_iter()
-        .map(|m| {
+        .enumerate()
+        .map(|(index, m)| {
             let label = label(m);
             let (predicted_us, note) = match predict(topo, model, m) {
                 Ok(p) => (Some(p.time.as_us()), p.detail),
                 Err(PredictError::NotModelled(why)) => (None, format!("not modelled: {why}")),
-                Err(error) => return Err(error),
+                Err(error) => return Err(RowError { index, series: m.series(), error }),
             };
             Ok(Row {
                 series: m.series(),
@@ -132,6 +146,18 @@ pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measureme
             })
         })
         .collect()
+}
+
+/// Rows without a prediction and why, one per distinct series and reason.
+pub fn unpredicted(rows: &[Row]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for row in rows.iter().filter(|r| r.predicted_us.is_none()) {
+        let entry = (row.series.clone(), row.note.clone());
+        if !out.contains(&entry) {
+            out.push(entry);
+        }
+    }
+    out
 }
 
 /// The value at quantile `q` (nearest rank) of sorted `values`.

@@ -6,11 +6,11 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::{figures, parse_format};
+use super::{checks, figures, parse_format};
 use icsim::config::experiment::{Experiment, RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::{self, Format, Record};
 use icsim::workload::experiment::{self, ExperimentResult, RunOptions};
@@ -124,6 +124,13 @@ pub fn run_experiment(args: RunArgs) -> Result<()> {
 
 pub fn run_llm(args: LlmArgs) -> Result<()> {
     let all = args.transport == "all";
+    if !all && args.transport.parse::<icsim::transport::Mode>().is_err() {
+        return Err(super::BadInput(format!(
+            "--transport {:?}: use nvswitch, nvlink, p2p, shm, auto, or all (every mode the topology offers)",
+            args.transport
+        ))
+        .into());
+    }
     let transports: Vec<String> = if all { ALL_TRANSPORTS.map(String::from).to_vec() } else { vec![args.transport.clone()] };
     let raw = RawExperiment {
         description: String::new(),
@@ -148,7 +155,13 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
         let mut keep = offered.into_iter();
         experiment.modes.retain(|_| keep.next().unwrap_or(false));
         if experiment.modes.is_empty() {
-            bail!("topology {} offers none of {} for TP={}", args.topology, ALL_TRANSPORTS.join(", "), args.tp);
+            return Err(super::BadInput(format!(
+                "--transport all: topology {} offers none of {} for TP={}",
+                args.topology,
+                ALL_TRANSPORTS.join(", "),
+                args.tp
+            ))
+            .into());
         }
     }
     replay(&experiment, &args.files, args.files.out.as_deref())
@@ -156,13 +169,35 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
 
 /// Runs `experiment`, prints its rows, and writes results and plots.
 fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> Result<()> {
+    let mut warnings: Vec<String> = Vec::new();
+    for run in &experiment.modes {
+        if let Some(warning) = run.hardware.coverage_warning(run.tp, run.stack)
+            && !warnings.contains(&warning)
+        {
+            eprintln!("warning: mode {}: {warning}", run.label);
+            warnings.push(warning);
+        }
+    }
     let plots = output.plots.as_deref().or(out);
     let options = if plots.is_some() { RunOptions::full() } else { RunOptions::replay_only() };
+    for (index, run) in experiment.modes.iter().enumerate() {
+        // Modes on the same topology would say the same.
+        if !experiment.modes[..index].iter().any(|other| other.topology.name == run.topology.name) {
+            checks::warn_unusual_links(&run.topology, &run.hardware);
+        }
+    }
     let bar = progress_bar(experiment::steps(experiment, &options));
     let result = experiment::run(experiment, &options, &|| bar.inc(1));
     bar.finish_and_clear();
     let result = result?;
-    let records = result.records();
+    for (run, mode) in experiment.modes.iter().zip(&result.modes) {
+        checks::within_clock(mode.replay.total(), &format!("the query under {}", run.label), &run.topology)?;
+    }
+    let mut records = result.records();
+    checks::flag_doubts(&mut records, |record| {
+        let run = experiment.modes.iter().find(|run| record.get("label").and_then(|l| l.as_str()) == Some(run.label.as_str()))?;
+        Some((&run.topology, &run.hardware))
+    });
     match output.format {
         Format::Table => emit(&table(&result, &records))?,
         format => emit(&report::render(&records, format))?,
@@ -172,7 +207,7 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
         std::fs::create_dir_all(dir).with_context(|| format!("creating the output folder {}", dir.display()))?;
         for (name, format) in [("results.json", Format::Json), ("results.csv", Format::Csv)] {
             let path = dir.join(name);
-            std::fs::write(&path, report::render(&records, format)).with_context(|| format!("writing {}", path.display()))?;
+            report::files::write_whole(&path, report::render(&records, format)).with_context(|| format!("writing {}", path.display()))?;
             written.push(path);
         }
     }
@@ -252,6 +287,7 @@ fn table(result: &ExperimentResult, records: &[Record]) -> String {
             &[
                 "label",
                 "topology",
+                "transport",
                 "tp",
                 "compute_ms",
                 "launch_wait_ms",

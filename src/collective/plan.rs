@@ -63,7 +63,8 @@ impl Plan {
         let connections = ring_connections(topo, &request, max_rings)?;
         let class = connections.iter().flatten().map(Connection::class).max().unwrap_or(PathClass::Nvlink);
         let mut modes: Vec<Mode> = connections.iter().flatten().map(|c| c.mode(topo)).collect();
-        modes.sort();
+        // The mode asked for first, then what pairs fell back to: "p2p+shm".
+        modes.sort_by_key(|&m| (m != request.mode, m));
         modes.dedup();
         let transport =
             if modes.is_empty() { request.mode.to_string() } else { modes.iter().map(Mode::to_string).collect::<Vec<_>>().join("+") };
@@ -368,12 +369,15 @@ impl Plan {
                 let up = self.request.ranks.iter().map(|&g| switch_path(g, switch)).collect::<Result<Vec<_>, _>>()?;
                 let down = self.request.ranks.iter().map(|&g| switch_path(switch, g)).collect::<Result<Vec<_>, _>>()?;
                 let port = topo.nvlink_bandwidth(self.request.ranks[0]);
+                let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
+                let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
+                let efficiency = arch.nvls_efficiency * model.nvls.efficiency_vs_nccl;
                 let plan = nvls::NvlsPlan {
                     channel_bytes: self.channel_bytes.clone(),
                     up,
                     down,
                     chunk: nvls::chunk(model.nvls.chunk, self.request.bytes, self.channel_bytes.len(), n),
-                    channel_cap: port.scaled(model.nvls.efficiency / f64::from(model.nvls.channels)),
+                    channel_cap: port.scaled(efficiency / f64::from(model.nvls.channels)),
                 };
                 nvls::build(&plan, graph, start)
             }

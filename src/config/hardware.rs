@@ -5,18 +5,18 @@
 //! and records where its numbers came from.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 pub use super::compute::{ComputeEfficiency, KernelEfficiency, Library};
-use super::{ConfigError, ConfigResult, check_range, merge_tables, parse_toml, read_text};
+use super::{ConfigError, ConfigResult, merge_tables, parse_toml, read_text};
 use crate::units::{Bandwidth, Bytes, Time};
 
 /// Model files shipped inside the binary, so that it runs from any folder.
 const SHIPPED: &[(&str, &str)] = &[
     ("base", include_str!("../../models/hardware/base.toml")),
-    ("h200x2-nvswitch", include_str!("../../models/hardware/h200x2-nvswitch.toml")),
+    ("h200-fit", include_str!("../../models/hardware/h200-fit.toml")),
     ("h200-compute", include_str!("../../models/hardware/h200-compute.toml")),
     ("h200-forward", include_str!("../../models/hardware/h200-forward.toml")),
 ];
@@ -213,8 +213,10 @@ pub struct ShmModel {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NvlsModel {
-    /// Fraction of a GPU's port bandwidth that multimem reduction reaches.
-    pub efficiency: f64,
+    /// The fraction of a GPU's port bandwidth that multimem reduction
+    /// reaches, relative to NCCL's own figure for the architecture
+    /// (`nccl.arch.*.nvls_efficiency`): 1 is NCCL's model.
+    pub efficiency_vs_nccl: f64,
     pub latency: Time,
     pub channels: u32,
     pub chunk: Bytes,
@@ -355,13 +357,18 @@ pub struct HardwareModel {
 pub enum ModelSource {
     Shipped(&'static str),
     File(PathBuf),
+    /// Text already read, with the name its errors give it.
+    Text {
+        label: PathBuf,
+        text: String,
+    },
 }
 
 impl ModelSource {
     fn label(&self) -> PathBuf {
         match self {
             ModelSource::Shipped(name) => PathBuf::from(format!("models/hardware/{name}.toml")),
-            ModelSource::File(path) => path.clone(),
+            ModelSource::File(path) | ModelSource::Text { label: path, .. } => path.clone(),
         }
     }
 }
@@ -382,6 +389,7 @@ fn layer_text(source: &ModelSource) -> ConfigResult<String> {
             Ok(SHIPPED.iter().find(|(n, _)| n == name).map(|(_, text)| text.to_string()).expect("shipped names come from the table"))
         }
         ModelSource::File(path) => read_text(path),
+        ModelSource::Text { text, .. } => Ok(text.clone()),
     }
 }
 
@@ -441,6 +449,28 @@ impl HardwareModel {
         })
     }
 
+    /// A warning when this model's collective parameters were fitted on
+    /// other GPU counts or callers than `gpus` and `stack`: the fit only
+    /// vouches for what it saw.
+    pub fn coverage_warning(&self, gpus: u32, stack: crate::stack::Stack) -> Option<String> {
+        let fitted: Vec<&Provenance> = self.provenance.iter().filter(|p| !p.gpu_counts.is_empty()).collect();
+        if fitted.is_empty() || gpus < 2 {
+            return None;
+        }
+        let counts: std::collections::BTreeSet<u32> = fitted.iter().flat_map(|p| p.gpu_counts.iter().copied()).collect();
+        let stacks: std::collections::BTreeSet<&str> = fitted.iter().flat_map(|p| p.stacks.iter().map(String::as_str)).collect();
+        let list = |items: Vec<String>| items.join(", ");
+        let mut outside = Vec::new();
+        if !counts.contains(&gpus) {
+            outside.push(format!("{gpus} GPUs (fitted on {})", list(counts.iter().map(u32::to_string).collect())));
+        }
+        if !stacks.is_empty() && !stacks.contains(stack.name()) {
+            outside.push(format!("the {stack} caller (fitted on {})", list(stacks.iter().map(|s| s.to_string()).collect())));
+        }
+        (!outside.is_empty())
+            .then(|| format!("the collective model's fitted parameters are used outside what they were fitted on: {}", outside.join("; ")))
+    }
+
     /// The thread-block rates of architecture `arch` ("sm90") for `protocol`,
     /// following `like` (at most a few levels) and applying its speedup.
     pub fn cta_rates(&self, arch: &str, protocol: crate::collective::Protocol) -> Result<CtaRates, String> {
@@ -484,92 +514,6 @@ impl HardwareModel {
             .arch
             .get(&key)
             .ok_or_else(|| format!("no NCCL constants for {key}; known: {}", self.nccl.arch.keys().cloned().collect::<Vec<_>>().join(", ")))
-    }
-
-    fn validate(&self, path: &Path) -> ConfigResult<()> {
-        for (name, g) in &self.pcie {
-            check_range(path, &format!("pcie.{name}.efficiency"), g.efficiency, 0.05..=1.0)?;
-        }
-        for (name, g) in &self.nvlink {
-            check_range(path, &format!("nvlink.{name}.efficiency"), g.efficiency, 0.05..=1.0)?;
-        }
-        for (name, h) in &self.host {
-            check_range(path, &format!("host.{name}.memory_efficiency"), h.memory_efficiency, 0.05..=1.0)?;
-            check_range(path, &format!("host.{name}.root_complex_p2p_factor"), h.root_complex_p2p_factor, 0.05..=1.0)?;
-            if h.vendor != "intel" && h.vendor != "amd" {
-                return Err(ConfigError::invalid(
-                    path,
-                    format!("host.{name}.vendor"),
-                    format!("{:?} is not allowed: use \"intel\" or \"amd\"", h.vendor),
-                ));
-            }
-        }
-        for (name, g) in &self.gpu {
-            let key = |field: &str| format!("gpu.{name}.{field}");
-            if !self.nvlink.contains_key(&g.nvlink_generation) && g.nvlink_links > 0 {
-                return Err(ConfigError::invalid(
-                    path,
-                    key("nvlink_generation"),
-                    format!("unknown generation {:?}; known: {:?}", g.nvlink_generation, self.nvlink.keys()),
-                ));
-            }
-            if !self.pcie.contains_key(&g.pcie_generation) {
-                return Err(ConfigError::invalid(
-                    path,
-                    key("pcie_generation"),
-                    format!("unknown generation {:?}; known: {:?}", g.pcie_generation, self.pcie.keys()),
-                ));
-            }
-            g.compute.validate(path, &key("compute"))?;
-        }
-        for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
-            check_range(path, &format!("protocol.{name}.wire_factor"), p.wire_factor, 1.0..=4.0)?;
-            for (class, cost) in [("nvlink", &p.nvlink), ("pcie", &p.pcie), ("shm", &p.shm)] {
-                if cost.channel_rate.is_some_and(|rate| rate.0 == 0) {
-                    return Err(ConfigError::invalid(path, format!("protocol.{name}.{class}.channel_rate"), "must be positive"));
-                }
-            }
-            if p.slices_per_chunk == 0 || p.chunk.0 == 0 {
-                return Err(ConfigError::invalid(path, format!("protocol.{name}"), "chunk and slices_per_chunk must be positive"));
-            }
-        }
-        for stack in crate::stack::STACKS {
-            if !self.stack.contains_key(stack.name()) {
-                return Err(ConfigError::invalid(
-                    path,
-                    format!("stack.{stack}"),
-                    "missing: every stack needs collective_call and kernel_launch",
-                ));
-            }
-        }
-        check_range(path, "contention.sharpness", self.contention.sharpness, 0.5..=50.0)?;
-        for (name, g) in &self.pcie {
-            check_range(path, &format!("pcie.{name}.host_read_efficiency"), g.host_read_efficiency, 0.01..=1.0)?;
-        }
-        for arch in self.cta.keys() {
-            for protocol in crate::collective::PROTOCOLS {
-                self.cta_rates(arch, protocol).map_err(|message| ConfigError::invalid(path, format!("cta.{arch}"), message))?;
-            }
-        }
-        check_range(path, "nvls.efficiency", self.nvls.efficiency, 0.01..=1.0)?;
-        check_range(path, "direct.efficiency", self.direct.efficiency, 0.01..=1.0)?;
-        if self.shm.slots == 0 {
-            return Err(ConfigError::invalid(path, "shm.slots", "must be at least 1"));
-        }
-        for (name, table) in [
-            ("ll", &self.nccl.tree_correction.ll),
-            ("ll128", &self.nccl.tree_correction.ll128),
-            ("simple", &self.nccl.tree_correction.simple),
-        ] {
-            if table.len() != 23 {
-                return Err(ConfigError::invalid(
-                    path,
-                    format!("nccl.tree_correction.{name}"),
-                    format!("needs 23 factors (64 B to 256 MiB), has {}", table.len()),
-                ));
-            }
-        }
-        Ok(())
     }
 }
 

@@ -108,7 +108,11 @@ fn xml_root(text: &str) -> &str {
 /// Reads and imports the file at `path`, whichever importable format it is.
 /// `model` is consulted for the GPU's NVLink count and to check the keys.
 pub fn import(path: &Path, options: &ImportOptions, model: &HardwareModel) -> Result<TopologyFile, ImportError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Io { path: path.to_path_buf(), source })?;
+    let text = crate::config::read_text(path).map_err(|error| match error {
+        crate::config::ConfigError::Io { path, error } => ImportError::Io { path, source: error },
+        crate::config::ConfigError::Syntax { path, message } => ImportError::Invalid { path, message },
+        other => ImportError::Invalid { path: path.to_path_buf(), message: other.to_string() },
+    })?;
     let format = Format::detect(&text).ok_or_else(|| ImportError::UnknownFormat { path: path.to_path_buf() })?;
     parse(path, &text, format, options, model)
 }
@@ -406,7 +410,7 @@ mod tests {
     #[test]
     fn every_field_a_topology_file_may_set_is_written() {
         let (mut raw, _) = imported("nvidia-smi-topo-pcie-8gpu.txt", &ImportOptions::default());
-        raw.models = vec!["h200x2-nvswitch".into(), "my \"tuned\".toml".into()];
+        raw.models = vec!["h200-fit".into(), "my \"tuned\".toml".into()];
         raw.policy.p2p_across_sockets = Some(true);
         raw.links[0].bandwidth = Some("100GB/s".parse().unwrap());
         raw.links[0].latency = Some("1us".parse().unwrap());

@@ -166,26 +166,21 @@ fn blend(a: f64, b: f64, p: f64) -> f64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Launch {
     /// Replayed from a CUDA graph: each kernel starts `gap` after the one
-    /// before it ends; what the caller adds to a collective is on the GPU
-    /// (its `collective_call`, inside the collective).
+    /// before it ends.
     Graph { gap: Time },
     /// Launched from the host one at a time: the host spends `host` on each
-    /// kernel's launch and `collective` on each collective call (the
-    /// stack's `collective_call`: the call into the library and its
-    /// kernel's launch), and a kernel starts once it is launched and the
-    /// GPU is free.
-    Eager { host: Time, collective: Time },
+    /// launch (a kernel's, or a collective call's), and a kernel starts once
+    /// it is launched and the GPU is free. What a caller adds to a
+    /// collective on the GPU's timeline is its `collective_call`, inside the
+    /// collective, in either regime.
+    Eager { host: Time },
 }
 
 impl Launch {
     /// The regime of `stack` with its costs from the model's `[stack.*]`.
     pub fn of(model: &HardwareModel, stack: Stack) -> Result<Launch, String> {
-        let costs = model.stack(stack)?;
-        Ok(if stack.in_graph() {
-            Launch::Graph { gap: costs.kernel_launch }
-        } else {
-            Launch::Eager { host: costs.kernel_launch, collective: costs.collective_call }
-        })
+        let cost = model.stack(stack)?.kernel_launch;
+        Ok(if stack.in_graph() { Launch::Graph { gap: cost } } else { Launch::Eager { host: cost } })
     }
 
     /// Time per kernel of a kernel taking `kernel` on the GPU issued back to
@@ -195,7 +190,7 @@ impl Launch {
     pub fn repeated(self, kernel: Time) -> Time {
         match self {
             Launch::Graph { gap } => gap + kernel,
-            Launch::Eager { host, .. } => host.max(kernel),
+            Launch::Eager { host } => host.max(kernel),
         }
     }
 }

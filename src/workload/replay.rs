@@ -210,14 +210,10 @@ impl Replayer<'_> {
         matches!(self.launch, Launch::Eager { .. })
     }
 
-    /// The collective `op` of `bytes` over the group, as the GPUs run it.
-    /// An eager caller's cost per call is host time, on the host's chain of
-    /// launches (`Launch::Eager::collective`), so the GPUs run the call as
-    /// the reference caller issues it (nothing added); a caller replaying a
-    /// graph adds its cost on the GPU, inside the collective.
+    /// The collective `op` of `bytes` over the group, from this caller (its
+    /// `collective_call` is inside the collective, on the GPUs' timeline).
     pub fn request(&self, op: Op, bytes: Bytes) -> Request {
-        let stack = if self.eager() { Stack::NcclGraph } else { self.stack };
-        Request { stack, channels: self.channels, ..Request::new(op, bytes, self.ranks.to_vec(), self.mode) }
+        Request { stack: self.stack, channels: self.channels, ..Request::new(op, bytes, self.ranks.to_vec(), self.mode) }
     }
 
     /// The GPU time of a kernel step as it runs in a pass.
@@ -233,11 +229,8 @@ impl Replayer<'_> {
         let mut work = Vec::with_capacity(steps.len());
         let mut key = Vec::with_capacity(steps.len());
         let (mut compute, mut comm) = (Time::ZERO, Time::ZERO);
-        let mut host_cost = Time::ZERO;
+        let launches = steps.len() as u64;
         for step in steps {
-            if let Launch::Eager { host, collective } = self.launch {
-                host_cost += if matches!(step, Step::Kernel { .. }) { host } else { collective };
-            }
             match step {
                 Step::Kernel { kernel, .. } => {
                     let time = self.kernel_time(kernel);
@@ -253,6 +246,10 @@ impl Replayer<'_> {
                 }
             }
         }
+        let host_cost = match self.launch {
+            Launch::Eager { host } => host * launches,
+            Launch::Graph { .. } => Time::ZERO,
+        };
         Ok((Segment { work, key, host_cost }, compute * counted, comm * counted))
     }
 
@@ -285,7 +282,7 @@ impl Replayer<'_> {
                     for r in 0..gpu.len() {
                         let task = match self.launch {
                             Launch::Graph { .. } => graph.delay(*time, &[gpu[r]]),
-                            Launch::Eager { host: cost, .. } => {
+                            Launch::Eager { host: cost } => {
                                 host[r] = graph.delay(cost, &[host[r]]);
                                 let task = graph.delay(*time, &[host[r], gpu[r]]);
                                 tasks.launch_gated.push((task, vec![gpu[r]]));
@@ -298,10 +295,10 @@ impl Replayer<'_> {
                     tasks.steps.push(StepTasks::Kernels(ranks));
                 }
                 Work::Collective { request } => {
-                    // Each rank's host makes the call (its cost, the launch
-                    // of the call's kernel included, is the caller's
-                    // `collective_call`; see `request`).
-                    if let Launch::Eager { collective: cost, .. } = self.launch {
+                    // Each rank's host launches the call: host time, one
+                    // launch (what the caller adds on the GPUs is the
+                    // collective's own `collective_call`, counted there).
+                    if let Launch::Eager { host: cost } = self.launch {
                         host.iter_mut().for_each(|h| *h = graph.delay(cost, &[*h]));
                     }
                     let after: Vec<TaskId> = gpu.iter().chain(&host).copied().collect();
@@ -499,38 +496,33 @@ mod tests {
     }
 
     #[test]
-    fn an_eager_callers_cost_a_collective_is_host_time_counted_once() {
+    fn an_eager_caller_pays_a_launch_on_the_host_and_its_call_cost_on_the_gpu_once() {
         let mut model = HardwareModel::base();
         let topo = preset("hgx-h20", &PresetOptions::default(), &model).unwrap();
         let llm = short_llama(4);
-        let run = |model: &HardwareModel, stack: Stack, prompt: u64| {
-            let query = Query { prompt, output: 0, batch: 1 };
+        let prefill = |model: &HardwareModel, stack: Stack| {
+            let query = Query { prompt: 4096, output: 0, batch: 1 };
             let setup =
                 TensorParallel::new(&topo, model, &llm, 8, Mode::Nvswitch).unwrap().with_forward(stack, Scope::Layers, "torch").unwrap();
-            let pass = setup.simulate_pass(&query, Pass::Prefill, &mut CollectiveCache::new(&topo, model)).unwrap();
-            // The GPU part of one allreduce, as the replay requests it.
-            let request = setup.allreduce(setup.allreduce_bytes(&query, Pass::Prefill)).unwrap();
-            let call = CollectiveCache::new(&topo, model).outcome(request, Selection::Nccl, 1).unwrap().time;
-            (pass.total(), call)
+            setup.simulate_pass(&query, Pass::Prefill, &mut CollectiveCache::new(&topo, model)).unwrap().total()
         };
-        let cost = |model: &mut HardwareModel, us: u64| model.stack.get_mut("torch-eager").unwrap().collective_call = Time::from_us(us);
-        // The GPUs run an eager call as the reference caller would: its cost
-        // is on the host, not inside the collective.
-        cost(&mut model, 10);
-        let (_, eager_call) = run(&model, Stack::TorchEager, 4096);
-        let (_, graph_call) = run(&model, Stack::NcclGraph, 4096);
-        assert_eq!(eager_call, graph_call);
-        // Long kernels: the hosts run ahead, a dearer call costs nothing.
-        let (long_cheap, _) = run(&model, Stack::TorchEager, 4096);
-        cost(&mut model, 500);
-        let (long_dear, _) = run(&model, Stack::TorchEager, 4096);
-        assert_eq!(long_cheap, long_dear);
-        // Calls dearer than a layer's kernels: the hosts set the pace, and
-        // each of the 8 allreduces (2 a layer) adds the extra 500 us once.
-        let (short_dear, _) = run(&model, Stack::TorchEager, 1);
-        cost(&mut model, 1000);
-        let (short_dearer, _) = run(&model, Stack::TorchEager, 1);
-        assert_eq!(short_dearer - short_dear, Time::from_us(8 * 500));
+        let set = |model: &mut HardwareModel, call_us: u64, launch_us: u64| {
+            let costs = model.stack.get_mut("torch-eager").unwrap();
+            (costs.collective_call, costs.kernel_launch) = (Time::from_us(call_us), Time::from_us(launch_us));
+        };
+        // (4 layers of 11 kernels and 2 allreduces: 52 launches a pass.)
+        set(&mut model, 10, 5);
+        let base = prefill(&model, Stack::TorchEager);
+        // The prefill's kernels outlast their launches: the hosts run ahead,
+        // and 45 us more a launch delays the pass by the first few launches
+        // only, not by each of its 52.
+        set(&mut model, 10, 50);
+        let later = prefill(&model, Stack::TorchEager) - base;
+        assert!(later <= Time::from_us(2 * 45), "{later:?}");
+        // The caller's cost on the GPU shows in each of the 8 allreduces (2 a
+        // layer), once.
+        set(&mut model, 110, 5);
+        assert_eq!(prefill(&model, Stack::TorchEager), base + Time::from_us(8 * 100));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! end, fidelity against the shared measurements and public figures, and
 //! properties that must hold for any input.
 
+mod bad_input;
 mod calibrate_run;
 mod cli;
 mod common;
@@ -9,4 +10,6 @@ mod fidelity;
 mod forward;
 mod import;
 mod llm;
+mod nccl_rules;
 mod properties;
+mod readme;

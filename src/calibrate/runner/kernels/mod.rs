@@ -374,7 +374,7 @@ pub fn run(options: &super::RunOptions, kernels: &KernelOptions) -> Result<super
     let devices = super::open_devices(&driver, 1)?;
     let probe = super::probe(&driver, &devices, None, options)?;
     let mut notices = Vec::new();
-    let out = super::write_system_files(&options.out, &probe, &mut notices)?;
+    let out = super::output::write_system_files(&options.out, &probe, &mut notices)?;
     let device = &devices[0];
     let gpu_name = device.name()?;
     let model = HardwareModel::base();
@@ -394,11 +394,11 @@ pub fn run(options: &super::RunOptions, kernels: &KernelOptions) -> Result<super
     }
     let bench = Bench::new(device, &fitting)?;
     let source = format!("{} via icsim {} calibrate run --kernels", bench.libraries()?, env!("CARGO_PKG_VERSION"));
-    let progress = super::Progress::new(fitting.len() as u64);
+    let progress = super::progress::Progress::new(fitting.len() as u64);
     for notice in &notices {
         progress.notice(notice);
     }
-    let mut file = super::MeasurementsFile::open(out.join("measurements.jsonl"), options.append)?;
+    let mut file = super::output::MeasurementsFile::open(out.join("measurements.jsonl"), options.append)?;
     let mut failures = Vec::new();
     for point in &fitting {
         progress.start(&format!("{} {} TP={} rows={}", point.model, point.name, point.shape.tp, point.shape.rows()));
@@ -414,7 +414,7 @@ pub fn run(options: &super::RunOptions, kernels: &KernelOptions) -> Result<super
         }
         progress.advance(1);
     }
-    progress.bar.finish_and_clear();
+    progress.finish();
     if !failures.is_empty() {
         return Err(RunnerError::Failed { total: fitting.len(), failures, out });
     }
