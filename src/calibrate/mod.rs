@@ -9,6 +9,7 @@ pub mod compute_fit;
 pub mod fit;
 pub mod nccl_tests;
 pub mod predict;
+pub mod profile;
 pub mod runner;
 pub mod schema;
 pub mod validate;

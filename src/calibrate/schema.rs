@@ -57,6 +57,11 @@ pub struct Measurement {
     /// `time_us` is the whole sequence's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<u64>,
+    /// For `kernel_trace` (one CUDA kernel of a profiled forward, by its
+    /// name in `kernel`): its launches per decoder layer; `time_us` is the
+    /// mean of one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_per_layer: Option<f64>,
     /// For a `kernel` that is a matrix product (icsim's addition): rows,
     /// output columns and inner dimension, (m x k) by (k x n).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -107,6 +112,9 @@ pub const ALLREDUCE_SEQUENCE: &str = "allreduce_sequence";
 
 /// The `op` of a measured forward pass (or whole query) of an LLM.
 pub const LLM_FORWARD: &str = "llm_forward";
+
+/// The `op` of one CUDA kernel of a profiled forward pass.
+pub const KERNEL_TRACE: &str = "kernel_trace";
 
 impl Measurement {
     /// A short name of what was measured: "allreduce nvswitch ranks=2",

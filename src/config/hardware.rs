@@ -9,12 +9,17 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::compute::{ComputeEfficiency, KernelEfficiency, Library};
 use super::{ConfigError, ConfigResult, merge_tables, parse_toml, read_text};
 use crate::units::{Bandwidth, Bytes, Time};
 
 /// Model files shipped inside the binary, so that it runs from any folder.
-const SHIPPED: &[(&str, &str)] =
-    &[("base", include_str!("../../models/hardware/base.toml")), ("h200-fit", include_str!("../../models/hardware/h200-fit.toml"))];
+const SHIPPED: &[(&str, &str)] = &[
+    ("base", include_str!("../../models/hardware/base.toml")),
+    ("h200-fit", include_str!("../../models/hardware/h200-fit.toml")),
+    ("h200-compute", include_str!("../../models/hardware/h200-compute.toml")),
+    ("h200-forward", include_str!("../../models/hardware/h200-forward.toml")),
+];
 
 /// One PCIe generation, per lane and per direction.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -82,44 +87,10 @@ pub struct GpuModel {
     pub nvlink_links: u32,
     pub pcie_generation: String,
     pub pcie_lanes: u32,
+    /// The L2 cache: a kernel whose working set fits streams it from there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2_cache: Option<Bytes>,
     pub compute: ComputeEfficiency,
-}
-
-/// How close real kernels come to the roofline, per kind of kernel; fitted
-/// where measured (`icsim calibrate fit` on `op: kernel` rows). A kernel
-/// takes its floor plus its arithmetic at `bf16_tflops` x the compute
-/// fraction and its traffic at `memory_bandwidth` x the memory fraction,
-/// blended (see `blend`); the launch regime (a gap in a graph, a host cost
-/// when eager) is the caller's, in `[stack.*]`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ComputeEfficiency {
-    /// Achieved fraction of `bf16_tflops` by matrix products with many rows
-    /// (compute-bound: prefill).
-    pub matmul: f64,
-    /// Achieved fraction of `memory_bandwidth` by matrix products with few
-    /// rows (bandwidth-bound: a decode step streams the weights).
-    pub matmul_memory: f64,
-    /// Fixed time of one matrix product on the GPU (ramp-up and drain).
-    pub matmul_floor: Time,
-    /// Achieved fraction of `bf16_tflops` by fused attention with many
-    /// queries (prefill).
-    pub attention: f64,
-    /// Achieved fraction of `memory_bandwidth` by attention reading the KV
-    /// cache for few queries (decode).
-    pub attention_memory: f64,
-    pub attention_floor: Time,
-    /// Achieved fraction of `memory_bandwidth` by elementwise and
-    /// normalization kernels (norms, residual adds, activations, rotary,
-    /// KV-cache writes, embedding lookups, sampling).
-    pub elementwise: f64,
-    pub elementwise_floor: Time,
-    /// Achieved fraction of `memory_bandwidth` by a copy within the GPU.
-    pub memory: f64,
-    /// How sharply the compute and memory bounds meet: a kernel's roofline
-    /// time is (compute^p + memory^p)^(1/p) for p = `blend` (1: the sum of
-    /// the two; large: the longer of them, the plain roofline).
-    pub blend: f64,
 }
 
 /// What one protocol costs on one class of path: the latencies a call and a

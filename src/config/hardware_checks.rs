@@ -104,18 +104,7 @@ impl HardwareModel {
                     format!("unknown generation {:?}; known: {:?}", g.pcie_generation, self.pcie.keys()),
                 ));
             }
-            let c = &g.compute;
-            for (field, value) in [
-                ("matmul", c.matmul),
-                ("matmul_memory", c.matmul_memory),
-                ("attention", c.attention),
-                ("attention_memory", c.attention_memory),
-                ("elementwise", c.elementwise),
-                ("memory", c.memory),
-            ] {
-                check_range(path, &key(&format!("compute.{field}")), value, 0.01..=1.0)?;
-            }
-            check_range(path, &key("compute.blend"), c.blend, 1.0..=64.0)?;
+            g.compute.validate(path, &key("compute"))?;
         }
         for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
             check_range(path, &format!("protocol.{name}.wire_factor"), p.wire_factor, 1.0..=4.0)?;

@@ -11,6 +11,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::compute::Library;
 use super::{ConfigError, ConfigResult, parse_toml, read_text};
 
 /// Models shipped inside the binary, by file stem.
@@ -60,6 +61,11 @@ pub struct Fusion {
     /// K and V written into the cache by one kernel (vLLM's
     /// reshape_and_cache); otherwise one copy kernel each.
     pub kv_write_one_kernel: bool,
+    /// Whose kernels run the norms, adds, activations and copies: the
+    /// engine's own fused kernels (`fused`, the default) or PyTorch's eager
+    /// operators (`aten`); their measured rates are the hardware model's.
+    #[serde(default)]
+    pub kernels: Library,
 }
 
 impl Fusion {
@@ -75,6 +81,7 @@ impl Fusion {
             silu_mul: true,
             rope_kv_write: false,
             kv_write_one_kernel: true,
+            kernels: Library::Fused,
         };
         let torch = Fusion {
             description: "PyTorch eager ops: every add, norm, activation and copy its own kernel".into(),
@@ -82,6 +89,7 @@ impl Fusion {
             silu_mul: false,
             rope_kv_write: false,
             kv_write_one_kernel: false,
+            kernels: Library::Aten,
         };
         BTreeMap::from([("vllm".to_string(), vllm), ("torch".to_string(), torch)])
     }

@@ -2,6 +2,7 @@
 //! validation into models, with errors that name the file, the key and what
 //! is allowed. Nothing here simulates.
 
+pub mod compute;
 pub mod experiment;
 pub mod hardware;
 mod hardware_checks;

@@ -19,7 +19,7 @@ use crate::config::hardware::HardwareModel;
 use crate::config::llm::LlmModel;
 use crate::stack::Stack;
 use crate::units::{Bytes, Time};
-use crate::workload::compute::Kernel;
+use crate::workload::compute::{Clock, Kernel};
 use crate::workload::forward::{self, Shape};
 
 use super::RunnerError;
@@ -148,7 +148,7 @@ pub fn plan(llms: &[(String, LlmModel)], options: &KernelOptions, model: &Hardwa
                         continue;
                     }
                     let m = if name == "gemm_lm_head" { shape.batch } else { shape.rows() };
-                    let estimate = Kernel::gemm(name, m as f64, k as f64, n as f64, 2.0).time(gpu);
+                    let estimate = Kernel::gemm(name, m as f64, k as f64, n as f64, 2.0).time(gpu, Clock::Burst);
                     add(KernelPoint { name, model: label.clone(), shape, work: Work::Gemm { m, n, k }, estimate });
                 }
             }
@@ -156,7 +156,7 @@ pub fn plan(llms: &[(String, LlmModel)], options: &KernelOptions, model: &Hardwa
                 let shape = Shape { tp, batch: 1, tokens: rows, context: 0 };
                 for (name, work) in elementwise_work(llm, tp, rows) {
                     let Some(kernel) = forward::named_kernel(llm, shape, name) else { continue };
-                    add(KernelPoint { name, model: label.clone(), shape, work, estimate: kernel.time(gpu) });
+                    add(KernelPoint { name, model: label.clone(), shape, work, estimate: kernel.time(gpu, Clock::Burst) });
                 }
             }
         }
