@@ -11,11 +11,9 @@
 //! gets the share one of them would, and the flow takes them all from its
 //! links.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 
-use crate::engine::{Fabric, TaskId};
+use crate::engine::{EventQueue, Fabric, TaskId};
 use crate::units::{Bandwidth, Bytes, Time};
 
 /// Index of a directed link (one direction of a cable, or a shared resource
@@ -104,8 +102,8 @@ struct LinkState {
     unfrozen: u32,
 }
 
-/// A scheduled flow event: (time, sequence, flow slot, generation).
-type FlowEvent = Reverse<(Time, u64, u32, u32)>;
+/// A scheduled flow event: (flow slot, generation).
+type FlowEvent = (u32, u32);
 
 /// The flow network: links with capacities and the flows crossing them.
 #[derive(Debug, Clone)]
@@ -113,8 +111,10 @@ pub struct Network {
     links: Vec<LinkState>,
     flows: Vec<Flow>,
     free_slots: Vec<u32>,
-    events: BinaryHeap<FlowEvent>,
-    sequence: u64,
+    /// Flow events by time, then the order they were scheduled in.
+    events: EventQueue<FlowEvent>,
+    /// Scratch: the events of the instant being handled.
+    due: Vec<FlowEvent>,
     /// Epoch for the "visited" marks of the component search.
     epoch: u64,
     scratch_links: Vec<u32>,
@@ -149,8 +149,8 @@ impl Network {
             links,
             flows: Vec::new(),
             free_slots: Vec::new(),
-            events: BinaryHeap::new(),
-            sequence: 0,
+            events: EventQueue::new(),
+            due: Vec::new(),
             epoch: 0,
             scratch_links: Vec::new(),
             scratch_flows: Vec::new(),
@@ -206,8 +206,7 @@ impl Network {
         let flow = &mut self.flows[slot as usize];
         flow.generation = flow.generation.wrapping_add(1);
         flow.due = at;
-        self.events.push(Reverse((at, self.sequence, slot, flow.generation)));
-        self.sequence += 1;
+        self.events.push(at, (slot, flow.generation));
     }
 
     fn start_flow(&mut self, now: Time, transfer: TaskId, path: &Path, bytes: Bytes, rate_cap: Option<Bandwidth>, copies: u32) {
@@ -460,15 +459,11 @@ impl Network {
         self.free_slots.push(slot);
     }
 
-    /// Drops heap entries that a reshare has superseded.
-    fn skip_stale(&mut self) {
-        while let Some(&Reverse((_, _, slot, generation))) = self.events.peek() {
-            let flow = &self.flows[slot as usize];
-            if flow.generation == generation && flow.phase != Phase::Free {
-                return;
-            }
-            self.events.pop();
-        }
+    /// Whether an event was superseded (a reshare moved it, or its flow
+    /// is gone).
+    fn is_stale(&self, (slot, generation): FlowEvent) -> bool {
+        let flow = &self.flows[slot as usize];
+        flow.generation != generation || flow.phase == Phase::Free
     }
 }
 
@@ -485,32 +480,38 @@ impl Fabric<Path> for Network {
     }
 
     fn next_event_time(&mut self) -> Option<Time> {
-        self.skip_stale();
-        self.events.peek().map(|Reverse((t, _, _, _))| *t)
+        let flows = &self.flows;
+        self.events.drop_stale(|&(slot, generation)| {
+            let flow = &flows[slot as usize];
+            flow.generation != generation || flow.phase == Phase::Free
+        });
+        self.events.next_time()
     }
 
     fn advance(&mut self, now: Time, finished: &mut Vec<TaskId>) -> u64 {
         let mut handled = 0;
-        loop {
-            self.skip_stale();
-            let Some(&Reverse((t, _, slot, _))) = self.events.peek() else {
-                break;
-            };
-            if t != now {
-                break;
-            }
-            self.events.pop();
-            handled += 1;
-            match self.flows[slot as usize].phase {
-                Phase::Draining => {
-                    self.drain_finished(now, slot, finished);
-                    // Arrived at once: its arrival is an event all the same.
-                    handled += u64::from(self.flows[slot as usize].phase == Phase::Free);
+        let mut due = std::mem::take(&mut self.due);
+        // Events handled now may schedule more for now: those come after.
+        while self.events.next_time() == Some(now) {
+            self.events.pop_earliest(&mut due);
+            for &event in &due {
+                if self.is_stale(event) {
+                    continue;
                 }
-                Phase::Arriving => self.arrived(slot, finished),
-                Phase::Free => unreachable!("freed flows have no live events"),
+                let slot = event.0;
+                handled += 1;
+                match self.flows[slot as usize].phase {
+                    Phase::Draining => {
+                        self.drain_finished(now, slot, finished);
+                        // Arrived at once: its arrival is an event all the same.
+                        handled += u64::from(self.flows[slot as usize].phase == Phase::Free);
+                    }
+                    Phase::Arriving => self.arrived(slot, finished),
+                    Phase::Free => unreachable!("freed flows have no live events"),
+                }
             }
         }
+        self.due = due;
         handled
     }
 }

@@ -102,7 +102,8 @@ impl Generator<Path> for NvlsRun<'_> {
             *last = Some(task);
             run.pushed.push(task);
         }
-        let reduced = graph.join(&run.pushed);
+        // One rank standing for all: the switch reduces when its push is in.
+        let reduced = if let [pushed] = run.pushed[..] { pushed } else { graph.join(&run.pushed) };
         for (down, last) in nvls.down.iter().zip(run.last_down.iter_mut()) {
             let mut after = vec![reduced];
             after.extend(*last);

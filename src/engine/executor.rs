@@ -4,12 +4,10 @@
 //! they run, in slots reused once an instant is over. Knows nothing of GPUs
 //! or links.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use crate::units::Time;
 
 use super::graph::{Builder, Generator, TaskGraph, TaskRef};
+use super::queue::EventQueue;
 use super::{Fabric, Schedule, TaskId, Work};
 
 /// Runs every task of `graph` to completion on `fabric`, starting at zero.
@@ -18,14 +16,20 @@ pub fn run<R, F: Fabric<R>>(graph: &TaskGraph<R>, fabric: &mut F) -> Schedule {
 }
 
 /// Where a task stands among those ready at one instant: as a graph built
-/// whole would number it (the graph's task, then a stream's lane, then the
-/// task's place in its lane).
+/// whole would number it. The graph's task in the top 32 bits, then a
+/// stream's lane (0 for the graph's own tasks) in the next 32, then the
+/// task's place in its lane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Order {
-    task: u32,
-    lane: u32,
-    index: u64,
+struct Order(u128);
+
+impl Order {
+    fn new(task: u32, lane: u32, index: u64) -> Order {
+        Order(u128::from(task) << 96 | u128::from(lane) << 64 | u128::from(index))
+    }
 }
+
+/// A task ready to start, with its place in the wave.
+type Ready = (Order, u32);
 
 const NONE: u32 = u32::MAX;
 
@@ -52,6 +56,14 @@ struct Slot<R> {
     lane: u32,
     batch: u32,
     state: State,
+    /// Whether it starts on the fabric or is a stream: the order such tasks
+    /// start in at one instant matters (to the fabric's sharing), that of
+    /// delays and joins does not.
+    ordered: bool,
+}
+
+fn is_ordered<R>(work: &Work<R>) -> bool {
+    matches!(work, Work::Transfer { .. } | Work::Stream(_))
 }
 
 /// An edge of the pool: the waiting task and the next edge of the list.
@@ -91,9 +103,10 @@ struct Tasks<R> {
     edges: Vec<Edge>,
     free_edge: u32,
     /// Tasks that became ready for the next wave.
-    ready: Vec<u32>,
-    /// Tasks starting at this wave, in order.
-    wave: BinaryHeap<Reverse<(Order, u32)>>,
+    ready: Vec<Ready>,
+    /// Tasks of a stream's first batches, ready as it starts: they start
+    /// right after it, before the rest of its wave.
+    ready_with_stream: Vec<Ready>,
     live: usize,
     peak: usize,
 }
@@ -139,20 +152,22 @@ struct Spawner<'t, R> {
     lane_index: u32,
     /// Tasks added, for the stream's count of live ones.
     added: u64,
-    /// Whether ready tasks join the wave that is starting (the stream's
-    /// first batches) rather than the next one.
-    into_wave: bool,
+    /// Whether ready tasks start with the stream (its first batches)
+    /// rather than in the next wave.
+    with_stream: bool,
     now: Time,
 }
 
 impl<R> Builder<R> for Spawner<'_, R> {
     fn add(&mut self, work: Work<R>, after: &[TaskRef]) -> TaskRef {
         assert!(!matches!(work, Work::Stream(_)), "a stream cannot add a stream");
-        let order = Order { task: self.stream_task, lane: self.lane_index, index: self.lane.added };
+        let order = Order::new(self.stream_task, self.lane_index, self.lane.added);
         self.lane.added += 1;
         self.added += 1;
+        let ordered = is_ordered(&work);
         let slot = self.tasks.allocate(Slot {
             order,
+            ordered,
             generated: Some(work),
             end: Time::ZERO,
             generation: 0,
@@ -182,10 +197,10 @@ impl<R> Builder<R> for Spawner<'_, R> {
                 after.is_empty() || finished_now,
                 "a generated task was added after everything it waits for had finished: its lane's batches break the generator's contract"
             );
-            if self.into_wave {
-                self.tasks.wave.push(Reverse((order, slot)));
+            if self.with_stream {
+                self.tasks.ready_with_stream.push((order, slot));
             } else {
-                self.tasks.ready.push(slot);
+                self.tasks.ready.push((order, slot));
             }
         }
         TaskRef { slot, generation: self.tasks.slots[slot as usize].generation }
@@ -198,9 +213,8 @@ struct Executor<'g, R> {
     streams: Vec<StreamRun<'g, R>>,
     start: Vec<Time>,
     end: Vec<Time>,
-    /// Delays in progress: (finish time, sequence number, slot).
-    timers: BinaryHeap<Reverse<(Time, u64, u32)>>,
-    sequence: u64,
+    /// Delays in progress, by finish time then start order.
+    timers: EventQueue<u32>,
     events: u64,
     /// Tasks that finished at the current instant, to complete.
     finished: Vec<TaskId>,
@@ -211,7 +225,8 @@ impl<'g, R> Executor<'g, R> {
         let n = graph.len();
         let slots = (0..n as u32)
             .map(|task| Slot {
-                order: Order { task, lane: 0, index: 0 },
+                order: Order::new(task, 0, 0),
+                ordered: is_ordered(graph.work(TaskId(task))),
                 generated: None,
                 end: Time::ZERO,
                 generation: 0,
@@ -230,7 +245,7 @@ impl<'g, R> Executor<'g, R> {
             edges: Vec::with_capacity(graph.edges.len()),
             free_edge: NONE,
             ready: Vec::new(),
-            wave: BinaryHeap::new(),
+            ready_with_stream: Vec::new(),
             live: n,
             peak: n,
         };
@@ -245,8 +260,7 @@ impl<'g, R> Executor<'g, R> {
             streams: Vec::new(),
             start: vec![Time::ZERO; n],
             end: vec![Time::ZERO; n],
-            timers: BinaryHeap::new(),
-            sequence: 0,
+            timers: EventQueue::new(),
             events: 0,
             finished: Vec::new(),
         }
@@ -254,37 +268,33 @@ impl<'g, R> Executor<'g, R> {
 
     fn run<F: Fabric<R>>(mut self, fabric: &mut F) -> Schedule {
         let mut now = Time::ZERO;
-        let initially_ready: Vec<u32> = (0..self.graph.len() as u32).filter(|&t| self.tasks.slots[t as usize].waiting == 0).collect();
+        let initially_ready: Vec<Ready> = (0..self.graph.len() as u32)
+            .filter(|&t| self.tasks.slots[t as usize].waiting == 0)
+            .map(|t| (self.tasks.slots[t as usize].order, t))
+            .collect();
         self.tasks.ready = initially_ready;
         let mut completed = Vec::new();
+        let mut wave = Vec::new();
+        let mut due = Vec::new();
         loop {
             // Start everything that became ready at `now`, wave by wave, in
             // the order a graph built whole would number the tasks.
             while !self.tasks.ready.is_empty() {
-                for i in 0..self.tasks.ready.len() {
-                    let slot = self.tasks.ready[i];
-                    self.tasks.wave.push(Reverse((self.tasks.slots[slot as usize].order, slot)));
-                }
-                self.tasks.ready.clear();
-                while let Some(Reverse((_, slot))) = self.tasks.wave.pop() {
-                    self.start_task(slot, now, fabric);
-                }
+                std::mem::swap(&mut self.tasks.ready, &mut wave);
+                self.start_wave(&mut wave, now, fabric);
                 self.complete_finished(now, &mut completed);
             }
             self.retire();
-            let next_timer = self.timers.peek().map(|Reverse((t, _, _))| *t);
+            let next_timer = self.timers.next_time();
             let next_fabric = fabric.next_event_time();
             now = match (next_timer, next_fabric) {
                 (None, None) => break,
                 (Some(t), None) | (None, Some(t)) => t,
                 (Some(a), Some(b)) => a.min(b),
             };
-            while let Some(&Reverse((t, _, slot))) = self.timers.peek() {
-                if t != now {
-                    break;
-                }
-                self.timers.pop();
-                self.finished.push(TaskId(slot));
+            if next_timer == Some(now) {
+                self.timers.pop_earliest(&mut due);
+                self.finished.extend(due.iter().map(|&slot| TaskId(slot)));
             }
             if next_fabric == Some(now) {
                 self.events += fabric.advance(now, &mut self.finished);
@@ -294,6 +304,33 @@ impl<'g, R> Executor<'g, R> {
         let unfinished = self.tasks.slots.iter().filter(|s| matches!(s.state, State::Waiting | State::Running)).count();
         assert_eq!(unfinished, 0, "every task of an acyclic graph finishes");
         Schedule { start: self.start, end: self.end, events: self.events, peak_tasks: self.tasks.peak }
+    }
+
+    /// Starts the tasks of `wave` (leaving it empty): delays and joins, then
+    /// transfers and streams in order; a stream's first tasks that are ready
+    /// start right after it.
+    fn start_wave<F: Fabric<R>>(&mut self, wave: &mut Vec<Ready>, now: Time, fabric: &mut F) {
+        let mut kept = 0;
+        for i in 0..wave.len() {
+            let (_, slot) = wave[i];
+            if self.tasks.slots[slot as usize].ordered {
+                wave[kept] = wave[i];
+                kept += 1;
+            } else {
+                self.start_task(slot, now, fabric);
+            }
+        }
+        wave.truncate(kept);
+        wave.sort_unstable_by_key(|&(order, _)| order);
+        for i in 0..wave.len() {
+            self.start_task(wave[i].1, now, fabric);
+            if !self.tasks.ready_with_stream.is_empty() {
+                let mut first = std::mem::take(&mut self.tasks.ready_with_stream);
+                self.start_wave(&mut first, now, fabric);
+                self.tasks.ready_with_stream = first;
+            }
+        }
+        wave.clear();
     }
 
     fn complete_finished(&mut self, now: Time, completed: &mut Vec<TaskId>) {
@@ -321,10 +358,7 @@ impl<'g, R> Executor<'g, R> {
         };
         match work {
             Work::Transfer { route, bytes, rate_cap, copies } => fabric.start(now, TaskId(slot), route, *bytes, *rate_cap, *copies),
-            Work::Delay(duration) if duration.0 > 0 => {
-                self.timers.push(Reverse((now + *duration, self.sequence, slot)));
-                self.sequence += 1;
-            }
+            Work::Delay(duration) if duration.0 > 0 => self.timers.push(now + *duration, slot),
             Work::Delay(_) | Work::Join => self.finished.push(TaskId(slot)),
             Work::Stream(_) => unreachable!("streams are the graph's own tasks"),
         }
@@ -344,7 +378,7 @@ impl<'g, R> Executor<'g, R> {
     }
 
     /// Asks a stream for the next batch of one lane.
-    fn next_batch(&mut self, stream: u32, lane: usize, into_wave: bool, now: Time) {
+    fn next_batch(&mut self, stream: u32, lane: usize, with_stream: bool, now: Time) {
         let run = &mut self.streams[stream as usize];
         let mut spawner = Spawner {
             tasks: &mut self.tasks,
@@ -353,7 +387,7 @@ impl<'g, R> Executor<'g, R> {
             lane: &mut run.lanes[lane],
             lane_index: lane as u32 + 1,
             added: 0,
-            into_wave,
+            with_stream,
             now,
         };
         let generator = run.generator.as_mut().expect("a running stream has its generator");
@@ -383,7 +417,7 @@ impl<'g, R> Executor<'g, R> {
             let waiting = &mut self.tasks.slots[to as usize].waiting;
             *waiting -= 1;
             if *waiting == 0 {
-                self.tasks.ready.push(to);
+                self.tasks.ready.push((self.tasks.slots[to as usize].order, to));
             }
         }
         if stream == NONE {

@@ -13,6 +13,7 @@
 
 mod executor;
 mod graph;
+mod queue;
 
 use std::fmt;
 
@@ -20,6 +21,7 @@ use crate::units::{Bandwidth, Bytes, Time};
 
 pub use executor::run;
 pub use graph::{Builder, Generator, Stream, TaskGraph, TaskRef};
+pub use queue::EventQueue;
 
 /// Index of a task in its [`TaskGraph`]; to a [`Fabric`], the handle of a
 /// transfer in flight.
