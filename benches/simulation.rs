@@ -1,16 +1,22 @@
-//! Speed of the simulator: events per second of the engine (alone, and
-//! driving the flow network in a collective), and the time of one 8-GPU
-//! 1 GiB ring allreduce simulation. `cargo bench` prints both; the README
-//! records the figures.
+//! Speed of the simulator (the README's Performance section records the
+//! figures): events per second of the engine alone and driving the flow
+//! network; the prefill's 160 allreduces of 128 MiB and the seed query's
+//! 40,960 decode allreduces, each simulated on its own; a 1 GiB ring
+//! allreduce on 8, 72 (GB200 NVL72), 256 and 1,024 GPUs; and the default
+//! experiment. `cargo bench --bench simulation` runs them all.
 
 use std::hint::black_box;
+use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use icsim::collective::{self, Algorithm, Choice, Op, Plan, Protocol, Request};
+use icsim::config::experiment::Experiment;
+use icsim::config::hardware::HardwareModel;
 use icsim::engine::{self, Fabric, TaskGraph, TaskId};
-use icsim::topology::{TopologySpec, resolve};
+use icsim::topology::{PresetOptions, Topology, TopologySpec, resolve};
 use icsim::transport::Mode;
 use icsim::units::{Bandwidth, Bytes, Time};
+use icsim::workload::experiment::{self, RunOptions};
 
 /// A fabric with nothing in flight: the engine alone.
 struct Idle;
@@ -48,24 +54,76 @@ fn engine_alone(c: &mut Criterion) {
     group.finish();
 }
 
-fn allreduce_8gpu_1gib(c: &mut Criterion) {
-    let spec = TopologySpec { name: "hgx-h200".into(), ..Default::default() };
-    let (topo, model) = resolve(&spec).expect("preset");
-    let request = Request {
-        algorithm: Choice::Fixed(Algorithm::Ring),
-        protocol: Choice::Fixed(Protocol::Simple),
-        ..Request::new(Op::AllReduce, Bytes::gib(1), topo.gpus().to_vec(), Mode::Nvswitch)
-    };
-    let plan = Plan::new(&topo, &model, request).expect("plan");
-    let events = collective::simulate_plan(&topo, &model, &plan).expect("runs").events;
-    let mut group = c.benchmark_group("allreduce");
-    group.sample_size(20);
-    group.throughput(Throughput::Elements(events));
-    group.bench_function("8 GPUs, 1 GiB, ring, hgx-h200 (events/s)", |b| {
-        b.iter(|| black_box(collective::simulate_plan(&topo, &model, &plan).expect("runs")))
+fn topology(name: &str, gpus: Option<u32>) -> (Topology, HardwareModel) {
+    resolve(&TopologySpec { name: name.into(), options: PresetOptions { gpus, gpu: None }, models: Vec::new() }).expect("a preset")
+}
+
+/// The plan of `op` over every GPU of `topo`, algorithm and protocol fixed
+/// where given.
+fn plan(topo: &Topology, model: &HardwareModel, bytes: Bytes, algorithm: Choice<Algorithm>, protocol: Choice<Protocol>) -> Plan {
+    let request = Request { algorithm, protocol, ..Request::new(Op::AllReduce, bytes, topo.gpus().to_vec(), Mode::Auto) };
+    Plan::new(topo, model, request).expect("a plan")
+}
+
+/// One 1 GiB ring allreduce over every GPU of a topology, as events per
+/// second of the engine driving the flow network.
+fn ring_1gib(c: &mut Criterion) {
+    let mut group = c.benchmark_group("ring allreduce 1 GiB");
+    group.sample_size(10);
+    for (name, gpus) in [("hgx-h200", None), ("gb200-nvl72", None), ("nvlink-fabric", Some(256)), ("nvlink-fabric", Some(1024))] {
+        let (topo, model) = topology(name, gpus);
+        let plan = plan(&topo, &model, Bytes::gib(1), Choice::Fixed(Algorithm::Ring), Choice::Fixed(Protocol::Simple));
+        let events = collective::simulate_plan(&topo, &model, &plan).expect("runs").events;
+        group.throughput(Throughput::Elements(events));
+        let label = format!("{} GPUs, {name} (events/s)", topo.gpus().len());
+        group.bench_function(label, |b| b.iter(|| black_box(collective::simulate_plan(&topo, &model, &plan).expect("runs"))));
+    }
+    group.finish();
+}
+
+/// Allreduces of one size simulated one after another, each on its own
+/// (no outcome cached), the plan resolved once as a workload's cache of
+/// plans does.
+fn one_by_one(c: &mut Criterion, label: &str, topology_name: &str, bytes: Bytes, calls: u64) {
+    let (topo, model) = topology(topology_name, None);
+    let plan = plan(&topo, &model, bytes, Choice::Auto, Choice::Auto);
+    let mut group = c.benchmark_group("allreduces one by one");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(calls));
+    group.bench_function(format!("{label}, {} (calls/s)", plan.algorithm), |b| {
+        b.iter(|| {
+            for _ in 0..calls {
+                black_box(collective::simulate_plan(&topo, &model, &plan).expect("runs"));
+            }
+        })
     });
     group.finish();
 }
 
-criterion_group!(benches, engine_alone, allreduce_8gpu_1gib);
+/// The prefill of Llama-3.1-70B at TP=8, 8192 tokens: 160 allreduces of
+/// 128 MiB (8192 x 8192 bf16 values) on 8x H200.
+fn prefill_allreduces(c: &mut Criterion) {
+    one_by_one(c, "160 x 128 MiB on 8x H200", "hgx-h200", Bytes::mib(128), 160);
+}
+
+/// The seed query's decode: 256 tokens of Llama-3.1-70B at TP=8 on 8x H20,
+/// two allreduces of one token (8192 bf16 values) a layer, 80 layers.
+fn decode_allreduces(c: &mut Criterion) {
+    one_by_one(c, "40,960 x 16 KiB on 8x H20", "hgx-h20", Bytes::kib(16), 40_960);
+}
+
+/// What `icsim run` computes for configs/default.toml (the replay under four
+/// transports, the bus bandwidth sweep and the layer timelines), without
+/// writing files.
+fn default_experiment(c: &mut Criterion) {
+    let experiment = Experiment::load(Path::new("configs/default.toml")).expect("the default experiment");
+    let mut group = c.benchmark_group("experiment");
+    group.sample_size(10);
+    group.bench_function("configs/default.toml", |b| {
+        b.iter(|| black_box(experiment::run(&experiment, &RunOptions::full(), &|| {}).expect("runs")))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, engine_alone, ring_1gib, prefill_allreduces, decode_allreduces, default_experiment);
 criterion_main!(benches);

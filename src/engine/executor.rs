@@ -1,8 +1,9 @@
 //! Runs a task graph against a clock and a fabric: tasks start when their
 //! dependencies have finished, delays on timers ordered by (time, sequence),
-//! transfers on the fabric; streams generate their tasks batch by batch as
-//! they run, in slots reused once an instant is over. Knows nothing of GPUs
-//! or links.
+//! transfers on the fabric. The graph's own tasks live in flat arrays
+//! (successors as CSR); streams generate theirs batch by batch as they run,
+//! into slots that are reused once an instant is over. Knows nothing of
+//! GPUs or links.
 
 use crate::units::Time;
 
@@ -28,10 +29,18 @@ impl Order {
     }
 }
 
-/// A task ready to start, with its place in the wave.
+/// A task ready to start: its place in the wave and its id (the graph's
+/// tasks first, then generated ones: the graph's size plus their slot).
 type Ready = (Order, u32);
 
 const NONE: u32 = u32::MAX;
+
+/// Whether the order tasks start in at one instant matters: to the fabric's
+/// sharing for transfers, and for a stream's first tasks; that of delays and
+/// joins does not.
+fn is_ordered<R>(work: &Work<R>) -> bool {
+    matches!(work, Work::Transfer { .. } | Work::Stream(_))
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -41,11 +50,10 @@ enum State {
     Free,
 }
 
-/// A task alive in the run: one of the graph's, or one a stream generated.
+/// A task a stream generated, alive in the run.
 struct Slot<R> {
     order: Order,
-    /// The work of a generated task (a graph's own is read from the graph).
-    generated: Option<Work<R>>,
+    work: Option<Work<R>>,
     end: Time,
     generation: u32,
     waiting: u32,
@@ -56,17 +64,9 @@ struct Slot<R> {
     lane: u32,
     batch: u32,
     state: State,
-    /// Whether it starts on the fabric or is a stream: the order such tasks
-    /// start in at one instant matters (to the fabric's sharing), that of
-    /// delays and joins does not.
-    ordered: bool,
 }
 
-fn is_ordered<R>(work: &Work<R>) -> bool {
-    matches!(work, Work::Transfer { .. } | Work::Stream(_))
-}
-
-/// An edge of the pool: the waiting task and the next edge of the list.
+/// An edge of the pool: the waiting slot and the next edge of the list.
 #[derive(Clone, Copy)]
 struct Edge {
     to: u32,
@@ -93,9 +93,11 @@ struct StreamRun<'g, R> {
     live: u64,
 }
 
-/// Tasks, edges and the queues between them: what a stream's generator
-/// adds to.
+/// Generated tasks, their edges and the queues they join: what a stream's
+/// generator adds to.
 struct Tasks<R> {
+    /// Ids of generated tasks start here (the graph's size).
+    first_id: u32,
     slots: Vec<Slot<R>>,
     free_slots: Vec<u32>,
     /// Slots whose task finished at the current instant: freed once it is over.
@@ -164,11 +166,9 @@ impl<R> Builder<R> for Spawner<'_, R> {
         let order = Order::new(self.stream_task, self.lane_index, self.lane.added);
         self.lane.added += 1;
         self.added += 1;
-        let ordered = is_ordered(&work);
         let slot = self.tasks.allocate(Slot {
             order,
-            ordered,
-            generated: Some(work),
+            work: Some(work),
             end: Time::ZERO,
             generation: 0,
             waiting: 0,
@@ -197,11 +197,8 @@ impl<R> Builder<R> for Spawner<'_, R> {
                 after.is_empty() || finished_now,
                 "a generated task was added after everything it waits for had finished: its lane's batches break the generator's contract"
             );
-            if self.with_stream {
-                self.tasks.ready_with_stream.push((order, slot));
-            } else {
-                self.tasks.ready.push((order, slot));
-            }
+            let ready = (order, self.tasks.first_id + slot);
+            if self.with_stream { self.tasks.ready_with_stream.push(ready) } else { self.tasks.ready.push(ready) }
         }
         TaskRef { slot, generation: self.tasks.slots[slot as usize].generation }
     }
@@ -209,10 +206,14 @@ impl<R> Builder<R> for Spawner<'_, R> {
 
 struct Executor<'g, R> {
     graph: &'g TaskGraph<R>,
-    tasks: Tasks<R>,
-    streams: Vec<StreamRun<'g, R>>,
+    /// The graph's tasks: their successors (CSR) and what they wait for.
+    successor_start: Vec<u32>,
+    successor_list: Vec<u32>,
+    waiting: Vec<u32>,
     start: Vec<Time>,
     end: Vec<Time>,
+    tasks: Tasks<R>,
+    streams: Vec<StreamRun<'g, R>>,
     /// Delays in progress, by finish time then start order.
     timers: EventQueue<u32>,
     events: u64,
@@ -223,43 +224,42 @@ struct Executor<'g, R> {
 impl<'g, R> Executor<'g, R> {
     fn new(graph: &'g TaskGraph<R>) -> Self {
         let n = graph.len();
-        let slots = (0..n as u32)
-            .map(|task| Slot {
-                order: Order::new(task, 0, 0),
-                ordered: is_ordered(graph.work(TaskId(task))),
-                generated: None,
-                end: Time::ZERO,
-                generation: 0,
-                waiting: 0,
-                first_edge: NONE,
-                stream: NONE,
-                lane: 0,
-                batch: 0,
-                state: State::Waiting,
-            })
-            .collect();
-        let mut tasks = Tasks {
-            slots,
-            free_slots: Vec::new(),
-            retiring: Vec::new(),
-            edges: Vec::with_capacity(graph.edges.len()),
-            free_edge: NONE,
-            ready: Vec::new(),
-            ready_with_stream: Vec::new(),
-            live: n,
-            peak: n,
-        };
-        // Pushed in reverse so that each list follows the graph's edge order.
-        for &(before, after) in graph.edges.iter().rev() {
-            tasks.push_edge(before.0, after.0);
-            tasks.slots[after.index()].waiting += 1;
+        let mut successor_start = vec![0u32; n + 1];
+        let mut waiting = vec![0u32; n];
+        for &(before, after) in &graph.edges {
+            successor_start[before.index() + 1] += 1;
+            waiting[after.index()] += 1;
         }
+        for i in 0..n {
+            successor_start[i + 1] += successor_start[i];
+        }
+        let mut fill = successor_start.clone();
+        let mut successor_list = vec![0u32; graph.edges.len()];
+        for &(before, after) in &graph.edges {
+            successor_list[fill[before.index()] as usize] = after.0;
+            fill[before.index()] += 1;
+        }
+        let first_id = u32::try_from(n).expect("a graph holds at most 2^32 tasks");
         Executor {
             graph,
-            tasks,
-            streams: Vec::new(),
+            successor_start,
+            successor_list,
+            waiting,
             start: vec![Time::ZERO; n],
             end: vec![Time::ZERO; n],
+            tasks: Tasks {
+                first_id,
+                slots: Vec::new(),
+                free_slots: Vec::new(),
+                retiring: Vec::new(),
+                edges: Vec::new(),
+                free_edge: NONE,
+                ready: Vec::new(),
+                ready_with_stream: Vec::new(),
+                live: n,
+                peak: n,
+            },
+            streams: Vec::new(),
             timers: EventQueue::new(),
             events: 0,
             finished: Vec::new(),
@@ -268,11 +268,7 @@ impl<'g, R> Executor<'g, R> {
 
     fn run<F: Fabric<R>>(mut self, fabric: &mut F) -> Schedule {
         let mut now = Time::ZERO;
-        let initially_ready: Vec<Ready> = (0..self.graph.len() as u32)
-            .filter(|&t| self.tasks.slots[t as usize].waiting == 0)
-            .map(|t| (self.tasks.slots[t as usize].order, t))
-            .collect();
-        self.tasks.ready = initially_ready;
+        self.tasks.ready = (0..self.graph.len() as u32).filter(|&t| self.waiting[t as usize] == 0).map(|t| (Order::new(t, 0, 0), t)).collect();
         let mut completed = Vec::new();
         let mut wave = Vec::new();
         let mut due = Vec::new();
@@ -294,16 +290,23 @@ impl<'g, R> Executor<'g, R> {
             };
             if next_timer == Some(now) {
                 self.timers.pop_earliest(&mut due);
-                self.finished.extend(due.iter().map(|&slot| TaskId(slot)));
+                self.finished.extend(due.iter().map(|&id| TaskId(id)));
             }
             if next_fabric == Some(now) {
                 self.events += fabric.advance(now, &mut self.finished);
             }
             self.complete_finished(now, &mut completed);
         }
-        let unfinished = self.tasks.slots.iter().filter(|s| matches!(s.state, State::Waiting | State::Running)).count();
-        assert_eq!(unfinished, 0, "every task of an acyclic graph finishes");
+        assert!(self.waiting.iter().all(|&w| w == 0), "every task of an acyclic graph finishes");
+        assert!(self.tasks.live == self.graph.len(), "every generated task finishes");
         Schedule { start: self.start, end: self.end, events: self.events, peak_tasks: self.tasks.peak }
+    }
+
+    fn work(&self, id: u32) -> &Work<R> {
+        match id.checked_sub(self.tasks.first_id) {
+            None => self.graph.work(TaskId(id)),
+            Some(slot) => self.tasks.slots[slot as usize].work.as_ref().expect("a live generated task has its work"),
+        }
     }
 
     /// Starts the tasks of `wave` (leaving it empty): delays and joins, then
@@ -312,12 +315,12 @@ impl<'g, R> Executor<'g, R> {
     fn start_wave<F: Fabric<R>>(&mut self, wave: &mut Vec<Ready>, now: Time, fabric: &mut F) {
         let mut kept = 0;
         for i in 0..wave.len() {
-            let (_, slot) = wave[i];
-            if self.tasks.slots[slot as usize].ordered {
+            let (_, id) = wave[i];
+            if is_ordered(self.work(id)) {
                 wave[kept] = wave[i];
                 kept += 1;
             } else {
-                self.start_task(slot, now, fabric);
+                self.start_unordered(id, now);
             }
         }
         wave.truncate(kept);
@@ -341,25 +344,48 @@ impl<'g, R> Executor<'g, R> {
         completed.clear();
     }
 
-    fn start_task<F: Fabric<R>>(&mut self, slot: u32, now: Time, fabric: &mut F) {
-        let graph = self.graph;
-        let task = &mut self.tasks.slots[slot as usize];
-        task.state = State::Running;
-        let work = match &task.generated {
-            Some(work) => work,
+    /// Starts a delay or a join.
+    fn start_unordered(&mut self, id: u32, now: Time) {
+        let duration = match id.checked_sub(self.tasks.first_id) {
             None => {
-                self.start[slot as usize] = now;
-                if let Work::Stream(stream) = graph.work(TaskId(slot)) {
-                    self.begin_stream(slot, stream.generator(), now);
+                self.start[id as usize] = now;
+                self.graph.work(TaskId(id))
+            }
+            Some(slot) => {
+                let task = &mut self.tasks.slots[slot as usize];
+                task.state = State::Running;
+                task.work.as_ref().expect("a live generated task has its work")
+            }
+        };
+        match duration {
+            Work::Delay(duration) if duration.0 > 0 => self.timers.push(now + *duration, id),
+            Work::Delay(_) | Work::Join => self.finished.push(TaskId(id)),
+            Work::Transfer { .. } | Work::Stream(_) => unreachable!("transfers and streams start in order"),
+        }
+    }
+
+    fn start_task<F: Fabric<R>>(&mut self, id: u32, now: Time, fabric: &mut F) {
+        let graph = self.graph;
+        let work = match id.checked_sub(self.tasks.first_id) {
+            None => {
+                self.start[id as usize] = now;
+                let work = graph.work(TaskId(id));
+                if let Work::Stream(stream) = work {
+                    self.begin_stream(id, stream.generator(), now);
                     return;
                 }
-                graph.work(TaskId(slot))
+                work
+            }
+            Some(slot) => {
+                let task = &mut self.tasks.slots[slot as usize];
+                task.state = State::Running;
+                task.work.as_ref().expect("a live generated task has its work")
             }
         };
         match work {
-            Work::Transfer { route, bytes, rate_cap, copies } => fabric.start(now, TaskId(slot), route, *bytes, *rate_cap, *copies),
-            Work::Delay(duration) if duration.0 > 0 => self.timers.push(now + *duration, slot),
-            Work::Delay(_) | Work::Join => self.finished.push(TaskId(slot)),
+            Work::Transfer { route, bytes, rate_cap, copies } => fabric.start(now, TaskId(id), route, *bytes, *rate_cap, *copies),
+            Work::Delay(duration) if duration.0 > 0 => self.timers.push(now + *duration, id),
+            Work::Delay(_) | Work::Join => self.finished.push(TaskId(id)),
             Work::Stream(_) => unreachable!("streams are the graph's own tasks"),
         }
     }
@@ -401,8 +427,24 @@ impl<'g, R> Executor<'g, R> {
         }
     }
 
-    fn complete(&mut self, slot: u32, now: Time) {
+    fn complete(&mut self, id: u32, now: Time) {
         self.events += 1;
+        let Some(slot) = id.checked_sub(self.tasks.first_id) else {
+            self.end[id as usize] = now;
+            let successors = self.successor_start[id as usize] as usize..self.successor_start[id as usize + 1] as usize;
+            for &next in &self.successor_list[successors] {
+                let waiting = &mut self.waiting[next as usize];
+                *waiting -= 1;
+                if *waiting == 0 {
+                    self.tasks.ready.push((Order::new(next, 0, 0), next));
+                }
+            }
+            if let Some(run) = self.streams.iter_mut().rfind(|s| s.task == id) {
+                // A stream of the graph, done with: drop what its generator holds.
+                run.generator = None;
+            }
+            return;
+        };
         let task = &mut self.tasks.slots[slot as usize];
         task.state = State::Finished;
         task.end = now;
@@ -417,16 +459,8 @@ impl<'g, R> Executor<'g, R> {
             let waiting = &mut self.tasks.slots[to as usize].waiting;
             *waiting -= 1;
             if *waiting == 0 {
-                self.tasks.ready.push((self.tasks.slots[to as usize].order, to));
+                self.tasks.ready.push((self.tasks.slots[to as usize].order, self.tasks.first_id + to));
             }
-        }
-        if stream == NONE {
-            self.end[slot as usize] = now;
-            if let Work::Stream(_) = self.graph.work(TaskId(slot)) {
-                let run = self.streams.iter_mut().rfind(|s| s.task == slot).expect("a finished stream ran");
-                run.generator = None;
-            }
-            return;
         }
         self.tasks.retiring.push(slot);
         let run = &mut self.streams[stream as usize];
@@ -443,13 +477,12 @@ impl<'g, R> Executor<'g, R> {
     }
 
     /// Frees the slots of generated tasks that finished at the instant that
-    /// is over: a handle to one now reads as finished.
+    /// is over: a handle to one then reads as finished.
     fn retire(&mut self) {
         for &slot in &self.tasks.retiring {
             let task = &mut self.tasks.slots[slot as usize];
             task.state = State::Free;
-            task.generated = None;
-            // A handle to the finished task no longer names the slot.
+            task.work = None;
             task.generation = task.generation.wrapping_add(1);
             self.tasks.free_slots.push(slot);
         }

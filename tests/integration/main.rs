@@ -13,4 +13,5 @@ mod llm;
 mod nccl_rules;
 mod properties;
 mod readme;
+mod scale;
 mod sweep;
