@@ -35,6 +35,9 @@ type Ready = (Order, u32);
 
 const NONE: u32 = u32::MAX;
 
+/// Tasks a run makes room for at once.
+const SMALL: usize = 256;
+
 /// Whether the order tasks start in at one instant matters: to the fabric's
 /// sharing for transfers, and for a stream's first tasks; that of delays and
 /// joins does not.
@@ -247,22 +250,24 @@ impl<'g, R> Executor<'g, R> {
             waiting,
             start: vec![Time::ZERO; n],
             end: vec![Time::ZERO; n],
+            // Room for a small collective's tasks alive at once, so that
+            // short runs do not grow these step by step.
             tasks: Tasks {
                 first_id,
-                slots: Vec::new(),
-                free_slots: Vec::new(),
-                retiring: Vec::new(),
-                edges: Vec::new(),
+                slots: Vec::with_capacity(SMALL),
+                free_slots: Vec::with_capacity(SMALL),
+                retiring: Vec::with_capacity(SMALL),
+                edges: Vec::with_capacity(2 * SMALL),
                 free_edge: NONE,
-                ready: Vec::new(),
-                ready_with_stream: Vec::new(),
+                ready: Vec::with_capacity(SMALL),
+                ready_with_stream: Vec::with_capacity(SMALL),
                 live: n,
                 peak: n,
             },
             streams: Vec::new(),
             timers: EventQueue::new(),
             events: 0,
-            finished: Vec::new(),
+            finished: Vec::with_capacity(SMALL),
         }
     }
 
