@@ -621,56 +621,77 @@ impl Fit {
     }
 }
 
-/// Fits every group in turn.
+/// How many times every group is fitted in turn (block coordinate descent):
+/// a group fitted early sees the later ones still at their priors, so one
+/// pass leaves it where those priors put it.
+const PASSES: usize = 3;
+
+/// Fits every group in turn, `PASSES` times; each group's report spans all
+/// passes (its values and error before the first, after the last).
 pub fn fit(sources: &[Source], start: &HardwareModel, max_evaluations: usize) -> Result<Fit, crate::Error> {
     let mut model = start.clone();
-    let mut fits = Vec::new();
     let (groups, skipped) = groups(&build_all(sources, start)?, start, sources);
-    for group in groups {
-        let before: Vec<f64> = group.parameters.iter().map(|p| p.get(&model)).collect();
-        // Search in units of each parameter's own size, so that a step of
-        // 0.1 is 10% of it (or 0.5 us / 0.05 for one that starts at zero).
-        let scales: Vec<f64> = group
-            .parameters
-            .iter()
-            .zip(&before)
-            .map(|(p, &v)| {
-                if v.abs() > 1e-9 {
-                    v.abs()
-                } else if p.unit == Unit::Time {
-                    5.0
-                } else {
-                    0.5
-                }
-            })
-            .collect();
-        let start_point: Vec<f64> = before.iter().zip(&scales).map(|(v, s)| v / s).collect();
-        let steps = vec![0.1; before.len()];
-        let base = model.clone();
-        let apply = |x: &[f64]| {
-            let mut candidate = base.clone();
-            for ((p, v), s) in group.parameters.iter().zip(x).zip(&scales) {
-                p.set(&mut candidate, v * s);
+    let mut fits: Vec<GroupFit> = Vec::new();
+    for pass in 0..PASSES {
+        for (index, group) in groups.iter().enumerate() {
+            let fitted = fit_group(sources, &mut model, group, max_evaluations);
+            if pass == 0 {
+                fits.push(fitted);
+            } else {
+                let first = &fits[index];
+                let parameters = first.parameters.iter().zip(&fitted.parameters).map(|(f, l)| (f.0.clone(), f.1, f.2, l.3)).collect();
+                fits[index] = GroupFit { parameters, rms_log_error_before: first.rms_log_error_before, ..fitted };
             }
-            candidate
-        };
-        let objective = |x: &[f64]| loss(sources, &apply(x), &group.points);
-        let loss_before = objective(&start_point);
-        let (best, loss_after) = nelder_mead(objective, &start_point, &steps, max_evaluations);
-        let (best, loss_after) = if loss_after < loss_before { (best, loss_after) } else { (start_point.clone(), loss_before) };
-        model = apply(&best);
-        let after: Vec<f64> = group.parameters.iter().map(|p| p.get(&model)).collect();
-        fits.push(GroupFit {
-            name: group.name.clone(),
-            points: group.points.len(),
-            parameters: group.parameters.iter().zip(before.iter().zip(&after)).map(|(p, (b, a))| (p.key.clone(), p.unit, *b, *a)).collect(),
-            on_bound: group.parameters.iter().zip(&after).filter(|(p, v)| p.on_bound(**v)).map(|(p, _)| p.key.clone()).collect(),
-            needs: group.needs.clone(),
-            rms_log_error_before: loss_before.sqrt(),
-            rms_log_error_after: loss_after.sqrt(),
-        });
+        }
     }
     Ok(Fit { model, groups: fits, skipped })
+}
+
+/// Fits one group's parameters on its points, the rest of `model` held, and
+/// leaves the best values in `model`.
+fn fit_group(sources: &[Source], model: &mut HardwareModel, group: &Group, max_evaluations: usize) -> GroupFit {
+    let before: Vec<f64> = group.parameters.iter().map(|p| p.get(model)).collect();
+    // Search in units of each parameter's own size, so that a step of
+    // 0.1 is 10% of it (or 0.5 us / 0.05 for one that starts at zero).
+    let scales: Vec<f64> = group
+        .parameters
+        .iter()
+        .zip(&before)
+        .map(|(p, &v)| {
+            if v.abs() > 1e-9 {
+                v.abs()
+            } else if p.unit == Unit::Time {
+                5.0
+            } else {
+                0.5
+            }
+        })
+        .collect();
+    let start_point: Vec<f64> = before.iter().zip(&scales).map(|(v, s)| v / s).collect();
+    let steps = vec![0.1; before.len()];
+    let base = model.clone();
+    let apply = |x: &[f64]| {
+        let mut candidate = base.clone();
+        for ((p, v), s) in group.parameters.iter().zip(x).zip(&scales) {
+            p.set(&mut candidate, v * s);
+        }
+        candidate
+    };
+    let objective = |x: &[f64]| loss(sources, &apply(x), &group.points);
+    let loss_before = objective(&start_point);
+    let (best, loss_after) = nelder_mead(objective, &start_point, &steps, max_evaluations);
+    let (best, loss_after) = if loss_after < loss_before { (best, loss_after) } else { (start_point.clone(), loss_before) };
+    *model = apply(&best);
+    let after: Vec<f64> = group.parameters.iter().map(|p| p.get(model)).collect();
+    GroupFit {
+        name: group.name.clone(),
+        points: group.points.len(),
+        parameters: group.parameters.iter().zip(before.iter().zip(&after)).map(|(p, (b, a))| (p.key.clone(), p.unit, *b, *a)).collect(),
+        on_bound: group.parameters.iter().zip(&after).filter(|(p, v)| p.on_bound(**v)).map(|(p, _)| p.key.clone()).collect(),
+        needs: group.needs.clone(),
+        rms_log_error_before: loss_before.sqrt(),
+        rms_log_error_after: loss_after.sqrt(),
+    }
 }
 
 /// The fitted values as a model overlay: only the keys that were fitted.

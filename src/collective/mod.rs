@@ -187,12 +187,26 @@ pub struct Request {
     pub stack: Stack,
     /// NCCL's channel count, forced (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS).
     pub channels: Option<u32>,
+    /// Whether an NVSwitch can reduce the elements in the switch: NCCL's
+    /// ncclNvlsSupported (src/include/device.h) refuses 8-bit types, so an
+    /// int8 or fp8 allreduce never runs NVLS.
+    pub switch_reducible: bool,
 }
 
 impl Request {
     /// A call with everything else left to NCCL, from raw NCCL in a graph.
     pub fn new(op: Op, bytes: Bytes, ranks: Vec<NodeId>, mode: Mode) -> Request {
-        Request { op, bytes, ranks, mode, algorithm: Choice::Auto, protocol: Choice::Auto, stack: Stack::NcclGraph, channels: None }
+        Request {
+            op,
+            bytes,
+            ranks,
+            mode,
+            algorithm: Choice::Auto,
+            protocol: Choice::Auto,
+            stack: Stack::NcclGraph,
+            channels: None,
+            switch_reducible: true,
+        }
     }
 
     fn algorithm_label(&self) -> String {

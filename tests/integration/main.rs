@@ -11,6 +11,7 @@ mod forward;
 mod import;
 mod llm;
 mod nccl_rules;
+mod physics;
 mod properties;
 mod readme;
 mod sweep;
