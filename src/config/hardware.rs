@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::storage::{DriveModel, StorageModel};
 use super::{ConfigError, ConfigResult, check_range, merge_tables, parse_toml, read_text};
 use crate::units::{Bandwidth, Bytes, Time};
 
@@ -284,6 +285,10 @@ pub struct HardwareModel {
     pub copy_overhead: BTreeMap<String, Time>,
     /// What a copy engine takes to start a transfer, before its bytes flow.
     pub copy_setup: Time,
+    /// NVMe drive classes, by key (`gen4`, `gen5`, ...).
+    pub nvme: BTreeMap<String, DriveModel>,
+    /// How storage I/O is cut up and what it costs the CPU.
+    pub storage: StorageModel,
     #[serde(default)]
     pub provenance: Vec<Provenance>,
 }
@@ -379,6 +384,12 @@ impl HardwareModel {
         })
     }
 
+    pub fn drive(&self, name: &str) -> Result<&DriveModel, String> {
+        self.nvme
+            .get(name)
+            .ok_or_else(|| format!("unknown drive {name:?}; known: {}", self.nvme.keys().cloned().collect::<Vec<_>>().join(", ")))
+    }
+
     pub fn nccl_arch(&self, arch: u32) -> Result<&NcclArch, String> {
         let key = format!("sm{arch}");
         self.nccl
@@ -440,6 +451,16 @@ impl HardwareModel {
                     path,
                     format!("stack.{stack}"),
                     "missing: every stack needs collective_call and kernel_launch",
+                ));
+            }
+        }
+        super::storage::validate_model(path, &self.nvme, &self.storage)?;
+        for (name, drive) in &self.nvme {
+            if !self.pcie.contains_key(&drive.pcie_generation) {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("nvme.{name}.pcie_generation"),
+                    format!("unknown generation {:?}; known: {:?}", drive.pcie_generation, self.pcie.keys()),
                 ));
             }
         }

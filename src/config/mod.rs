@@ -5,6 +5,7 @@
 pub mod experiment;
 pub mod hardware;
 pub mod llm;
+pub mod storage;
 pub mod topology;
 
 use std::path::{Path, PathBuf};

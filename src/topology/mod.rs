@@ -4,6 +4,7 @@
 //! medium; presets, topology files and the importers of real machines'
 //! topologies. Knows nothing of collectives.
 
+mod drives;
 mod file;
 pub mod import;
 mod presets;
@@ -15,6 +16,7 @@ use std::fmt;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
+pub use drives::{DriveLayout, Placement, drive_link_rates, preset_drives};
 pub use file::{build as build_from_file, load_file};
 pub use presets::{PRESETS, PresetOptions, preset, preset_models};
 pub use show::describe;
@@ -143,6 +145,8 @@ pub struct Topology {
     graph: DiGraph<Node, LinkId>,
     links: Vec<Link>,
     gpus: Vec<NodeId>,
+    /// The drive class (a key of the model's `[nvme]`) of each NVMe node.
+    drive_models: Vec<(NodeId, String)>,
 }
 
 /// What kind of path a transfer may take between two nodes.
@@ -195,6 +199,7 @@ impl Topology {
             graph: DiGraph::new(),
             links: Vec::new(),
             gpus: Vec::new(),
+            drive_models: Vec::new(),
         }
     }
 
