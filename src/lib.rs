@@ -10,6 +10,7 @@ pub mod engine;
 pub mod network;
 pub mod report;
 pub mod stack;
+pub mod storage;
 pub mod topology;
 pub mod transport;
 pub mod units;
@@ -28,4 +29,6 @@ pub enum Error {
     Collective(#[from] collective::CollectiveError),
     #[error(transparent)]
     Transport(#[from] transport::TransportError),
+    #[error(transparent)]
+    Storage(#[from] storage::StorageError),
 }

@@ -5,6 +5,7 @@ mod calibrate;
 mod collective;
 mod figures;
 mod llm;
+mod storage;
 mod topo;
 
 use anyhow::Result;

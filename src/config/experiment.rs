@@ -53,6 +53,8 @@ pub struct RawExperiment {
     pub query: RawQuery,
     #[serde(rename = "mode", default)]
     pub modes: Vec<RawMode>,
+    /// Drives, a weight load before the query, storage traffic during it.
+    pub storage: Option<super::storage::RawStorage>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -156,6 +158,7 @@ pub struct Experiment {
     pub query: Query,
     pub output_dir: Option<PathBuf>,
     pub modes: Vec<ModeRun>,
+    pub storage: Option<super::storage::StorageSpec>,
 }
 
 impl Experiment {
@@ -207,7 +210,16 @@ impl Experiment {
             }
             modes.push(run);
         }
-        Ok(Experiment { source, description: raw.description, llm, query, output_dir: raw.output_dir, modes })
+        let storage = raw.storage.as_ref().map(|s| s.resolve(&source)).transpose()?;
+        if let Some(spec) = &storage {
+            for run in &mut modes {
+                run.topology = spec.layout.apply(&run.topology, &run.hardware).map_err(|message| {
+                    let key = if message.contains("unknown drive") { "storage.drive" } else { "storage.placement" };
+                    source.invalid(None, key, format!("mode[{}] on {}: {message}", run.index, run.topology.name))
+                })?;
+            }
+        }
+        Ok(Experiment { source, description: raw.description, llm, query, output_dir: raw.output_dir, modes, storage })
     }
 }
 

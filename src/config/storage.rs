@@ -8,8 +8,13 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::experiment::Source;
+use super::hardware::HardwareModel;
 use super::{ConfigError, ConfigResult, check_range};
+use crate::storage::{STORAGE_PATHS, StoragePath};
+use crate::topology::{DriveLayout, Placement, Topology};
 use crate::units::{Bandwidth, Bytes, Time};
+use crate::workload::storage::{ArrayKind, LoadKind, OffloadTarget};
 
 /// One class of NVMe drive. Its rates are the vendor's sequential figures,
 /// which are measured through the drive's own PCIe link and so already
@@ -62,7 +67,8 @@ pub fn validate_model(path: &Path, drives: &std::collections::BTreeMap<String, D
             return Err(ConfigError::invalid(path, key("lanes"), format!("{} lanes: a drive has 1 to 16", drive.lanes)));
         }
     }
-    for (key, size) in [("storage.gds_io", storage.gds_io), ("storage.bounce_io", storage.bounce_io), ("storage.raid_chunk", storage.raid_chunk)]
+    for (key, size) in
+        [("storage.gds_io", storage.gds_io), ("storage.bounce_io", storage.bounce_io), ("storage.raid_chunk", storage.raid_chunk)]
     {
         if size.0 == 0 {
             return Err(ConfigError::invalid(path, key, "must be more than zero bytes"));
@@ -97,4 +103,84 @@ pub struct RawStorage {
     /// Where the prompt's KV cache is written while decode runs: "host",
     /// "drive" or "none".
     pub kv_offload: Option<String>,
+}
+
+/// A validated `[storage]` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StorageSpec {
+    /// Drives to put on every mode's topology instead of its own.
+    pub layout: LayoutChange,
+    pub array: ArrayKind,
+    /// What is loaded before the query, if anything.
+    pub load: Option<LoadKind>,
+    pub paths: Vec<StoragePath>,
+    /// Drive counts of the load-time plot.
+    pub sweep: Vec<u32>,
+    pub kv_offload: Option<OffloadTarget>,
+}
+
+/// What a `[storage]` section changes about a topology's drives.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LayoutChange {
+    pub drives: Option<u32>,
+    pub drive: Option<String>,
+    pub placement: Option<Placement>,
+}
+
+impl LayoutChange {
+    /// `topo`'s drives with this change applied (its own where nothing
+    /// changes); the error says what is wrong, for the caller to name a key.
+    pub fn apply(&self, topo: &Topology, model: &HardwareModel) -> Result<Topology, String> {
+        if *self == LayoutChange::default() {
+            return Ok(topo.clone());
+        }
+        let current = topo.drive_layout();
+        let layout = DriveLayout {
+            count: self.drives.unwrap_or(current.count),
+            drive: self.drive.clone().unwrap_or(current.drive),
+            placement: self.placement.unwrap_or(current.placement),
+        };
+        model.drive(&layout.drive)?;
+        topo.with_drives(&layout, model).map_err(|e| e.to_string())
+    }
+}
+
+/// Most drives a `[storage]` section may put on a server.
+pub const MAX_DRIVES: u32 = 256;
+
+impl RawStorage {
+    /// Validates the section; keys are named as `storage.<key>`.
+    pub fn resolve(&self, source: &Source) -> ConfigResult<StorageSpec> {
+        let invalid = |key: &str, message: String| source.invalid(None, &format!("storage.{key}"), message);
+        let count_ok = |key: &str, n: u32, low: u32| {
+            if (low..=MAX_DRIVES).contains(&n) { Ok(()) } else { Err(invalid(key, format!("{n} drives: use {low} to {MAX_DRIVES}"))) }
+        };
+        if let Some(n) = self.drives {
+            count_ok("drives", n, 0)?;
+        }
+        let sweep = self.sweep.clone().unwrap_or_default();
+        for &n in &sweep {
+            count_ok("sweep", n, 1)?;
+        }
+        let placement = self.placement.as_deref().map(str::parse).transpose().map_err(|m: String| invalid("placement", m))?;
+        let array = self.array.as_deref().map(str::parse).transpose().map_err(|m: String| invalid("array", m))?.unwrap_or(ArrayKind::Local);
+        // "none" turns a part off.
+        let given = |text: &Option<String>| text.clone().filter(|t| t != "none");
+        let load = given(&self.load).map(|t| t.parse()).transpose().map_err(|m: String| invalid("load", m))?;
+        let kv_offload = given(&self.kv_offload).map(|t| t.parse()).transpose().map_err(|m: String| invalid("kv_offload", m))?;
+        let paths = match &self.paths {
+            Some(names) => {
+                names.iter().map(|n| n.parse()).collect::<Result<Vec<StoragePath>, String>>().map_err(|m| invalid("paths", m))?
+            }
+            None => STORAGE_PATHS.to_vec(),
+        };
+        if paths.is_empty() {
+            return Err(invalid("paths", "no storage path: list one or more of \"gds\", \"bounce\"".into()));
+        }
+        if load.is_none() && (!sweep.is_empty()) {
+            return Err(invalid("sweep", "a sweep of drive counts times a load: set storage.load = \"shard\" or \"whole\"".into()));
+        }
+        let layout = LayoutChange { drives: self.drives, drive: self.drive.clone(), placement };
+        Ok(StorageSpec { layout, array, load, paths, sweep, kv_offload })
+    }
 }

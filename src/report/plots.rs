@@ -14,6 +14,10 @@ use plotters::prelude::*;
 use plotters::style::FontStyle;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+mod regimes;
+
+pub use regimes::{RegimeLines, RegimeSeries, regime_lines};
+
 const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
 /// Registers the embedded font as plotters' "sans-serif" (once).
@@ -105,19 +109,22 @@ pub enum LogAxis {
     Decimal,
     /// Powers of two, labelled as sizes ("4 KiB", "1 MiB").
     Bytes,
+    /// Powers of two, labelled as counts ("1", "8", "32").
+    Count,
 }
 
 impl LogAxis {
     fn to_axis(self, value: f64) -> f64 {
         match self {
             LogAxis::Decimal => value.log10(),
-            LogAxis::Bytes => value.log2(),
+            LogAxis::Bytes | LogAxis::Count => value.log2(),
         }
     }
 
     fn label(self, position: f64) -> String {
         match self {
             LogAxis::Decimal => number_label(10f64.powf(position)),
+            LogAxis::Count => number_label(2f64.powf(position).round()),
             LogAxis::Bytes => {
                 let bytes = 2f64.powf(position).round();
                 const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

@@ -46,6 +46,9 @@ impl FromStr for Placement {
     }
 }
 
+/// The drive class of a topology that names none.
+pub const DEFAULT_DRIVE: &str = "gen4";
+
 /// Drives to put on a topology: how many, of which class, where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DriveLayout {
@@ -96,6 +99,27 @@ impl Topology {
         self.drive_models.iter().find(|(node, _)| *node == drive).map(|(_, key)| key.as_str())
     }
 
+    /// The layout of this topology's drives: how many, the first one's class
+    /// and where it hangs. A topology without drives gets Gen4 drives on the
+    /// GPUs' switches, or on the root ports where it has no such switch.
+    pub fn drive_layout(&self) -> DriveLayout {
+        let drives = self.drives();
+        let port = |drive: NodeId| self.graph.neighbors(drive.graph_index()).next().map(|n| self.node(NodeId(n.index() as u32)).kind);
+        let placement = match drives.first().and_then(|&d| port(d)) {
+            Some(NodeKind::CpuSocket) => Placement::RootPort,
+            Some(_) => Placement::Switch,
+            None if self.gpu_switches().is_empty() => Placement::RootPort,
+            None => Placement::Switch,
+        };
+        let drive = drives.first().and_then(|&d| self.drive_model(d)).unwrap_or(DEFAULT_DRIVE).to_string();
+        DriveLayout { count: drives.len() as u32, drive, placement }
+    }
+
+    /// PCIe switches with a GPU directly on them.
+    fn gpu_switches(&self) -> Vec<NodeId> {
+        self.nodes_of(NodeKind::PcieSwitch).filter(|&switch| self.gpus.iter().any(|&g| self.link_between(g, switch).is_some())).collect()
+    }
+
     /// Adds drive `name` of class `drive` on `port` (a PCIe switch or a CPU
     /// socket), its link's rates taken from the model.
     pub fn add_drive(&mut self, name: &str, drive: &str, port: NodeId, model: &HardwareModel) -> Result<NodeId, String> {
@@ -103,7 +127,12 @@ impl Topology {
         if !matches!(port_node.kind, NodeKind::PcieSwitch | NodeKind::CpuSocket) {
             return Err(format!("drive {name} must hang on a PCIe switch or a CPU, not on {} ({})", port_node.name, port_node.kind));
         }
-        let port_generation = self.port_generation(port).ok_or_else(|| format!("{} has no PCIe link to tell its generation", port_node.name))?;
+        // A port's generation is its links'; a CPU with none yet runs the
+        // GPUs' generation.
+        let port_generation = match self.port_generation(port) {
+            Some(generation) => generation,
+            None => model.gpu(&self.gpu_model)?.pcie_generation.clone(),
+        };
         let (read, write, latency, generation) = drive_link_rates(model, drive, &port_generation)?;
         let lanes = model.drive(drive)?.lanes;
         let node = self.add_node(name, NodeKind::Nvme, port_node.socket);
@@ -113,7 +142,15 @@ impl Topology {
 
     /// Joins `drive` to `port` by a link carrying `up` from the drive and
     /// `down` into it, per direction.
-    pub(super) fn connect_drive(&mut self, drive: NodeId, port: NodeId, class: &str, kind: LinkKind, (up, down): (Bandwidth, Bandwidth), latency: Time) {
+    pub(super) fn connect_drive(
+        &mut self,
+        drive: NodeId,
+        port: NodeId,
+        class: &str,
+        kind: LinkKind,
+        (up, down): (Bandwidth, Bandwidth),
+        latency: Time,
+    ) {
         let forward = self.push_link(drive, port, kind.clone(), up, latency);
         let backward = self.push_link(port, drive, kind, down, latency);
         self.graph.add_edge(drive.graph_index(), port.graph_index(), forward);
@@ -144,10 +181,7 @@ impl Topology {
     /// Adds `layout`'s drives, spread in order over its ports.
     pub(super) fn attach_drives(&mut self, layout: &DriveLayout, model: &HardwareModel) -> Result<(), TopologyError> {
         let ports: Vec<NodeId> = match layout.placement {
-            Placement::Switch => self
-                .nodes_of(NodeKind::PcieSwitch)
-                .filter(|&switch| self.gpus.iter().any(|&g| self.link_between(g, switch).is_some()))
-                .collect(),
+            Placement::Switch => self.gpu_switches(),
             Placement::RootPort => self.nodes_of(NodeKind::CpuSocket).collect(),
         };
         if ports.is_empty() && layout.count > 0 {
@@ -232,10 +266,13 @@ mod tests {
         assert_eq!(with.drives().len(), 6);
         assert_eq!(with.gpus(), topo.gpus(), "GPU ids do not move");
         assert!(with.drives().iter().all(|&d| with.drive_model(d) == Some("gen5")));
-        let switch = |d: NodeId| with.node(with.link(with.path(d, with.gpus()[0], crate::topology::Medium::Pcie).unwrap().links[0]).to).name.clone();
+        let switch =
+            |d: NodeId| with.node(with.link(with.path(d, with.gpus()[0], crate::topology::Medium::Pcie).unwrap().links[0]).to).name.clone();
         let ports: Vec<String> = with.drives().into_iter().map(switch).collect();
         assert_eq!(ports, ["pcie-sw0", "pcie-sw1", "pcie-sw2", "pcie-sw3", "pcie-sw0", "pcie-sw1"]);
-        let relations = |t: &Topology| t.gpus().iter().map(|&a| t.gpus().iter().map(|&b| t.relation(a, b).to_string()).collect::<Vec<_>>()).collect::<Vec<_>>();
+        let relations = |t: &Topology| {
+            t.gpus().iter().map(|&a| t.gpus().iter().map(|&b| t.relation(a, b).to_string()).collect::<Vec<_>>()).collect::<Vec<_>>()
+        };
         assert_eq!(relations(&with), relations(&topo));
         let none = with.with_drives(&DriveLayout { count: 0, ..layout }, &model).unwrap();
         assert!(none.drives().is_empty() && none.links().len() == topo.links().len() - 2 * topo.drives().len());

@@ -1,10 +1,12 @@
 //! Workloads as task graphs: tensor-parallel LLM inference (prefill and
-//! decode of one query) over a roofline compute model, and experiments that
-//! replay a query under several transport modes. Knows nothing of link
+//! decode of one query) over a roofline compute model, storage (weight
+//! loads, checkpoints, KV-cache offload), and experiments that replay a
+//! query under several transport modes. Knows nothing of link
 //! internals: it asks the collective layer for allreduces.
 
 pub mod compute;
 pub mod experiment;
+pub mod storage;
 pub mod tp;
 
 use crate::calibrate::schema::Measurement;

@@ -430,16 +430,21 @@ mod tests {
 
     #[test]
     fn nvme_drives_are_kept_on_their_switch_or_root_port() {
-        let drive = |busid: &str, speed: &str| format!(r#"<pci busid="{busid}" class="0x010802" link_speed="{speed} GT/s PCIe" link_width="4"/>"#);
+        let drive =
+            |busid: &str, speed: &str| format!(r#"<pci busid="{busid}" class="0x010802" link_speed="{speed} GT/s PCIe" link_width="4"/>"#);
         let text = TWO_SOCKETS
-            .replace("      <pci busid=\"0000:13:00.0\"", &format!("      {}\n      <pci busid=\"0000:13:00.0\"", drive("0000:14:00.0", "16.0")))
+            .replace(
+                "      <pci busid=\"0000:13:00.0\"",
+                &format!("      {}\n      <pci busid=\"0000:13:00.0\"", drive("0000:14:00.0", "16.0")),
+            )
             .replace("  </cpu>\n</system>", &format!("    {}\n  </cpu>\n</system>", drive("0000:90:00.0", "32.0")));
         let raw = import_text(&text, &ImportOptions::default()).unwrap();
         assert!(raw.description.contains("2 NVMe drives"), "{}", raw.description);
         let topo = build_from_file(Path::new("dump.xml"), &raw, &HardwareModel::base()).unwrap();
         let drives = topo.drives();
         assert_eq!(drives.len(), 2);
-        let port = |d: NodeId| topo.node(topo.link(topo.path(d, topo.gpus()[0], crate::topology::Medium::Pcie).unwrap().links[0]).to).name.clone();
+        let port =
+            |d: NodeId| topo.node(topo.link(topo.path(d, topo.gpus()[0], crate::topology::Medium::Pcie).unwrap().links[0]).to).name.clone();
         assert_eq!((port(drives[0]).as_str(), port(drives[1]).as_str()), ("pcie-sw0", "cpu1"));
         assert_eq!((topo.drive_model(drives[0]), topo.drive_model(drives[1])), (Some("gen4"), Some("gen5")));
         let again: TopologyFile = crate::config::parse_toml(Path::new("w.toml"), &super::super::to_toml(&raw)).unwrap();
