@@ -63,6 +63,7 @@ pub fn write_figures(result: &ExperimentResult, dir: &Path) -> Result<Vec<PathBu
         .iter()
         .flat_map(|run| {
             let mut paths: Vec<_> = run.sweep.iter().map(|p| p.path).collect();
+            paths.sort();
             paths.dedup();
             paths.into_iter().map(move |path| RegimeSeries {
                 name: format!("{path} ({}, {} drives)", run.topology, run.drive),

@@ -9,3 +9,4 @@ mod fidelity;
 mod import;
 mod llm;
 mod properties;
+mod storage;
