@@ -41,7 +41,9 @@ impl RegimeSeries {
 impl Figure for RegimeLines {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
         let points = || self.series.iter().flat_map(|s| s.points.iter());
+        // One more step on the right, for the labels of the last points.
         let (x_range, x_labels) = self.x_axis.range(points().map(|p| p.0));
+        let (x_range, x_labels) = (x_range.start..x_range.end + 1.0, x_labels + 1);
         let (y_range, y_labels) = LogAxis::Decimal.range(points().map(|p| p.1));
         let x_axis = self.x_axis;
         let mut chart = log_log_chart(root, &self.title, x_axis, (x_range, x_labels), (y_range, y_labels), (&self.x_label, &self.y_label))?;
