@@ -49,6 +49,10 @@ pub struct Measurement {
     /// `time_us` is the whole sequence's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<u64>,
+    /// For collectives: the channel count forced with NCCL_MIN_NCHANNELS =
+    /// NCCL_MAX_NCHANNELS (icsim's addition; absent: NCCL's own choice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channels: Option<u32>,
     /// Who issued the calls (icsim's addition; rows without it are read by
     /// [`Measurement::stack`] from `timing` and `source`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,6 +83,9 @@ impl Measurement {
                     if let Some(v) = value.as_deref().filter(|v| *v != "auto") {
                         name += &format!(" {label}={v}");
                     }
+                }
+                if let Some(channels) = self.channels {
+                    name += &format!(" channels={channels}");
                 }
                 if let Some(ranks) = self.ranks {
                     name += &format!(" ranks={ranks}");

@@ -140,6 +140,14 @@ pub struct RunArgs {
     /// Algorithms to force with NCCL_ALGO, one per run: ring, tree (auto: none forced).
     #[arg(long, value_delimiter = ',', default_value = "auto,ring,tree", value_parser = |s: &str| s.parse::<Choice<Algorithm>>())]
     algos: Vec<Choice<Algorithm>>,
+    /// Channel counts to force, one per run (NCCL_MIN_NCHANNELS =
+    /// NCCL_MAX_NCHANNELS; auto: NCCL's own), each with every setting above.
+    #[arg(long, value_delimiter = ',', default_value = "auto", value_parser = channel_count)]
+    channels: Vec<Choice<u32>>,
+    /// Keep NCCL's own log (NCCL_DEBUG=INFO, set-up and tuning: the channels,
+    /// algorithm and protocol of every call) under OUT/nccl-debug/.
+    #[arg(long)]
+    nccl_debug: bool,
     /// Measure no copies.
     #[arg(long)]
     skip_copies: bool,
@@ -183,6 +191,13 @@ fn sizes_arg(text: &str) -> Result<Sizes, String> {
     parse_sizes(text).map(Sizes)
 }
 
+fn channel_count(text: &str) -> Result<Choice<u32>, String> {
+    match text {
+        "auto" => Ok(Choice::Auto),
+        _ => text.parse().map(Choice::Fixed).map_err(|_| format!("{text:?} is not a channel count: use auto or a number such as 8")),
+    }
+}
+
 fn time_arg(text: &str) -> Result<Time, String> {
     text.parse::<Time>().map_err(|e| e.to_string())
 }
@@ -208,6 +223,8 @@ fn run_options(args: RunArgs) -> RunOptions {
         transports: args.transports,
         protos: choices(&args.protos),
         algos: choices(&args.algos),
+        channels: choices(&args.channels),
+        nccl_debug: args.nccl_debug,
         skip_copies: args.skip_copies,
         skip_collectives: args.skip_collectives,
         nccl_lib: args.nccl_lib,

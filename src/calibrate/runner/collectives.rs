@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::calibrate::schema::{ALLREDUCE_SEQUENCE, Measurement};
 use crate::collective::Op;
+use crate::stack::Stack;
 use crate::units::Bytes;
 
 use super::cuda::{Device, DeviceBuffer, Driver, Stream};
@@ -168,6 +169,8 @@ pub fn record(spec: &ChildSpec, point: &CollectivePoint, time_us: f64, plan: &Re
         )),
         source: Some(spec.source.clone()),
         env: Some(spec.setting.env_text()),
+        channels: spec.setting.channels,
+        stack: Some(Stack::NcclGraph),
         ..Measurement::default()
     };
     match point.sequence {
@@ -418,7 +421,7 @@ mod tests {
 
     fn spec(points: Vec<CollectivePoint>) -> ChildSpec {
         ChildSpec {
-            setting: NcclSetting { transport: TransportSetting::Default, proto: None, algo: None },
+            setting: NcclSetting { transport: TransportSetting::Default, proto: None, algo: None, channels: None },
             transport: "nvswitch".into(),
             nccl_library: "libnccl.so.2".into(),
             gpus: 2,
@@ -499,7 +502,7 @@ mod tests {
     #[test]
     fn collective_records_carry_the_schema_fields() {
         let spec = ChildSpec {
-            setting: NcclSetting { transport: TransportSetting::Shm, proto: Some(Protocol::Ll), algo: None },
+            setting: NcclSetting { transport: TransportSetting::Shm, proto: Some(Protocol::Ll), algo: None, channels: None },
             transport: "shm".into(),
             source: "NCCL 2.28.9 via icsim".into(),
             llm: Some("llama-3.1-70b".into()),

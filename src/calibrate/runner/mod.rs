@@ -146,37 +146,63 @@ pub fn nccl_algorithm_name(algorithm: Algorithm) -> Option<&'static str> {
 
 /// NCCL variables a child must not inherit: each would change what a setting
 /// measures, so the runner sets them or leaves them unset itself.
-pub const NCCL_VARIABLES_SET_PER_SETTING: [&str; 7] =
-    ["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_PROTO", "NCCL_ALGO", "NCCL_NVLS_ENABLE", "NCCL_TOPO_DUMP_FILE"];
+pub const NCCL_VARIABLES_SET_PER_SETTING: [&str; 12] = [
+    "NCCL_P2P_DISABLE",
+    "NCCL_P2P_LEVEL",
+    "NCCL_SHM_DISABLE",
+    "NCCL_PROTO",
+    "NCCL_ALGO",
+    "NCCL_NVLS_ENABLE",
+    "NCCL_TOPO_DUMP_FILE",
+    "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_NCHANNELS",
+    "NCCL_DEBUG",
+    "NCCL_DEBUG_SUBSYS",
+    "NCCL_DEBUG_FILE",
+];
 
-/// One way of running NCCL, measured in its own process: a transport, and
-/// at most one protocol or algorithm forced.
+/// One way of running NCCL, measured in its own process: a transport, at
+/// most one protocol or algorithm forced, and the channel count where forced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NcclSetting {
     pub transport: TransportSetting,
     pub proto: Option<Protocol>,
     pub algo: Option<Algorithm>,
+    /// NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS.
+    #[serde(default)]
+    pub channels: Option<u32>,
 }
 
 impl NcclSetting {
     /// Every transport with NCCL's own choices (where "auto" is asked for),
-    /// then with each protocol and each algorithm forced, one at a time.
-    pub fn all(transports: &[TransportSetting], protos: &[Option<Protocol>], algos: &[Option<Algorithm>]) -> Vec<NcclSetting> {
+    /// then with each protocol and each algorithm forced, one at a time; all
+    /// of it at each channel count asked for (`None`: NCCL's own).
+    pub fn all(
+        transports: &[TransportSetting],
+        protos: &[Option<Protocol>],
+        algos: &[Option<Algorithm>],
+        channel_counts: &[Option<u32>],
+    ) -> Vec<NcclSetting> {
         let mut settings = Vec::new();
-        for &transport in transports {
-            let unforced = NcclSetting { transport, proto: None, algo: None };
-            let forced = protos
-                .iter()
-                .map(|&proto| NcclSetting { transport, proto, algo: None })
-                .chain(algos.iter().map(|&algo| NcclSetting { transport, proto: None, algo }));
-            for setting in forced {
-                let setting = if setting.proto.is_none() && setting.algo.is_none() { unforced } else { setting };
-                if !settings.contains(&setting) {
-                    settings.push(setting);
+        for &channels in channel_counts {
+            for &transport in transports {
+                let forced = protos
+                    .iter()
+                    .map(|&proto| NcclSetting { transport, proto, algo: None, channels })
+                    .chain(algos.iter().map(|&algo| NcclSetting { transport, proto: None, algo, channels }));
+                for setting in forced {
+                    if !settings.contains(&setting) {
+                        settings.push(setting);
+                    }
                 }
             }
         }
         settings
+    }
+
+    /// Whether NCCL chooses everything (nothing forced).
+    pub fn is_unforced(&self) -> bool {
+        self.proto.is_none() && self.algo.is_none() && self.channels.is_none()
     }
 
     /// The variables this setting sets. NVLink SHARP (NVLS) is always off:
@@ -191,6 +217,10 @@ impl NcclSetting {
         }
         if let Some(name) = self.algo.and_then(nccl_algorithm_name) {
             env.push(("NCCL_ALGO", name.into()));
+        }
+        if let Some(channels) = self.channels {
+            env.push(("NCCL_MIN_NCHANNELS", channels.to_string()));
+            env.push(("NCCL_MAX_NCHANNELS", channels.to_string()));
         }
         env
     }
@@ -209,6 +239,9 @@ impl NcclSetting {
         if let Some(algo) = self.algo {
             label += &format!(" algo={algo}");
         }
+        if let Some(channels) = self.channels {
+            label += &format!(" channels={channels}");
+        }
         label
     }
 
@@ -226,11 +259,27 @@ pub struct ChildEnvironment {
     pub remove: Vec<&'static str>,
 }
 
-pub fn child_environment(setting: &NcclSetting, topology_dump: &Path) -> ChildEnvironment {
+/// A child's environment: the setting's variables, where NCCL dumps its
+/// topology, and where it writes its log (`debug_log`: NCCL_DEBUG=INFO for
+/// set-up and tuning, which names the channels, algorithm and protocol of
+/// every call).
+pub fn child_environment(setting: &NcclSetting, topology_dump: &Path, debug_log: Option<&Path>) -> ChildEnvironment {
     let mut set = setting.environment();
     set.push(("NCCL_TOPO_DUMP_FILE", topology_dump.display().to_string()));
+    if let Some(log) = debug_log {
+        set.push(("NCCL_DEBUG", "INFO".into()));
+        set.push(("NCCL_DEBUG_SUBSYS", "INIT,TUNING".into()));
+        set.push(("NCCL_DEBUG_FILE", log.display().to_string()));
+    }
     let remove = NCCL_VARIABLES_SET_PER_SETTING.iter().copied().filter(|name| !set.iter().any(|(k, _)| k == name)).collect();
     ChildEnvironment { set, remove }
+}
+
+/// Where NCCL logs one child under `--nccl-debug`: one file per GPU count and
+/// setting, `%h.%p` (host, process) keeping the ranks' lines apart.
+pub fn debug_log_path(out: &Path, gpus: usize, setting: &NcclSetting) -> PathBuf {
+    let name: String = setting.label().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    out.join("nccl-debug").join(format!("{gpus}gpu-{name}.%h.%p.log"))
 }
 
 /// What a measurement may use of a GPU's free memory: all but a reserve for
@@ -374,6 +423,10 @@ pub struct RunOptions {
     pub transports: Vec<TransportSetting>,
     pub protos: Vec<Option<Protocol>>,
     pub algos: Vec<Option<Algorithm>>,
+    /// Channel counts to force (`None`: NCCL's own).
+    pub channels: Vec<Option<u32>>,
+    /// Keep NCCL's own log of every child under `<out>/nccl-debug/`.
+    pub nccl_debug: bool,
     pub skip_copies: bool,
     pub skip_collectives: bool,
     pub nccl_lib: Option<PathBuf>,
@@ -413,6 +466,7 @@ impl RunOptions {
             ("--transports", self.transports.is_empty()),
             ("--protos", self.protos.is_empty()),
             ("--algos", self.algos.is_empty()),
+            ("--channels", self.channels.is_empty()),
         ] {
             if empty && !self.skip_collectives {
                 return usage(format!("{flag} lists nothing; name at least one, or use --skip-collectives"));
@@ -423,6 +477,9 @@ impl RunOptions {
         }
         if self.timing.point_time == Time::ZERO || self.child_timeout == Time::ZERO {
             return usage("--point-time and --child-timeout must be longer than zero".into());
+        }
+        if let Some(count) = self.channels.iter().flatten().find(|&&c| !(1..=crate::config::experiment::MAX_CHANNELS).contains(&c)) {
+            return usage(format!("--channels {count}: NCCL runs 1 to {} channels", crate::config::experiment::MAX_CHANNELS));
         }
         if self.gpus.contains(&0) {
             return usage("--gpus 0 measures nothing; use at least 1".into());
@@ -689,7 +746,13 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
                 source: source.clone(),
                 llm: options.sequences.as_ref().map(|s| s.llm.clone()),
             };
-            let environment = child_environment(setting, &out.join("nccl-topo.xml"));
+            let debug_log = options.nccl_debug.then(|| debug_log_path(&out, gpus, setting));
+            if let Some(folder) = debug_log.as_deref().and_then(Path::parent)
+                && let Err(error) = std::fs::create_dir_all(folder)
+            {
+                return Err(RunnerError::Write { path: folder.to_path_buf(), message: error.to_string() });
+            }
+            let environment = child_environment(setting, &out.join("nccl-topo.xml"), debug_log.as_deref());
             let (measured, outcome) = run_child_process(&spec, &environment, options.child_timeout, &progress, &mut file);
             if let Err(reason) = outcome {
                 let message = format!("collectives on {gpus} GPUs under {}: {reason}", setting.label());
@@ -785,7 +848,7 @@ impl RunPlan {
             _ => Vec::new(),
         };
         let mut out = Vec::new();
-        for setting in NcclSetting::all(&options.transports, &options.protos, &options.algos) {
+        for setting in NcclSetting::all(&options.transports, &options.protos, &options.algos, &options.channels) {
             let mut kept: Vec<CollectivePoint> = points.iter().copied().filter(|p| setting.supports(p.op)).collect();
             if kept.len() < points.len() {
                 notices.push(format!(
@@ -793,7 +856,7 @@ impl RunPlan {
                     setting.label()
                 ));
             }
-            if setting.proto.is_none() && setting.algo.is_none() {
+            if setting.is_unforced() {
                 kept.extend(&sequences);
             }
             if !kept.is_empty() {
@@ -961,6 +1024,7 @@ mod tests {
             &[TransportSetting::Default, TransportSetting::Shm],
             &[None, Some(Protocol::Ll), Some(Protocol::Ll128), Some(Protocol::Simple)],
             &[None, Some(Algorithm::Ring), Some(Algorithm::Tree)],
+            &[None],
         );
         assert_eq!(settings.len(), 12);
         assert!(settings.iter().all(|s| s.proto.is_none() || s.algo.is_none()));
@@ -970,29 +1034,48 @@ mod tests {
             &["default", "default proto=ll", "default proto=ll128", "default proto=simple", "default algo=ring", "default algo=tree"]
         );
         // Without "auto" nothing runs unforced.
-        let forced_only = NcclSetting::all(&[TransportSetting::Shm], &[Some(Protocol::Simple)], &[]);
-        assert_eq!(forced_only, vec![NcclSetting { transport: TransportSetting::Shm, proto: Some(Protocol::Simple), algo: None }]);
+        let forced_only = NcclSetting::all(&[TransportSetting::Shm], &[Some(Protocol::Simple)], &[], &[None]);
+        assert_eq!(
+            forced_only,
+            vec![NcclSetting { transport: TransportSetting::Shm, proto: Some(Protocol::Simple), algo: None, channels: None }]
+        );
+    }
+
+    #[test]
+    fn channel_counts_multiply_the_settings_and_are_forced_both_ways() {
+        let settings = NcclSetting::all(&[TransportSetting::Default], &[None, Some(Protocol::Ll)], &[], &[None, Some(1), Some(4)]);
+        assert_eq!(settings.len(), 6);
+        assert_eq!(settings.iter().filter(|s| s.is_unforced()).count(), 1, "only NCCL's own channels leave everything to NCCL");
+        let one = settings.iter().find(|s| s.channels == Some(1) && s.proto.is_none()).unwrap();
+        assert_eq!(one.label(), "default channels=1");
+        assert_eq!(one.env_text(), "NCCL_NVLS_ENABLE=0 NCCL_MIN_NCHANNELS=1 NCCL_MAX_NCHANNELS=1");
+        let log = debug_log_path(Path::new("/out"), 2, one);
+        assert_eq!(log, Path::new("/out/nccl-debug/2gpu-default-channels-1.%h.%p.log"));
+        let env = child_environment(one, Path::new("/out/nccl-topo.xml"), Some(&log));
+        assert!(env.set.contains(&("NCCL_DEBUG", "INFO".into())) && env.set.iter().any(|(k, _)| *k == "NCCL_DEBUG_FILE"));
+        assert!(!env.remove.contains(&"NCCL_DEBUG"), "a variable the child gets is not removed");
     }
 
     #[test]
     fn every_child_environment_turns_nvls_off_and_shm_disables_p2p() {
         let dump = Path::new("/out/nccl-topo.xml");
-        let default = child_environment(&NcclSetting { transport: TransportSetting::Default, proto: None, algo: None }, dump);
+        let default =
+            child_environment(&NcclSetting { transport: TransportSetting::Default, proto: None, algo: None, channels: None }, dump, None);
         assert!(default.set.contains(&("NCCL_NVLS_ENABLE", "0".into())));
         assert!(default.set.contains(&("NCCL_TOPO_DUMP_FILE", "/out/nccl-topo.xml".into())));
         assert!(!default.set.iter().any(|(k, _)| *k == "NCCL_P2P_DISABLE"));
         assert!(default.remove.contains(&"NCCL_P2P_DISABLE") && default.remove.contains(&"NCCL_PROTO"));
 
-        let shm = NcclSetting { transport: TransportSetting::Shm, proto: Some(Protocol::Ll128), algo: None };
-        let env = child_environment(&shm, dump);
+        let shm = NcclSetting { transport: TransportSetting::Shm, proto: Some(Protocol::Ll128), algo: None, channels: None };
+        let env = child_environment(&shm, dump, None);
         assert!(env.set.contains(&("NCCL_NVLS_ENABLE", "0".into())));
         assert!(env.set.contains(&("NCCL_P2P_DISABLE", "1".into())));
         assert!(env.set.contains(&("NCCL_PROTO", "LL128".into())));
         assert!(!env.remove.contains(&"NCCL_P2P_DISABLE") && !env.remove.contains(&"NCCL_NVLS_ENABLE"));
         assert_eq!(shm.env_text(), "NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_PROTO=LL128");
 
-        let tree = NcclSetting { transport: TransportSetting::Default, proto: None, algo: Some(Algorithm::Tree) };
-        assert!(child_environment(&tree, dump).set.contains(&("NCCL_ALGO", "Tree".into())));
+        let tree = NcclSetting { transport: TransportSetting::Default, proto: None, algo: Some(Algorithm::Tree), channels: None };
+        assert!(child_environment(&tree, dump, None).set.contains(&("NCCL_ALGO", "Tree".into())));
         assert!(tree.supports(Op::AllReduce) && !tree.supports(Op::AllGather));
     }
 
@@ -1058,7 +1141,7 @@ mod tests {
     #[test]
     fn child_specs_round_trip_through_json() {
         let spec = ChildSpec {
-            setting: NcclSetting { transport: TransportSetting::Shm, proto: None, algo: Some(Algorithm::Ring) },
+            setting: NcclSetting { transport: TransportSetting::Shm, proto: None, algo: Some(Algorithm::Ring), channels: None },
             transport: "shm".into(),
             nccl_library: "/x/libnccl.so.2".into(),
             gpus: 2,
@@ -1112,6 +1195,8 @@ mod tests {
             transports: vec![TransportSetting::Default],
             protos: vec![None],
             algos: vec![None],
+            channels: vec![None],
+            nccl_debug: false,
             skip_copies: false,
             skip_collectives: false,
             nccl_lib: None,
