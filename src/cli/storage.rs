@@ -46,6 +46,30 @@ pub fn sections(result: &ExperimentResult, records: &[Record]) -> String {
         let fields = ["transport", "drives", "drive", "s", "gbps", "bound", "busiest_link", "cpu_cores", "host_memory_gbps", "then_ttft_s"];
         text += &report::render(&rows_by_kind(records, "load_", &paths, "path", &fields), Format::Table);
     }
+    let sweep: Vec<Record> = result
+        .storage
+        .iter()
+        .flat_map(|run| {
+            run.sweep.iter().map(move |point| {
+                let mut row = Record::new();
+                row.insert("label".into(), Value::from(run.label.as_str()));
+                row.insert("path".into(), Value::from(point.path.to_string()));
+                row.insert("transport".into(), Value::from(point.run.transport.as_str()));
+                row.insert("drives".into(), Value::from(point.drives));
+                row.insert("s".into(), Value::from(point.run.time.as_secs()));
+                row.insert("gbps".into(), Value::from(point.run.gbps()));
+                row.insert("bound".into(), Value::from(point.run.bound_by()));
+                row.insert("busiest_link_util".into(), Value::from(point.run.limit.as_ref().map(|l| l.2)));
+                row
+            })
+        })
+        .collect();
+    if !sweep.is_empty() {
+        text += "
+load time against the drive count (the plot load_time_vs_drives):
+";
+        text += &report::render(&sweep, Format::Table);
+    }
     let targets: Vec<String> = first.offloads.iter().map(|o| o.target.clone()).collect();
     if !targets.is_empty() {
         text += "\nthe prompt's KV cache written out while decode runs, in one task graph with the decode steps (slowdowns against each alone; shared_link: the link they fight over):\n";

@@ -8,7 +8,7 @@
 use rayon::prelude::*;
 use serde_json::json;
 
-use crate::collective::{self, CollectiveError};
+use crate::collective;
 use crate::config::experiment::{Experiment, ModeRun};
 use crate::config::storage::StorageSpec;
 use crate::engine::{TaskGraph, TaskId};
@@ -211,7 +211,7 @@ impl Decode<'_> {
                 for block in [compute.attention, compute.mlp] {
                     let done: Vec<TaskId> = (0..self.setup.tp()).map(|_| graph.delay(block, &after)).collect();
                     after = match &plan {
-                        Some(plan) => vec![plan.build(topo, model, graph, &done).map_err(CollectiveError::from)?],
+                        Some(plan) => vec![plan.build(topo, model, graph, &done)?],
                         None => done,
                     };
                 }
