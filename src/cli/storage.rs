@@ -10,6 +10,7 @@ use serde_json::Value;
 use icsim::report::plots::{self, LogAxis, RegimeLines, RegimeSeries};
 use icsim::report::{self, Format, Record};
 use icsim::workload::experiment::ExperimentResult;
+use icsim::workload::storage::experiment::Operation;
 
 /// Rows of `records` for each `kinds` entry found as `{prefix}{kind}_...`:
 /// `label`, the kind under `kind_name`, then `fields` without the prefix.
@@ -37,14 +38,28 @@ fn rows_by_kind(records: &[Record], prefix: &str, kinds: &[String], kind_name: &
 pub fn sections(result: &ExperimentResult, records: &[Record]) -> String {
     let mut text = String::new();
     let Some(first) = result.storage.first() else { return text };
-    let paths: Vec<String> = first.loads.iter().map(|(p, _)| p.to_string()).collect();
-    if !paths.is_empty() {
+    let kinds = |operation: Operation| -> Vec<String> {
+        first.transfers.iter().filter(|t| t.operation == operation).map(|t| t.path.to_string()).collect()
+    };
+    let fields = ["transport", "drives", "drive", "s", "gbps", "bound", "busiest_link", "cpu_cores", "host_memory_gbps"];
+    let loads = kinds(Operation::Load);
+    if !loads.is_empty() {
         let gb = first.bytes_per_gpu.as_f64() / 1e9;
         text += &format!(
             "\nloading the weights before the query ({gb:.2} GB a GPU; bound: what limited it; then_ttft_s: from the start of the load to the first token):\n"
         );
-        let fields = ["transport", "drives", "drive", "s", "gbps", "bound", "busiest_link", "cpu_cores", "host_memory_gbps", "then_ttft_s"];
-        text += &report::render(&rows_by_kind(records, "load_", &paths, "path", &fields), Format::Table);
+        let with_ttft: Vec<&str> = fields.iter().copied().chain(["then_ttft_s"]).collect();
+        text += &report::render(&rows_by_kind(records, "load_", &loads, "path", &with_ttft), Format::Table);
+    }
+    for operation in [Operation::Checkpoint, Operation::Restore] {
+        let paths = kinds(operation);
+        if !paths.is_empty() {
+            text += &format!(
+                "\n{} every GPU's TP shard:\n",
+                if operation == Operation::Checkpoint { "a checkpoint: writing" } else { "a restore: reading back" }
+            );
+            text += &report::render(&rows_by_kind(records, &format!("{}_", operation.name()), &paths, "path", &fields), Format::Table);
+        }
     }
     let sweep: Vec<Record> = result
         .storage

@@ -14,7 +14,7 @@ use super::{ConfigError, ConfigResult, check_range};
 use crate::storage::{STORAGE_PATHS, StoragePath};
 use crate::topology::{DriveLayout, Placement, Topology};
 use crate::units::{Bandwidth, Bytes, Time};
-use crate::workload::storage::{ArrayKind, LoadKind, OffloadTarget};
+use crate::workload::storage::{ArrayKind, JobTarget, LoadKind, OffloadTarget, Striping};
 
 /// One class of NVMe drive. Its rates are the vendor's sequential figures,
 /// which are measured through the drive's own PCIe link and so already
@@ -90,9 +90,12 @@ pub struct RawStorage {
     /// Where drives sit: "switch" (on the GPUs' PCIe switches) or
     /// "root-port" (on the CPUs' root ports).
     pub placement: Option<String>,
-    /// Which drives a GPU reads: "array" (one RAID-0 of every drive) or
-    /// "local" (a RAID-0 of the drives nearest it).
+    /// Which drives a GPU reads: "array" (every drive) or "local" (the
+    /// drives nearest it).
     pub array: Option<String>,
+    /// How files lie on those drives: "raid0" (striped) or "files" (whole
+    /// files on the drives in turn).
+    pub striping: Option<String>,
     /// What is loaded before the query: "shard" (each GPU its TP shard),
     /// "whole" (every GPU the whole model) or "none".
     pub load: Option<String>,
@@ -100,6 +103,8 @@ pub struct RawStorage {
     pub paths: Option<Vec<String>>,
     /// Drive counts of the load-time plot.
     pub sweep: Option<Vec<u32>>,
+    /// Also write every GPU's shard as a checkpoint and restore it.
+    pub checkpoint: Option<bool>,
     /// Where the prompt's KV cache is written while decode runs: "host",
     /// "drive" or "none".
     pub kv_offload: Option<String>,
@@ -110,12 +115,14 @@ pub struct RawStorage {
 pub struct StorageSpec {
     /// Drives to put on every mode's topology instead of its own.
     pub layout: LayoutChange,
-    pub array: ArrayKind,
+    /// The drives each GPU uses and how its files lie on them.
+    pub drives: JobTarget,
     /// What is loaded before the query, if anything.
     pub load: Option<LoadKind>,
     pub paths: Vec<StoragePath>,
     /// Drive counts of the load-time plot.
     pub sweep: Vec<u32>,
+    pub checkpoint: bool,
     pub kv_offload: Option<OffloadTarget>,
 }
 
@@ -164,6 +171,8 @@ impl RawStorage {
         }
         let placement = self.placement.as_deref().map(str::parse).transpose().map_err(|m: String| invalid("placement", m))?;
         let array = self.array.as_deref().map(str::parse).transpose().map_err(|m: String| invalid("array", m))?.unwrap_or(ArrayKind::Local);
+        let striping =
+            self.striping.as_deref().map(str::parse).transpose().map_err(|m: String| invalid("striping", m))?.unwrap_or(Striping::Raid0);
         // "none" turns a part off.
         let given = |text: &Option<String>| text.clone().filter(|t| t != "none");
         let load = given(&self.load).map(|t| t.parse()).transpose().map_err(|m: String| invalid("load", m))?;
@@ -181,6 +190,7 @@ impl RawStorage {
             return Err(invalid("sweep", "a sweep of drive counts times a load: set storage.load = \"shard\" or \"whole\"".into()));
         }
         let layout = LayoutChange { drives: self.drives, drive: self.drive.clone(), placement };
-        Ok(StorageSpec { layout, array, load, paths, sweep, kv_offload })
+        let drives = JobTarget::drives(array, striping);
+        Ok(StorageSpec { layout, drives, load, paths, sweep, checkpoint: self.checkpoint.unwrap_or(false), kv_offload })
     }
 }

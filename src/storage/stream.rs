@@ -19,6 +19,9 @@ use super::path::{Direction, Route, StoragePath, route};
 pub enum Target {
     /// A RAID-0 of these drives (one drive: no striping), in member order.
     Drives(Vec<NodeId>),
+    /// Whole files on these drives in turn, no striping: each I/O on one
+    /// drive, the next I/O on the next.
+    Files(Vec<NodeId>),
     /// Pinned host memory on the GPU's socket (a plain copy, no drive).
     HostMemory,
 }
@@ -53,7 +56,9 @@ pub struct StreamTasks {
 /// Each drive's route to the GPU, or none for host memory.
 fn routes(topo: &Topology, stream: &Stream) -> Result<Vec<(Route, bool)>, StorageError> {
     match &stream.target {
-        Target::Drives(drives) => drives.iter().map(|&d| route(topo, d, stream.gpu, stream.path, stream.direction)).collect(),
+        Target::Drives(drives) | Target::Files(drives) => {
+            drives.iter().map(|&d| route(topo, d, stream.gpu, stream.path, stream.direction)).collect()
+        }
         Target::HostMemory => Ok(Vec::new()),
     }
 }
@@ -96,9 +101,9 @@ pub fn add_stream(
                 StorageError::NoPath(format!("{} cannot reach its host memory on {}", topo.node(stream.gpu).name, topo.name))
             })?)
         }
-        Target::Drives(_) => None,
+        Target::Drives(_) | Target::Files(_) => None,
     };
-    let unit = costs.raid_chunk.0;
+    let unit = if matches!(stream.target, Target::Files(_)) { io_size.0 } else { costs.raid_chunk.0 };
     let in_flight = costs.in_flight as usize;
     let mut ends: Vec<TaskId> = Vec::new();
     let mut tasks = StreamTasks { end: TaskId(0), ios: 0, cpu: Time::ZERO, host_memory: Bytes(0), fell_back: routes.iter().any(|r| r.1) };
@@ -230,7 +235,7 @@ impl Io<'_> {
 /// The slowest member's latency for the stream's direction (none for host
 /// memory).
 fn drive_latency(topo: &Topology, model: &HardwareModel, stream: &Stream) -> Result<Time, StorageError> {
-    let Target::Drives(drives) = &stream.target else { return Ok(Time::ZERO) };
+    let (Target::Drives(drives) | Target::Files(drives)) = &stream.target else { return Ok(Time::ZERO) };
     if drives.is_empty() {
         return Err(StorageError::Invalid(format!("{} has no drive to read or write", topo.node(stream.gpu).name)));
     }

@@ -163,6 +163,8 @@ fn the_shipped_gds_experiment_validates_and_its_storage_keys_are_checked() {
         (text.replace("paths = [\"gds\", \"bounce\"]", "paths = [\"dma\"]"), "storage.paths"),
         (text.replace("kv_offload = \"drive\"", "kv_offload = \"tape\""), "storage.kv_offload"),
         (text.replace("load = \"shard\"", "lode = \"shard\""), "lode"),
+        (text.replace("array = \"local\"", "array = \"local\"\nstriping = \"mirror\""), "storage.striping"),
+        (text.replace("sweep = [1,", "sweep = [0,"), "storage.sweep"),
     ] {
         let error = Experiment::parse(Path::new("gds.toml"), &change).unwrap_err().to_string();
         assert!(error.starts_with("gds.toml") && error.contains(key), "{key}: {error}");
@@ -180,12 +182,14 @@ fn the_gds_experiment_writes_the_load_time_plot() {
         .replace("llama-3.1-70b", "llama-3.1-8b")
         .replace("prompt = 8192", "prompt = 1024")
         .replace("output = 256", "output = 8")
-        .replace("sweep = [1, 2, 4, 8, 16, 32]", "sweep = [1, 8, 32]");
+        .replace("sweep = [1, 2, 4, 8, 16, 32]", "sweep = [1, 8, 32]\ncheckpoint = true");
     assert_ne!(small, text.replace("llama-3.1-70b", "llama-3.1-8b"), "the sweep line is the shipped one");
     std::fs::write(dir.join("gds.toml"), small).unwrap();
     let plots = dir.join("plots");
     let stdout = succeeded(&icsim_in(&["run", "gds.toml", "--plots", &plots.to_string_lossy(), "--out", "out"], &dir));
-    for expected in ["loading the weights before the query", "then_ttft_s", "KV cache written out", "shared_link"] {
+    for expected in
+        ["loading the weights before the query", "then_ttft_s", "a checkpoint", "a restore", "KV cache written out", "shared_link"]
+    {
         assert!(stdout.contains(expected), "{expected}:\n{stdout}");
     }
     assert_png(&plots.join("load_time_vs_drives.png"));

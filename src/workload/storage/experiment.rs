@@ -1,8 +1,9 @@
 //! The storage part of an experiment (its `[storage]` section), for every
 //! mode on its topology: the weights loaded before the query on each
-//! storage path, the load time against the drive count (for the plot), and
-//! the prompt's KV cache written out while decode runs, in one task graph
-//! with the decode steps' compute and allreduces. Independent runs go over
+//! storage path, a checkpoint written and restored, the load time against
+//! the drive count (for the plot), and the prompt's KV cache written out
+//! while decode runs, in one task graph with the decode steps' compute and
+//! allreduces. Independent runs go over
 //! threads, results in input order. Turns results into record fields.
 
 use rayon::prelude::*;
@@ -43,6 +44,36 @@ pub struct Offload {
     pub contention: Contention,
 }
 
+/// A whole-server storage operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Operation {
+    /// The weights, before the query.
+    Load,
+    /// Every GPU's shard written.
+    Checkpoint,
+    /// Every GPU's shard read back.
+    Restore,
+}
+
+impl Operation {
+    /// The operation's name, as record fields start with it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::Load => "load",
+            Operation::Checkpoint => "checkpoint",
+            Operation::Restore => "restore",
+        }
+    }
+}
+
+/// One operation on one path, alone.
+#[derive(Debug, Clone)]
+pub struct Transfer {
+    pub operation: Operation,
+    pub path: StoragePath,
+    pub run: JobRun,
+}
+
 /// The storage results of one mode.
 #[derive(Debug, Clone)]
 pub struct StorageRun {
@@ -50,15 +81,16 @@ pub struct StorageRun {
     pub topology: String,
     pub drives: usize,
     pub drive: String,
+    /// Bytes each GPU loads (0 without a load).
     pub bytes_per_gpu: Bytes,
-    pub loads: Vec<(StoragePath, JobRun)>,
+    pub transfers: Vec<Transfer>,
     pub sweep: Vec<LoadPoint>,
     pub offloads: Vec<Offload>,
 }
 
 /// What there is to simulate for a mode.
 enum Work {
-    Load(StoragePath),
+    Once(Operation, StoragePath),
     Sweep(u32, StoragePath),
     Offload(Option<StoragePath>),
 }
@@ -67,7 +99,14 @@ enum Work {
 fn work(spec: &StorageSpec) -> Vec<Work> {
     let mut work = Vec::new();
     if spec.load.is_some() {
-        work.extend(spec.paths.iter().map(|&p| Work::Load(p)));
+        work.extend(spec.paths.iter().map(|&p| Work::Once(Operation::Load, p)));
+    }
+    if spec.checkpoint {
+        for operation in [Operation::Checkpoint, Operation::Restore] {
+            work.extend(spec.paths.iter().map(|&p| Work::Once(operation, p)));
+        }
+    }
+    if spec.load.is_some() {
         for &drives in &spec.sweep {
             work.extend(spec.paths.iter().map(|&p| Work::Sweep(drives, p)));
         }
@@ -86,7 +125,7 @@ pub fn steps(experiment: &Experiment) -> u64 {
 }
 
 enum Done {
-    Load(StoragePath, JobRun),
+    Once(Transfer),
     Sweep(LoadPoint),
     Offload(Offload),
 }
@@ -95,19 +134,20 @@ enum Done {
 pub fn run(experiment: &Experiment, setups: &[TensorParallel], progress: &(dyn Fn() + Sync)) -> Result<Vec<StorageRun>, crate::Error> {
     let Some(spec) = &experiment.storage else { return Ok(Vec::new()) };
     let jobs: Vec<(usize, Work)> = (0..experiment.modes.len()).flat_map(|m| work(spec).into_iter().map(move |w| (m, w))).collect();
-    let done: Vec<Done> = jobs
-        .par_iter()
-        .map(|(m, work)| {
-            let (run, setup) = (&experiment.modes[*m], &setups[*m]);
-            let result = match *work {
-                Work::Load(path) => load(experiment, spec, run, &run.topology, path).map(|r| Done::Load(path, r)),
-                Work::Sweep(drives, path) => sweep_point(experiment, spec, run, drives, path).map(Done::Sweep),
-                Work::Offload(path) => offload(experiment, run, setup, path).map(Done::Offload),
-            };
-            progress();
-            result
-        })
-        .collect::<Result<_, _>>()?;
+    let done: Vec<Done> =
+        jobs.par_iter()
+            .map(|(m, work)| {
+                let (run, setup) = (&experiment.modes[*m], &setups[*m]);
+                let result = match *work {
+                    Work::Once(operation, path) => once(experiment, spec, run, &run.topology, (operation, path))
+                        .map(|run| Done::Once(Transfer { operation, path, run })),
+                    Work::Sweep(drives, path) => sweep_point(experiment, spec, run, drives, path).map(Done::Sweep),
+                    Work::Offload(path) => offload(experiment, run, setup, path).map(Done::Offload),
+                };
+                progress();
+                result
+            })
+            .collect::<Result<_, _>>()?;
     let mut runs: Vec<StorageRun> = experiment
         .modes
         .iter()
@@ -120,8 +160,8 @@ pub fn run(experiment: &Experiment, setups: &[TensorParallel], progress: &(dyn F
                 drive: layout.drive,
                 bytes_per_gpu: spec
                     .load
-                    .map_or(Bytes(0), |kind| Job::load(&run.topology, &experiment.llm, run.tp, kind, StoragePath::Gds, spec.array).bytes),
-                loads: Vec::new(),
+                    .map_or(Bytes(0), |kind| Job::load(&run.topology, &experiment.llm, run.tp, kind, StoragePath::Gds, spec.drives).bytes),
+                transfers: Vec::new(),
                 sweep: Vec::new(),
                 offloads: Vec::new(),
             }
@@ -129,7 +169,7 @@ pub fn run(experiment: &Experiment, setups: &[TensorParallel], progress: &(dyn F
         .collect();
     for ((m, _), done) in jobs.iter().zip(done) {
         match done {
-            Done::Load(path, run) => runs[*m].loads.push((path, run)),
+            Done::Once(transfer) => runs[*m].transfers.push(transfer),
             Done::Sweep(point) => runs[*m].sweep.push(point),
             Done::Offload(offload) => runs[*m].offloads.push(offload),
         }
@@ -137,9 +177,20 @@ pub fn run(experiment: &Experiment, setups: &[TensorParallel], progress: &(dyn F
     Ok(runs)
 }
 
-fn load(experiment: &Experiment, spec: &StorageSpec, run: &ModeRun, topo: &Topology, path: StoragePath) -> Result<JobRun, crate::Error> {
-    let kind = spec.load.expect("loads are run only with a load");
-    let job = Job::load(topo, &experiment.llm, run.tp, kind, path, spec.array);
+/// `operation` on `path` alone on `topo`.
+fn once(
+    experiment: &Experiment,
+    spec: &StorageSpec,
+    run: &ModeRun,
+    topo: &Topology,
+    (operation, path): (Operation, StoragePath),
+) -> Result<JobRun, crate::Error> {
+    let llm = &experiment.llm;
+    let job = match operation {
+        Operation::Load => Job::load(topo, llm, run.tp, spec.load.unwrap_or(super::LoadKind::Shard), path, spec.drives),
+        Operation::Checkpoint => Job::checkpoint(topo, llm, run.tp, path, spec.drives),
+        Operation::Restore => Job::restore(topo, llm, run.tp, path, spec.drives),
+    };
     simulate(topo, &run.hardware, &job).map_err(|e| experiment.source.invalid(Some(run.index), "storage", e.to_string()).into())
 }
 
@@ -152,7 +203,7 @@ fn sweep_point(
 ) -> Result<LoadPoint, crate::Error> {
     let layout = crate::topology::DriveLayout { count: drives, ..run.topology.drive_layout() };
     let topo = run.topology.with_drives(&layout, &run.hardware)?;
-    Ok(LoadPoint { drives, path, run: load(experiment, spec, run, &topo, path)? })
+    Ok(LoadPoint { drives, path, run: once(experiment, spec, run, &topo, (Operation::Load, path))? })
 }
 
 /// The prompt's KV cache written to host memory (`path` none) or to the
@@ -160,9 +211,9 @@ fn sweep_point(
 fn offload(experiment: &Experiment, run: &ModeRun, setup: &TensorParallel, path: Option<StoragePath>) -> Result<Offload, crate::Error> {
     let query = experiment.query;
     let bytes = kv_bytes_per_gpu(&experiment.llm, u64::from(run.tp), query.prompt, query.batch);
-    let target = match path {
-        Some(_) => JobTarget::Drives(experiment.storage.as_ref().map_or(super::ArrayKind::Local, |s| s.array)),
-        None => JobTarget::HostMemory,
+    let target = match (path, &experiment.storage) {
+        (Some(_), Some(spec)) => spec.drives,
+        _ => JobTarget::HostMemory,
     };
     let job = Job {
         gpus: run.topology.gpus()[..run.tp as usize].to_vec(),
@@ -230,20 +281,22 @@ pub fn fields(run: &StorageRun, ttft: Time) -> Record {
     };
     put("drives".into(), json!(run.drives));
     put("drive".into(), json!(run.drive));
-    if !run.loads.is_empty() {
+    if run.transfers.iter().any(|t| t.operation == Operation::Load) {
         put("load_gb_per_gpu".into(), json!(run.bytes_per_gpu.as_f64() / 1e9));
     }
-    for (path, load) in &run.loads {
-        let p = path.to_string();
-        put(format!("load_{p}_s"), json!(load.time.as_secs()));
-        put(format!("load_{p}_then_ttft_s"), json!((load.time + ttft).as_secs()));
-        put(format!("load_{p}_gbps"), json!(load.gbps()));
-        put(format!("load_{p}_transport"), json!(load.transport));
-        put(format!("load_{p}_bound"), json!(load.bound_by()));
-        put(format!("load_{p}_busiest_link"), json!(load.limit.as_ref().map(|l| l.0.clone())));
-        put(format!("load_{p}_busiest_link_util"), json!(load.limit.as_ref().map(|l| l.2)));
-        put(format!("load_{p}_cpu_cores"), json!(load.cpu_cores));
-        put(format!("load_{p}_host_memory_gbps"), json!(load.host_memory_gbps));
+    for Transfer { operation, path, run: done } in &run.transfers {
+        let key = |field: &str| format!("{}_{path}_{field}", operation.name());
+        put(key("s"), json!(done.time.as_secs()));
+        if *operation == Operation::Load {
+            put(key("then_ttft_s"), json!((done.time + ttft).as_secs()));
+        }
+        put(key("gbps"), json!(done.gbps()));
+        put(key("transport"), json!(done.transport));
+        put(key("bound"), json!(done.bound_by()));
+        put(key("busiest_link"), json!(done.limit.as_ref().map(|l| l.0.clone())));
+        put(key("busiest_link_util"), json!(done.limit.as_ref().map(|l| l.2)));
+        put(key("cpu_cores"), json!(done.cpu_cores));
+        put(key("host_memory_gbps"), json!(done.host_memory_gbps));
     }
     for offload in &run.offloads {
         let (t, c) = (&offload.target, &offload.contention);

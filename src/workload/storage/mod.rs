@@ -166,33 +166,71 @@ pub struct Job {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobTarget {
+    /// A RAID-0 of the drives the array names.
     Drives(ArrayKind),
+    /// Whole files on the drives the array names, in turn (no RAID).
+    Files(ArrayKind),
     HostMemory,
 }
 
+/// How files lie on several drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Striping {
+    /// RAID-0: every file striped over all its drives.
+    Raid0,
+    /// Each file whole on one drive, files in turn over the drives.
+    Files,
+}
+
+impl FromStr for Striping {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        parse_named(
+            text,
+            "striping",
+            &[("raid0", Striping::Raid0, "files striped over the drives"), ("files", Striping::Files, "whole files on the drives in turn")],
+        )
+    }
+}
+
+impl JobTarget {
+    /// The drives of `array` laid out as `striping` says.
+    pub fn drives(array: ArrayKind, striping: Striping) -> JobTarget {
+        match striping {
+            Striping::Raid0 => JobTarget::Drives(array),
+            Striping::Files => JobTarget::Files(array),
+        }
+    }
+}
+
 impl Job {
-    /// Loading `llm`'s weights onto the first `tp` GPUs.
-    pub fn load(topo: &Topology, llm: &LlmModel, tp: u32, kind: LoadKind, path: StoragePath, array: ArrayKind) -> Job {
+    /// Loading `llm`'s weights onto the first `tp` GPUs from `drives`.
+    pub fn load(topo: &Topology, llm: &LlmModel, tp: u32, kind: LoadKind, path: StoragePath, drives: JobTarget) -> Job {
         let bytes = match kind {
             LoadKind::Shard => shard_bytes(llm, u64::from(tp)),
             LoadKind::Whole => weight_bytes(llm),
         };
-        Job { gpus: topo.gpus()[..tp as usize].to_vec(), bytes, direction: Direction::Read, path, target: JobTarget::Drives(array) }
+        Job { gpus: topo.gpus()[..tp as usize].to_vec(), bytes, direction: Direction::Read, path, target: drives }
     }
 
     /// Writing every GPU's shard of `llm`'s weights (a checkpoint).
-    pub fn checkpoint(topo: &Topology, llm: &LlmModel, tp: u32, path: StoragePath, array: ArrayKind) -> Job {
-        Job { direction: Direction::Write, ..Job::load(topo, llm, tp, LoadKind::Shard, path, array) }
+    pub fn checkpoint(topo: &Topology, llm: &LlmModel, tp: u32, path: StoragePath, drives: JobTarget) -> Job {
+        Job { direction: Direction::Write, ..Job::load(topo, llm, tp, LoadKind::Shard, path, drives) }
     }
 
     /// Reading a checkpoint back: the same bytes as a shard load.
-    pub fn restore(topo: &Topology, llm: &LlmModel, tp: u32, path: StoragePath, array: ArrayKind) -> Job {
-        Job::load(topo, llm, tp, LoadKind::Shard, path, array)
+    pub fn restore(topo: &Topology, llm: &LlmModel, tp: u32, path: StoragePath, drives: JobTarget) -> Job {
+        Job::load(topo, llm, tp, LoadKind::Shard, path, drives)
     }
 
     /// Every GPU's streams.
     fn streams(&self, topo: &Topology, model: &HardwareModel) -> Vec<Stream> {
-        let units_per_io = (model.storage.gds_io.0 / model.storage.raid_chunk.0).max(1);
+        // Stream i starts i I/Os in: on a RAID-0 a whole I/O's stripe units,
+        // with whole files the next drive.
+        let units_per_io = match self.target {
+            JobTarget::Files(_) => 1,
+            _ => (model.storage.gds_io.0 / model.storage.raid_chunk.0).max(1),
+        };
         self.gpus
             .iter()
             .enumerate()
@@ -200,6 +238,7 @@ impl Job {
                 gpu,
                 target: match self.target {
                     JobTarget::Drives(array) => Target::Drives(drives_for(topo, gpu, array)),
+                    JobTarget::Files(array) => Target::Files(drives_for(topo, gpu, array)),
                     JobTarget::HostMemory => Target::HostMemory,
                 },
                 bytes: self.bytes,

@@ -162,8 +162,8 @@ fn a_checkpoint_writes_at_the_drives_write_rate_and_a_restore_reads_at_their_rea
     // Two Gen4 drives a switch serve its two GPUs: 6.9 GB/s written and
     // 7.4 GB/s read a GPU.
     for (job, per_gpu) in [
-        (Job::checkpoint(&topo, &llm, 8, StoragePath::Gds, ArrayKind::Local), 6.9),
-        (Job::restore(&topo, &llm, 8, StoragePath::Gds, ArrayKind::Local), 7.4),
+        (Job::checkpoint(&topo, &llm, 8, StoragePath::Gds, JobTarget::Drives(ArrayKind::Local)), 6.9),
+        (Job::restore(&topo, &llm, 8, StoragePath::Gds, JobTarget::Drives(ArrayKind::Local)), 7.4),
     ] {
         let run = simulate(&topo, &model, &job).unwrap();
         assert!(close(run.time.as_secs(), shard / (per_gpu * 1e9), 0.02), "{:?}: {}", job.direction, run.time);
@@ -188,6 +188,27 @@ fn a_board_without_drives_says_how_to_add_them() {
     let model = HardwareModel::base();
     let board = preset("hgx-h200", &PresetOptions { gpus: Some(2), gpu: None }, &model).unwrap();
     let bare = board.with_drives(&DriveLayout { count: 0, drive: "gen4".into(), placement: Placement::Switch }, &model).unwrap();
-    let error = simulate(&bare, &model, &Job::restore(&bare, &llama_70b(), 2, StoragePath::Gds, ArrayKind::Local)).unwrap_err();
+    let error =
+        simulate(&bare, &model, &Job::restore(&bare, &llama_70b(), 2, StoragePath::Gds, JobTarget::Drives(ArrayKind::Local))).unwrap_err();
     assert!(error.to_string().contains("drives = N"), "{error}");
+}
+
+#[test]
+fn whole_files_on_more_drives_than_ios_in_flight_leave_drives_idle() {
+    // Eight Gen4 drives beside one Gen5 GPU. Striped, every 16 MiB I/O
+    // spans all eight (59.2 GB/s), so the GPU's link (55.32) binds; as whole
+    // files, each I/O sits on one drive and four in flight keep four busy,
+    // each paying its CPU time (1.31 + 0.74 x 16 us) and the drive's 80 us
+    // before its 16 MiB move at 7.4 GB/s.
+    let model = HardwareModel::base();
+    let board = preset("hgx-h200", &PresetOptions { gpus: Some(1), gpu: None }, &model).unwrap();
+    let topo = board.with_drives(&DriveLayout { count: 8, drive: "gen4".into(), placement: Placement::Switch }, &model).unwrap();
+    let job = |striping| Job { target: JobTarget::drives(ArrayKind::Local, striping), ..read(&topo, 1, StoragePath::Gds) };
+    let (striped, bound) = rate(&topo, &model, &job(Striping::Raid0));
+    assert!(close(striped, 55.32, 0.01) && bound == "GPU PCIe link", "{striped} {bound}");
+    let (files, bound) = rate(&topo, &model, &job(Striping::Files));
+    let io = Bytes::mib(16).as_f64();
+    let per_worker = io / ((1.31 + 0.74 * 16.0 + 80.0) * 1e-6 + io / 7.4e9);
+    assert!(close(files, 4.0 * per_worker / 1e9, 0.01) && bound == "I/Os in flight", "{files} {bound}");
+    assert!("mirror".parse::<Striping>().unwrap_err().contains("raid0"));
 }
