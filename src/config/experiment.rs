@@ -212,6 +212,13 @@ impl Experiment {
         }
         let storage = raw.storage.as_ref().map(|s| s.resolve(&source)).transpose()?;
         if let Some(spec) = &storage {
+            if spec.kv_offload.is_some() && query.output == 0 {
+                return Err(source.invalid(
+                    None,
+                    "storage.kv_offload",
+                    "the KV cache is written out while decode runs: set query.output to 1 or more",
+                ));
+            }
             for run in &mut modes {
                 run.topology = spec.layout.apply(&run.topology, &run.hardware).map_err(|message| {
                     let key = if message.contains("unknown drive") { "storage.drive" } else { "storage.placement" };

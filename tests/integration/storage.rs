@@ -165,6 +165,7 @@ fn the_shipped_gds_experiment_validates_and_its_storage_keys_are_checked() {
         (text.replace("load = \"shard\"", "lode = \"shard\""), "lode"),
         (text.replace("array = \"local\"", "array = \"local\"\nstriping = \"mirror\""), "storage.striping"),
         (text.replace("sweep = [1,", "sweep = [0,"), "storage.sweep"),
+        (text.replace("output = 256", "output = 0"), "storage.kv_offload"),
     ] {
         let error = Experiment::parse(Path::new("gds.toml"), &change).unwrap_err().to_string();
         assert!(error.starts_with("gds.toml") && error.contains(key), "{key}: {error}");

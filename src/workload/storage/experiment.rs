@@ -224,7 +224,8 @@ fn offload(experiment: &Experiment, run: &ModeRun, setup: &TensorParallel, path:
     };
     let (topo, model) = (&run.topology, &run.hardware);
     // Enough decode steps to cover the write where the model allows.
-    let alone = simulate(topo, model, &job)?.time;
+    let named = |e: crate::storage::StorageError| experiment.source.invalid(Some(run.index), "storage.kv_offload", e.to_string());
+    let alone = simulate(topo, model, &job).map_err(named)?.time;
     let decode = Decode { setup, query, run, layers: experiment.llm.layers };
     let mut one_step = TaskGraph::new();
     decode.add(&mut one_step, 0..1)?;

@@ -18,7 +18,7 @@ use crate::collective;
 use crate::config::hardware::HardwareModel;
 use crate::config::llm::LlmModel;
 use crate::engine::{self, TaskGraph, TaskId};
-use crate::network::{LinkUsage, Path};
+use crate::network::Path;
 use crate::storage::{self, Direction, Limit, StorageError, StoragePath, Stream, Target};
 use crate::topology::{Medium, NodeId, NodeKind, Topology};
 use crate::units::{Bytes, Time};
@@ -309,7 +309,6 @@ pub struct JobRun {
     pub host_memory_gbps: f64,
     /// The busiest link for its capacity, its kind and that fraction.
     pub limit: Option<(String, Limit, f64)>,
-    pub usage: Vec<LinkUsage>,
 }
 
 impl JobRun {
@@ -349,7 +348,6 @@ pub fn simulate(topo: &Topology, model: &HardwareModel, job: &Job) -> Result<Job
         cpu_cores: if time.0 == 0 { 0.0 } else { tasks.cpu.as_secs() / time.as_secs() },
         host_memory_gbps: rate_gbps(tasks.host_memory, time),
         limit,
-        usage,
     })
 }
 
