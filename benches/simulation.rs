@@ -52,12 +52,9 @@ fn allreduce_8gpu_1gib(c: &mut Criterion) {
     let spec = TopologySpec { name: "hgx-h200".into(), ..Default::default() };
     let (topo, model) = resolve(&spec).expect("preset");
     let request = Request {
-        op: Op::AllReduce,
-        bytes: Bytes::gib(1),
-        ranks: topo.gpus().to_vec(),
-        mode: Mode::Nvswitch,
         algorithm: Choice::Fixed(Algorithm::Ring),
         protocol: Choice::Fixed(Protocol::Simple),
+        ..Request::new(Op::AllReduce, Bytes::gib(1), topo.gpus().to_vec(), Mode::Nvswitch)
     };
     let plan = Plan::new(&topo, &model, request).expect("plan");
     let events = collective::simulate_plan(&topo, &model, &plan).expect("runs").events;

@@ -233,8 +233,9 @@ impl Pipe {
             Connection::Direct { path, .. } => (links_only(path), None, path.latency + rules.latency, Time::ZERO),
             Connection::Staged { write, read } if rules.streaming => {
                 // One flow over both halves: the memory bus carries it twice.
+                // The flag the reader polls is the protocol's step cost.
                 let links: Vec<_> = write.links.iter().chain(read.links.iter()).copied().collect();
-                let delay = write.latency + model.shm.chunk_sync + read.latency + rules.latency;
+                let delay = write.latency + read.latency + rules.latency;
                 (Path::new(links, Time::ZERO), None, delay, Time::ZERO)
             }
             Connection::Staged { write, read } => {
@@ -291,6 +292,12 @@ impl Pipe {
         let delivered = Self::delay_unless_zero(graph, self.delivery_delay, transferred);
         self.deliveries.push(delivered);
         delivered
+    }
+
+    /// When the sender last finished pushing bytes (its thread block is
+    /// free again), if anything was sent.
+    pub fn last_push(&self) -> Option<TaskId> {
+        self.last_transfer
     }
 
     /// The last delivery, if anything was sent.

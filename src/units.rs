@@ -293,6 +293,12 @@ impl Bandwidth {
         assert!(gb_per_s.is_finite() && gb_per_s >= 0.0, "bandwidth must be finite and non-negative, got {gb_per_s} GB/s");
         Bandwidth((gb_per_s * 1e9).round() as u64)
     }
+    /// From bytes per second as a float (a rate the model computed); never
+    /// zero, so that a transfer at it always ends.
+    pub fn from_bytes_per_sec_f64(bytes_per_sec: f64) -> Bandwidth {
+        assert!(bytes_per_sec.is_finite() && bytes_per_sec >= 0.0, "bandwidth must be finite and non-negative, got {bytes_per_sec} B/s");
+        Bandwidth((bytes_per_sec.round() as u64).max(1))
+    }
     pub fn as_gbps(self) -> f64 {
         self.0 as f64 / 1e9
     }

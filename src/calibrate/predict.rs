@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use crate::collective::{self, Algorithm, Choice, Op, Protocol, Request};
+use crate::collective::{self, Algorithm, Choice, CollectiveError, Op, Plan, Protocol, Request};
 use crate::config::hardware::HardwareModel;
 use crate::config::llm::LlmModel;
 use crate::engine::{TaskGraph, run};
@@ -42,7 +42,7 @@ pub struct Prediction {
 pub fn predict(topo: &Topology, model: &HardwareModel, measurement: &Measurement) -> Result<Prediction, PredictError> {
     let plain = |time: Time| Prediction { time, detail: String::new() };
     if measurement.is_collective() {
-        predict_collective(&as_measured(topo, measurement), model, measurement)
+        predict_collective(topo, model, measurement)
     } else if measurement.op == ALLREDUCE_SEQUENCE {
         predict_sequence(&as_measured(topo, measurement), model, measurement)
     } else if measurement.op == "copy" {
@@ -79,20 +79,51 @@ fn transport_and_ranks(topo: &Topology, m: &Measurement) -> Result<(Mode, usize)
     Ok((mode, ranks))
 }
 
-/// Simulates `request` with the algorithm and protocol `m` forced, if any.
-fn simulate_as_measured(topo: &Topology, model: &HardwareModel, m: &Measurement, request: Request) -> Result<Prediction, PredictError> {
-    let request =
-        Request { algorithm: choice::<Algorithm>(m.algo.as_deref())?, protocol: choice::<Protocol>(m.proto.as_deref())?, ..request };
-    let outcome = collective::simulate(topo, model, request).map_err(|e| PredictError::Failed(e.to_string()))?;
-    Ok(Prediction { time: outcome.time, detail: format!("{}/{}", outcome.algorithm, outcome.protocol) })
+/// `request` as `m` ran it: its caller, and the algorithm, protocol and
+/// channel count it forced, if any.
+fn as_run(m: &Measurement, request: Request) -> Result<Request, PredictError> {
+    Ok(Request {
+        algorithm: choice::<Algorithm>(m.algo.as_deref())?,
+        protocol: choice::<Protocol>(m.proto.as_deref())?,
+        stack: m.stack(),
+        channels: m.channels,
+        ..request
+    })
+}
+
+/// A collective NCCL itself refuses (an algorithm it has not for this
+/// operation) is not modelled; anything else that fails is a failure.
+fn plan_error(error: CollectiveError) -> PredictError {
+    match error {
+        CollectiveError::Unsupported(why) => PredictError::NotModelled(why),
+        other => PredictError::Failed(other.to_string()),
+    }
+}
+
+/// How the model runs a collective measurement: the plan NCCL's rules give
+/// it on the topology as the measurement saw it.
+pub fn plan_as_measured(topo: &Topology, model: &HardwareModel, m: &Measurement) -> Result<Plan, PredictError> {
+    let seen = as_measured(topo, m);
+    let op: Op = m.op.parse().map_err(PredictError::NotModelled)?;
+    let (mode, ranks) = transport_and_ranks(&seen, m)?;
+    let request = as_run(m, Request::new(op, Bytes(m.bytes), seen.gpus()[..ranks].to_vec(), mode))?;
+    Plan::new(&seen, model, request).map_err(plan_error)
+}
+
+/// Simulates a plan, saying what the model chose ("ring/ll x4", and what
+/// NCCL does differently from what was asked).
+fn simulate_described(topo: &Topology, model: &HardwareModel, plan: &Plan) -> Result<Prediction, PredictError> {
+    let outcome = collective::simulate_plan(topo, model, plan).map_err(plan_error)?;
+    let mut detail = format!("{}/{} x{}", outcome.algorithm, outcome.protocol, outcome.channels);
+    if let Some(note) = &outcome.note {
+        detail += &format!(" ({note})");
+    }
+    Ok(Prediction { time: outcome.time, detail })
 }
 
 fn predict_collective(topo: &Topology, model: &HardwareModel, m: &Measurement) -> Result<Prediction, PredictError> {
-    let op: Op = m.op.parse().map_err(PredictError::Failed)?;
-    let (mode, ranks) = transport_and_ranks(topo, m)?;
-    let request =
-        Request { op, bytes: Bytes(m.bytes), ranks: topo.gpus()[..ranks].to_vec(), mode, algorithm: Choice::Auto, protocol: Choice::Auto };
-    simulate_as_measured(topo, model, m, request)
+    let plan = plan_as_measured(topo, model, m)?;
+    simulate_described(&as_measured(topo, m), model, &plan)
 }
 
 /// A measured pass of an LLM's tensor-parallel allreduces: what the LLM
@@ -112,7 +143,8 @@ fn predict_sequence(topo: &Topology, model: &HardwareModel, m: &Measurement) -> 
         return Err(failed(format!("{} measured per allreduce; {} at {tokens} tokens allreduces {bytes}", Bytes(m.bytes), llm.name)));
     }
     let request = tp.allreduce(bytes).ok_or_else(|| failed("one rank makes no allreduce".into()))?;
-    let one = simulate_as_measured(topo, model, m, request)?;
+    let plan = Plan::new(topo, model, as_run(m, request)?).map_err(plan_error)?;
+    let one = simulate_described(topo, model, &plan)?;
     Ok(Prediction { time: one.time * calls, detail: format!("{calls} x {}", one.detail) })
 }
 

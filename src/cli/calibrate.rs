@@ -13,6 +13,7 @@ use icsim::calibrate::nccl_tests::NcclTestsOptions;
 use icsim::calibrate::runner::{self, RunOptions, Timing, TransportSetting};
 use icsim::calibrate::{clock, fit, read_measurements, validate};
 use icsim::collective::{Algorithm, Choice, Op, Protocol};
+use icsim::config::hardware::HardwareModel;
 use icsim::report::{self, Format, plots};
 use icsim::topology::{self, TopologySpec};
 use icsim::transport::Mode;
@@ -53,6 +54,10 @@ pub enum CalibrateCommand {
         /// before calibration; its errors get their own columns. Repeatable.
         #[arg(long, value_name = "FILE")]
         before: Vec<String>,
+        /// Simulate every file on --topology, even one whose folder holds the
+        /// NCCL topology dump of the machine it was measured on.
+        #[arg(long)]
+        same_topology: bool,
     },
     /// Fit the model's parameters to measurements by least squares and write
     /// them as a model overlay with their provenance.
@@ -70,15 +75,25 @@ pub enum CalibrateCommand {
         /// Objective evaluations per parameter group.
         #[arg(long, default_value_t = 300)]
         evaluations: usize,
+        /// Write the overlay even when a parameter ends on its bound (the
+        /// data cannot place it).
+        #[arg(long)]
+        allow_bounds: bool,
+        /// Simulate every file on --topology, even one whose folder holds the
+        /// NCCL topology dump of the machine it was measured on.
+        #[arg(long)]
+        same_topology: bool,
     },
 }
 
-/// A measurements file and what nccl-tests output does not say.
+/// Measurement files and what nccl-tests output does not say.
 #[derive(Debug, Args)]
 pub struct MeasurementArgs {
     /// Schema-1 measurements (JSON Lines), or the output of a nccl-tests
-    /// binary (all_reduce_perf, all_gather_perf, ...).
-    measurements: PathBuf,
+    /// binary (all_reduce_perf, all_gather_perf, ...); several files are
+    /// read as one set (different sources, GPU counts and callers).
+    #[arg(required = true, num_args = 1..)]
+    measurements: Vec<PathBuf>,
     /// For nccl-tests output: the transport NCCL used (auto, nvswitch,
     /// nvlink, p2p, shm), which nccl-tests does not print. Default auto.
     #[arg(long)]
@@ -90,9 +105,35 @@ pub struct MeasurementArgs {
 }
 
 impl MeasurementArgs {
-    fn read(&self) -> Result<Vec<icsim::calibrate::schema::Measurement>> {
+    fn read_each(&self) -> Result<Vec<Vec<icsim::calibrate::schema::Measurement>>> {
         let options = NcclTestsOptions { op: self.op.clone(), transport: self.transport.clone() };
-        Ok(read_measurements(&self.measurements, &options)?)
+        self.measurements.iter().map(|path| Ok(read_measurements(path, &options)?)).collect()
+    }
+
+    /// Every file with the board it was measured on: the NCCL topology dump
+    /// beside it where the runner left one (the machine as measured), else
+    /// `--topology`; and the hardware model `--topology` and `--model` name.
+    fn sources(&self, topology: &TopologyArgs, same_topology: bool) -> Result<(Vec<fit::Source>, HardwareModel)> {
+        let (default_board, model) = topology::blueprint(&topology.spec())?;
+        let mut sources = Vec::new();
+        for (path, measurements) in self.measurements.iter().zip(self.read_each()?) {
+            let dump = path.parent().map(|folder| folder.join("nccl-topo.xml")).filter(|dump| dump.is_file());
+            let board = match dump {
+                Some(dump) if !same_topology => {
+                    let options = icsim::topology::PresetOptions { gpus: None, gpu: topology.gpu.clone() };
+                    let spec = TopologySpec { name: dump.display().to_string(), options, models: Vec::new() };
+                    topology::blueprint(&spec).with_context(|| format!("the board {} was measured on", path.display()))?.0
+                }
+                _ => default_board.clone(),
+            };
+            sources.push(fit::Source { board, measurements });
+        }
+        Ok((sources, model))
+    }
+
+    /// The files, for messages and provenance.
+    fn names(&self) -> String {
+        self.measurements.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -245,59 +286,101 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             Ok(())
         }
         CalibrateCommand::CollectiveChild { spec } => Ok(runner::run_child(&spec)?),
-        CalibrateCommand::Validate { measurements, topology, min_bytes, format, plot, before } => {
-            let points = measurements.read()?;
-            let predicted = |models: Vec<String>| -> Result<(topology::Topology, Vec<validate::Row>)> {
-                let (topo, model) = topology::resolve(&TopologySpec { models, ..topology.spec() })?;
-                let rows = validate::compare(&topo, &model, &points)
-                    .with_context(|| format!("predicting {}", measurements.measurements.display()))?;
-                Ok((topo, rows))
+        CalibrateCommand::Validate { measurements, topology, min_bytes, format, plot, before, same_topology } => {
+            let predicted = |models: Vec<String>| -> Result<Vec<validate::Row>> {
+                let spec_args = TopologyArgs { models, ..topology.clone() };
+                let (sources, model) = measurements.sources(&spec_args, same_topology)?;
+                let topologies = fit::build_all(&sources, &model)?;
+                let mut rows = Vec::new();
+                for (source, topo) in sources.iter().zip(&topologies) {
+                    rows.extend(
+                        validate::compare(topo, &model, &source.measurements)
+                            .with_context(|| format!("predicting {}", measurements.names()))?,
+                    );
+                }
+                Ok(rows)
             };
-            let (topo, rows) = predicted(topology.models.clone())?;
-            let before_rows = if before.is_empty() { None } else { Some(predicted(before)?.1) };
+            let rows = predicted(topology.models.clone())?;
+            let before_rows = if before.is_empty() { None } else { Some(predicted(before)?) };
             let min = min_bytes.map_or(0, |b| b.0);
             let summary = validate::summarize(&rows, before_rows.as_deref(), |r| r.bytes >= min || r.series.starts_with("kernel"));
-            print_validation(&rows, &summary, format, &topo.name);
-            draw_validation(&rows, &topo.name, &plot)?;
+            print_validation(&rows, &summary, format, &topology.topology);
+            draw_validation(&rows, &topology.topology, &plot)?;
             eprintln!("wrote {}", plot.display());
             Ok(())
         }
-        CalibrateCommand::Fit { measurements, topology, out, system, evaluations } => {
-            let points = measurements.read()?;
-            let measurements = measurements.measurements;
+        CalibrateCommand::Fit { measurements, topology, out, system, evaluations, allow_bounds, same_topology } => {
+            let (sources, model) = measurements.sources(&topology, same_topology)?;
+            let points: Vec<icsim::calibrate::schema::Measurement> = sources.iter().flat_map(|s| s.measurements.clone()).collect();
             if points.is_empty() {
-                bail!("{} holds no measurements", measurements.display());
+                bail!("{} holds no measurements", measurements.names());
             }
-            let (topo, model) = topology::resolve(&topology.spec())?;
-            let (fitted, fits) = fit::fit(&topo, &model, &points, evaluations);
-            for group in &fits {
+            let fitted = fit::fit(&sources, &model, evaluations)?;
+            for skipped in &fitted.skipped {
+                println!("not fitted: {}: {}", skipped.name, skipped.reason);
+            }
+            if fitted.groups.is_empty() {
+                bail!(
+                    "nothing in {} identifies a parameter of the model (no large copies, one-channel or multi-channel collectives, or small calls at two step counts); nothing written",
+                    measurements.names()
+                );
+            }
+            for group in &fitted.groups {
                 println!(
                     "{} ({} points): rms log error {:.3} -> {:.3}",
                     group.name, group.points, group.rms_log_error_before, group.rms_log_error_after
                 );
-                for (key, before, after) in &group.parameters {
+                for (key, _, before, after) in &group.parameters {
                     println!("  {key:<45} {before:>12.4} -> {after:>12.4}");
                 }
             }
+            let pinned = fitted.pinned();
+            if !pinned.is_empty() && !allow_bounds {
+                let list: Vec<String> = pinned.iter().map(|(key, needs)| format!("{key} (needs {needs})")).collect();
+                bail!(
+                    "{} parameter(s) ended on their bound, so the data does not place them: {}; nothing written (--allow-bounds writes it anyway)",
+                    pinned.len(),
+                    list.join("; ")
+                );
+            }
             let system =
                 system.or_else(|| points.iter().map(|p| p.system.clone()).find(|s| !s.is_empty())).unwrap_or_else(|| "unnamed".into());
-            let text = overlay_text(&fits, &measurements, &system, &topo.name);
+            let text = overlay_text(&fitted.groups, &measurements.names(), &points, &system, &topology.topology);
             std::fs::write(&out, text).with_context(|| format!("writing {}", out.display()))?;
             println!("\nwrote {}", out.display());
-            let rows = validate::compare(&topo, &fitted, &points)?;
-            let before = validate::compare(&topo, &model, &points)?;
+            let residuals = |model: &HardwareModel| -> Result<Vec<validate::Row>> {
+                let topologies = fit::build_all(&sources, model)?;
+                let mut rows = Vec::new();
+                for (source, topo) in sources.iter().zip(&topologies) {
+                    rows.extend(validate::compare(topo, model, &source.measurements)?);
+                }
+                Ok(rows)
+            };
+            let (rows, before) = (residuals(&fitted.model)?, residuals(&model)?);
             let summary = validate::summarize(&rows, Some(&before), |_| true);
             println!("\nresiduals of the fitted model (before: the model it started from):");
-            print_validation(&rows, &summary, Format::Table, &topo.name);
+            print_validation(&rows, &summary, Format::Table, &topology.topology);
             Ok(())
         }
     }
 }
 
-fn overlay_text(fits: &[fit::GroupFit], measurements: &std::path::Path, system: &str, topology: &str) -> String {
+fn overlay_text(
+    fits: &[fit::GroupFit],
+    files: &str,
+    points: &[icsim::calibrate::schema::Measurement],
+    system: &str,
+    topology: &str,
+) -> String {
     let mut table = fit::overlay(fits);
     let mut provenance = toml::Table::new();
-    provenance.insert("measurements".into(), toml::Value::Array(vec![toml::Value::String(measurements.display().to_string())]));
+    let files: Vec<toml::Value> = files.split(", ").map(|f| toml::Value::String(f.to_string())).collect();
+    provenance.insert("measurements".into(), toml::Value::Array(files));
+    let gpu_counts: std::collections::BTreeSet<u32> = points.iter().filter(|p| p.is_collective()).filter_map(|p| p.ranks).collect();
+    let stacks: std::collections::BTreeSet<String> = points.iter().filter(|p| p.is_collective()).map(|p| p.stack().to_string()).collect();
+    provenance
+        .insert("gpu_counts".into(), toml::Value::Array(gpu_counts.into_iter().map(|n| toml::Value::Integer(i64::from(n))).collect()));
+    provenance.insert("stacks".into(), toml::Value::Array(stacks.into_iter().map(toml::Value::String).collect()));
     provenance.insert("system".into(), toml::Value::String(system.to_string()));
     provenance.insert("fitted_at".into(), toml::Value::String(clock::today()));
     provenance.insert(
@@ -307,10 +390,13 @@ fn overlay_text(fits: &[fit::GroupFit], measurements: &std::path::Path, system: 
     let residuals: toml::Table =
         fits.iter().map(|f| (f.name.clone(), toml::Value::Float((f.rms_log_error_after * 1e4).round() / 1e4))).collect();
     provenance.insert("residuals".into(), toml::Value::Table(residuals));
+    let files_text = provenance["measurements"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect::<Vec<_>>().join(", "))
+        .unwrap_or_default();
     table.insert("provenance".into(), toml::Value::Array(vec![toml::Value::Table(provenance)]));
     format!(
-        "# Fitted by `icsim calibrate fit` to {} ({system}).\n# Each value replaces the base model's; residuals are rms log errors per group.\n\n{}",
-        measurements.display(),
+        "# Fitted by `icsim calibrate fit` to {files_text} ({system}).\n# Each value replaces the base model's; residuals are rms log errors per group.\n\n{}",
         toml::to_string(&table).expect("plain values")
     )
 }

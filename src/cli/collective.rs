@@ -8,6 +8,7 @@ use serde_json::json;
 use super::{TopologyArgs, parse_format};
 use icsim::collective::{self, Algorithm, Choice, CollectiveError, Op, Outcome, Protocol, Request};
 use icsim::report::{self, Format, Record};
+use icsim::stack::Stack;
 use icsim::topology;
 use icsim::transport::Mode;
 use icsim::units::{Bytes, parse_sizes};
@@ -33,6 +34,14 @@ pub struct CollectiveArgs {
     /// auto, simple, ll or ll128.
     #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<Choice<Protocol>>())]
     proto: Choice<Protocol>,
+    /// Who issues the call: nccl-graph (raw NCCL in a CUDA graph), torch-graph,
+    /// torch-eager or eager; its per-call cost is added.
+    #[arg(long, default_value = "nccl-graph", value_parser = |s: &str| s.parse::<Stack>())]
+    stack: Stack,
+    /// Force NCCL's channel count, as NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS
+    /// does (1 to 64).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    channels: Option<u32>,
     /// table, json or csv.
     #[arg(long, default_value = "table", value_parser = parse_format)]
     format: Format,
@@ -63,7 +72,13 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
     let outcomes: Vec<Result<Outcome, CollectiveError>> = cases
         .par_iter()
         .map(|&(bytes, algorithm)| {
-            let request = Request { op: args.op, bytes, ranks: ranks.clone(), mode: args.transport, algorithm, protocol: args.proto };
+            let request = Request {
+                algorithm,
+                protocol: args.proto,
+                stack: args.stack,
+                channels: args.channels,
+                ..Request::new(args.op, bytes, ranks.clone(), args.transport)
+            };
             collective::simulate(&topo, &model, request)
         })
         .collect();
@@ -138,6 +153,7 @@ fn outcome_record(topo: &topology::Topology, o: &Outcome) -> Record {
         "transport": o.transport,
         "channels": o.channels,
         "nccl_model_us": o.nccl_estimate_us,
+        "note": o.note,
         "busiest_link": busiest.map(|(l, _)| topo.link_label(l)),
         "busiest_link_util": busiest.map(|(_, u)| u),
     })

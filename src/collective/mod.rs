@@ -2,25 +2,37 @@
 //! two-shot), reduce-scatter, all-gather and broadcast; NCCL's protocols
 //! (Simple, LL, LL128) and channels; and the choice of algorithm and protocol
 //! as NCCL's tuner makes it. Knows nothing of LLMs.
+//!
+//! Time comes from physics, never from NCCL's closed-form model (kept as a
+//! reference column): a channel moves what its thread block's primitives
+//! can (src/collective/rate.rs), links bind through the flow network, and
+//! latency is a sum of named parts each counted once: the caller's cost per
+//! call (its [`Stack`]), the kernel's start with the protocol's set-up
+//! (`base_latency`), and per step the protocol's flags and fences
+//! (`step_latency`) plus the hop latency of the links the step crosses.
 
 mod direct;
 mod layout;
 pub mod nccl;
 mod nvls;
+mod plan;
+pub mod rate;
 mod ring;
 mod tree;
 
 use std::fmt;
 use std::str::FromStr;
 
-use crate::config::hardware::{HardwareModel, PathCost, Protocol as ProtocolModel};
-use crate::engine::{self, TaskGraph, TaskId};
-use crate::network::{LinkUsage, Path};
-use crate::topology::{Medium, NodeId, NodeKind, Topology};
-use crate::transport::{self, Connection, Mode, PathClass, Pipe, PipeRules, TransportError};
-use crate::units::{Bandwidth, Bytes, Time};
+use crate::config::hardware::{HardwareModel, Protocol as ProtocolModel};
+use crate::engine::{self, TaskGraph};
+use crate::network::LinkUsage;
+use crate::stack::Stack;
+use crate::topology::{NodeId, Topology};
+use crate::transport::{Mode, TransportError};
+use crate::units::{Bytes, Time};
 
 pub use nccl::RingGraph;
+pub use plan::Plan;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -171,6 +183,24 @@ pub struct Request {
     pub mode: Mode,
     pub algorithm: Choice<Algorithm>,
     pub protocol: Choice<Protocol>,
+    /// Who issues the call: its per-call cost is the stack's.
+    pub stack: Stack,
+    /// NCCL's channel count, forced (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS).
+    pub channels: Option<u32>,
+}
+
+impl Request {
+    /// A call with everything else left to NCCL, from raw NCCL in a graph.
+    pub fn new(op: Op, bytes: Bytes, ranks: Vec<NodeId>, mode: Mode) -> Request {
+        Request { op, bytes, ranks, mode, algorithm: Choice::Auto, protocol: Choice::Auto, stack: Stack::NcclGraph, channels: None }
+    }
+
+    fn algorithm_label(&self) -> String {
+        match self.algorithm {
+            Choice::Auto => "this algorithm".to_string(),
+            Choice::Fixed(a) => a.to_string(),
+        }
+    }
 }
 
 /// Why a collective cannot run as asked.
@@ -182,29 +212,6 @@ pub enum CollectiveError {
     Unsupported(String),
     #[error("hardware model: {0}")]
     Model(String),
-}
-
-/// A collective resolved against a topology: connections, channels, and the
-/// chosen algorithm and protocol.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    pub request: Request,
-    pub algorithm: Algorithm,
-    pub protocol: Protocol,
-    /// `connections[r][i]`: ring r, from position i to position i+1. Rings
-    /// are link-disjoint where the links are direct (a mesh).
-    connections: Vec<Vec<Connection>>,
-    pub class: PathClass,
-    pub nccl: RingGraph,
-    /// Channels this call uses.
-    pub channels: u32,
-    /// What the ring connections really use ("nvswitch", "p2p+shm", ...).
-    pub transport: String,
-    /// NCCL's closed-form time for the chosen algorithm and protocol, µs
-    /// (none for algorithms NCCL does not have).
-    pub nccl_estimate_us: Option<f64>,
-    /// Largest message the direct (one-shot, two-shot) kernels take.
-    max_direct_bytes: Bytes,
 }
 
 /// The result of simulating one collective.
@@ -219,6 +226,8 @@ pub struct Outcome {
     pub transport: String,
     pub channels: u32,
     pub nccl_estimate_us: Option<f64>,
+    /// What NCCL does differently from what was asked, if anything.
+    pub note: Option<String>,
     /// What every link carried, indexed by link.
     pub usage: Vec<LinkUsage>,
     pub events: u64,
@@ -248,376 +257,6 @@ pub fn busiest_link(topo: &Topology, usage: &[LinkUsage], time: Time) -> Option<
             (id, u.bytes.0 as f64 / capacity)
         })
         .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
-}
-
-fn worst_class(classes: impl Iterator<Item = PathClass>) -> PathClass {
-    classes.max().unwrap_or(PathClass::Nvlink)
-}
-
-/// Algorithms NCCL's tuner chooses among when left to auto. One-shot and
-/// two-shot are not NCCL's: they run only when asked for.
-const NCCL_ALGORITHMS: [Algorithm; 3] = [Algorithm::Ring, Algorithm::Tree, Algorithm::Nvls];
-
-impl Plan {
-    /// Resolves `request` on `topo`: connections in the requested mode, ring
-    /// layout, NCCL's channel count, and (if left to auto) the algorithm and
-    /// protocol NCCL's cost model picks.
-    pub fn new(topo: &Topology, model: &HardwareModel, request: Request) -> Result<Plan, CollectiveError> {
-        Plan::with_ring_limit(topo, model, request, usize::MAX)
-    }
-
-    /// Like [`Plan::new`], with at most `max_rings` rings laid over direct
-    /// links (1: a single ring, as a naive layout would use).
-    pub fn with_ring_limit(topo: &Topology, model: &HardwareModel, request: Request, max_rings: usize) -> Result<Plan, CollectiveError> {
-        let n = request.ranks.len();
-        if n == 0 {
-            return Err(CollectiveError::Unsupported("a collective needs at least one GPU".into()));
-        }
-        let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
-        let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
-
-        // Lay rings (link-disjoint over direct links on a mesh), and check
-        // the mode with every pair they need.
-        let direct = |a: usize, b: usize| topo.path(request.ranks[a], request.ranks[b], Medium::NvLinkDirect).is_some();
-        let direct_only =
-            n > 1 && (request.mode == Mode::Nvlink || (request.mode == Mode::Auto && !topo.has(NodeKind::NvSwitch) && direct(0, 1)));
-        let mut rings = if direct_only { layout::disjoint_rings(n, direct, (n - 1).min(max_rings.max(1))) } else { vec![(0..n).collect()] };
-        if rings.is_empty() && request.mode == Mode::Auto {
-            // Direct links do not close a ring: one ring in rank order, each
-            // pair over whatever auto picks for it.
-            rings = vec![(0..n).collect()];
-        }
-        if rings.is_empty() {
-            return Err(TransportError::Unavailable {
-                mode: Mode::Nvlink,
-                topology: topo.name.clone(),
-                reason: "the GPUs' direct NVLinks do not close a ring".into(),
-            }
-            .into());
-        }
-        let mut connections = Vec::new();
-        for ring in &rings {
-            let mut hops = Vec::new();
-            for i in 0..n {
-                if n == 1 {
-                    break;
-                }
-                let (a, b) = (request.ranks[ring[i]], request.ranks[ring[(i + 1) % n]]);
-                hops.push(transport::connect_with_fallback(topo, a, b, request.mode)?.0);
-            }
-            connections.push(hops);
-        }
-        let class = worst_class(connections.iter().flatten().map(Connection::class));
-        let mut modes: Vec<Mode> = connections.iter().flatten().map(|c| c.mode(topo)).collect();
-        modes.sort();
-        modes.dedup();
-        let transport =
-            if modes.is_empty() { request.mode.to_string() } else { modes.iter().map(Mode::to_string).collect::<Vec<_>>().join("+") };
-
-        // NCCL's ring graph for this layout.
-        let (mut hop_gbps, mut gpu_gbps) = (f64::INFINITY, 0.0f64);
-        for connection in connections.iter().flatten() {
-            let (hop, own) = nccl::connection_gbps(topo, model, connection).map_err(CollectiveError::Model)?;
-            hop_gbps = hop_gbps.min(hop);
-            gpu_gbps = gpu_gbps.max(own);
-        }
-        if !hop_gbps.is_finite() {
-            (hop_gbps, gpu_gbps) = (1.0, 1.0);
-        }
-        let nccl = nccl::ring_search(gpu.arch, arch, model.nccl.max_channels, gpu_gbps, hop_gbps, rings.len() as u32);
-
-        let mut plan = Plan {
-            algorithm: Algorithm::Ring,
-            protocol: Protocol::Simple,
-            connections,
-            class,
-            nccl,
-            channels: 1,
-            transport,
-            nccl_estimate_us: None,
-            max_direct_bytes: model.direct.max_bytes,
-            request,
-        };
-        plan.choose(topo, model)?;
-        plan.channels = plan.channels_used(model);
-        Ok(plan)
-    }
-
-    /// Why `algorithm` cannot run this request, if it cannot.
-    fn unavailable(&self, topo: &Topology, algorithm: Algorithm) -> Option<String> {
-        let op = self.request.op;
-        let needs_allreduce = |name: &str| (op != Op::AllReduce).then(|| format!("{name} is an allreduce algorithm; {op} runs as a ring"));
-        match algorithm {
-            Algorithm::Ring => None,
-            Algorithm::Tree => needs_allreduce("tree"),
-            Algorithm::Nvls => needs_allreduce("nvls").or_else(|| {
-                let on_switch = self.transport == Mode::Nvswitch.to_string();
-                (!(topo.policy.nvls && on_switch)).then(|| {
-                    format!("nvls needs GPUs on an NVSwitch that reduces in the switch (topology {} over {})", topo.name, self.transport)
-                })
-            }),
-            Algorithm::OneShot | Algorithm::TwoShot => needs_allreduce(&algorithm.to_string())
-                .or_else(|| {
-                    (self.request.bytes > self.max_direct_bytes).then(|| {
-                        format!("{algorithm} takes at most {} (its staging buffer); larger messages go to NCCL", self.max_direct_bytes)
-                    })
-                })
-                .or_else(|| self.direct_reads(topo).err()),
-        }
-    }
-
-    /// Protocols an algorithm can run with over this plan's paths.
-    fn protocols_for(&self, model: &HardwareModel, algorithm: Algorithm) -> Vec<Protocol> {
-        let candidates: Vec<Protocol> = match self.request.protocol {
-            Choice::Fixed(p) => vec![p],
-            Choice::Auto => PROTOCOLS.to_vec(),
-        };
-        candidates
-            .into_iter()
-            .filter(|p| match algorithm {
-                // NVLS runs Simple only; direct kernels use plain loads, reported as simple.
-                Algorithm::Nvls | Algorithm::OneShot | Algorithm::TwoShot => *p == Protocol::Simple,
-                _ => !(p.model(model).needs_nvlink && self.class != PathClass::Nvlink),
-            })
-            .collect()
-    }
-
-    /// Fixes the algorithm and protocol: as asked, or as NCCL's tuner would.
-    fn choose(&mut self, topo: &Topology, model: &HardwareModel) -> Result<(), CollectiveError> {
-        let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
-        let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
-        let n = self.request.ranks.len() as u32;
-        let algorithms: Vec<Algorithm> = match self.request.algorithm {
-            Choice::Fixed(a) => {
-                if let Some(reason) = self.unavailable(topo, a) {
-                    return Err(CollectiveError::Unsupported(reason));
-                }
-                vec![a]
-            }
-            Choice::Auto => NCCL_ALGORITHMS.into_iter().filter(|&a| self.unavailable(topo, a).is_none()).collect(),
-        };
-        let mut best: Option<(Option<f64>, Algorithm, Protocol)> = None;
-        for &algorithm in &algorithms {
-            for protocol in self.protocols_for(model, algorithm) {
-                let estimate =
-                    nccl::predicted_us(model, arch, &self.nccl, self.class, self.request.op, algorithm, protocol, n, self.request.bytes.0);
-                let direct = matches!(algorithm, Algorithm::OneShot | Algorithm::TwoShot);
-                if estimate.is_none() && !direct {
-                    continue;
-                }
-                let better = match (&best, estimate) {
-                    (None, _) => true,
-                    (Some((Some(t), _, _)), Some(e)) => e < *t,
-                    _ => false,
-                };
-                if better {
-                    best = Some((estimate, algorithm, protocol));
-                }
-            }
-        }
-        let (estimate, algorithm, protocol) = best.ok_or_else(|| {
-            CollectiveError::Unsupported(format!(
-                "no algorithm and protocol among those asked can run {} over {} paths (LL128 needs NVLink; NVLS needs an NVSwitch with in-switch reduction)",
-                self.request.op, self.transport
-            ))
-        })?;
-        self.algorithm = algorithm;
-        self.protocol = protocol;
-        self.nccl_estimate_us = estimate;
-        Ok(())
-    }
-
-    /// Channels the call really uses: NCCL drops channels while each would
-    /// get less than its threshold, and spreads small calls over few.
-    fn channels_used(&self, model: &HardwareModel) -> u32 {
-        let bytes = self.request.bytes.0;
-        match self.algorithm {
-            Algorithm::OneShot | Algorithm::TwoShot => return 1,
-            Algorithm::Nvls => return bytes.div_ceil(model.nvls.chunk.0).clamp(1, u64::from(model.nvls.channels)) as u32,
-            Algorithm::Ring | Algorithm::Tree => {}
-        }
-        let protocol = self.protocol.model(model);
-        let n = self.request.ranks.len() as u64;
-        let threshold = if self.protocol == Protocol::Ll { protocol.channel_threshold.0 * n } else { protocol.channel_threshold.0 };
-        let mut channels = u64::from(self.nccl.runtime_channels);
-        while channels > 1 && bytes < channels * threshold {
-            channels -= 1;
-        }
-        // Continuous byte distribution: at least 16 KiB of traffic a channel.
-        let traffic = bytes * if self.protocol == Protocol::Ll { 8 } else { 2 };
-        channels.min(traffic.div_ceil(16 << 10).max(1)) as u32
-    }
-
-    fn costs<'m>(&self, model: &'m HardwareModel) -> &'m PathCost {
-        let protocol = self.protocol.model(model);
-        match self.class {
-            PathClass::Nvlink => &protocol.nvlink,
-            PathClass::Pcie => &protocol.pcie,
-            PathClass::Shm => &protocol.shm,
-        }
-    }
-
-    /// Rate of one channel on the wire. A channel is one thread block: what
-    /// it can move is a property of the GPU and of the kind of path, not of
-    /// the topology. It is NCCL's modelled bus bandwidth for the algorithm
-    /// and protocol on the GPU's own links (all its NVLinks, or its PCIe
-    /// link), spread over the channels NCCL runs there, scaled by the
-    /// calibrated channel efficiency, in wire bytes.
-    pub fn channel_cap(&self, topo: &Topology, model: &HardwareModel) -> Result<Bandwidth, CollectiveError> {
-        let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
-        let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
-        let own_gbps = nccl::own_gbps(model, gpu, self.class).map_err(CollectiveError::Model)?;
-        let own = nccl::ring_search(gpu.arch, arch, model.nccl.max_channels, own_gbps, own_gbps, 1);
-        let bus = nccl::bus_gbps(model, arch, &own, self.algorithm, self.protocol, self.request.ranks.len() as u32);
-        let per_channel = bus / f64::from(own.runtime_channels);
-        let protocol = self.protocol.model(model);
-        Ok(Bandwidth::from_gbps_f64(per_channel * self.costs(model).channel_efficiency * protocol.wire_factor))
-    }
-
-    /// Every rank's read paths from each of its peers, for the direct
-    /// algorithms: they need peer access (not a staged path).
-    fn direct_reads(&self, topo: &Topology) -> Result<Vec<Vec<Path>>, String> {
-        let ranks = &self.request.ranks;
-        ranks
-            .iter()
-            .map(|&reader| {
-                ranks
-                    .iter()
-                    .filter(|&&peer| peer != reader)
-                    .map(|&peer| match transport::connect(topo, peer, reader, self.request.mode) {
-                        Ok(Connection::Direct { path, .. }) => Ok(path),
-                        Ok(Connection::Staged { .. }) | Err(_) => Err(format!(
-                            "{} needs every GPU to read its peers directly; {} cannot reach {} that way over {}",
-                            self.request.algorithm_label(),
-                            topo.node(reader).name,
-                            topo.node(peer).name,
-                            self.request.mode
-                        )),
-                    })
-                    .collect()
-            })
-            .collect()
-    }
-
-    /// Adds the collective to `graph` after `after`; returns the task that
-    /// finishes when the collective has.
-    pub fn build(
-        &self,
-        topo: &Topology,
-        model: &HardwareModel,
-        graph: &mut TaskGraph<Path>,
-        after: &[TaskId],
-    ) -> Result<TaskId, CollectiveError> {
-        let n = self.request.ranks.len();
-        let base = match self.algorithm {
-            Algorithm::Nvls => model.nvls.latency,
-            Algorithm::OneShot | Algorithm::TwoShot => model.direct.launch_latency,
-            Algorithm::Ring | Algorithm::Tree => self.costs(model).base_latency,
-        };
-        let start = graph.delay(base, after);
-        if n < 2 || self.request.bytes.0 == 0 {
-            return Ok(start);
-        }
-        let costs = self.costs(model);
-        let protocol = self.protocol.model(model);
-        // NCCL's SHM transport is SM-driven: the reader follows the writer.
-        let rules = PipeRules { latency: costs.step_latency, overhead: costs.slice_overhead, streaming: true };
-        let pipe = |connection: &Connection| Pipe::new(connection.clone(), rules, model);
-        let ends = match self.algorithm {
-            Algorithm::Ring => {
-                let mut pipes: Vec<Vec<Pipe>> =
-                    (0..self.channels as usize).map(|c| self.connections[c % self.connections.len()].iter().map(pipe).collect()).collect();
-                let mut plan = ring::RingPlan {
-                    op: self.request.op,
-                    bytes: self.request.bytes,
-                    ranks: n,
-                    pipes: &mut pipes,
-                    chunk: protocol.chunk,
-                    slices_per_chunk: protocol.slices_per_chunk,
-                    min_slice: protocol.min_slice,
-                    wire_factor: protocol.wire_factor,
-                    channel_cap: self.channel_cap(topo, model)?,
-                };
-                if self.request.op == Op::Broadcast {
-                    ring::broadcast(&mut plan, graph, start)
-                } else {
-                    ring::build(&mut plan, graph, start)
-                }
-            }
-            Algorithm::Tree => {
-                let mut channels = Vec::new();
-                for c in 0..self.channels as usize {
-                    let parent = tree::parents(n, c % 2);
-                    let mut up = Vec::new();
-                    let mut down = Vec::new();
-                    for (i, p) in parent.iter().enumerate() {
-                        match p {
-                            Some(p) => {
-                                let (child, parent) = (self.request.ranks[i], self.request.ranks[*p]);
-                                up.push(Some(pipe(&transport::connect_with_fallback(topo, child, parent, self.request.mode)?.0)));
-                                down.push(Some(pipe(&transport::connect_with_fallback(topo, parent, child, self.request.mode)?.0)));
-                            }
-                            None => {
-                                up.push(None);
-                                down.push(None);
-                            }
-                        }
-                    }
-                    channels.push(tree::TreePipes { parent, up, down });
-                }
-                let mut plan = tree::TreePlan {
-                    bytes: self.request.bytes,
-                    channels: &mut channels,
-                    chunk: Bytes(protocol.chunk.0.div_ceil(u64::from(protocol.slices_per_chunk))),
-                    wire_factor: protocol.wire_factor,
-                    channel_cap: self.channel_cap(topo, model)?,
-                };
-                tree::build(&mut plan, graph, start)
-            }
-            Algorithm::Nvls => {
-                let switch_path = |from, to| {
-                    topo.path(from, to, Medium::NvSwitch)
-                        .ok_or_else(|| CollectiveError::Unsupported("nvls needs every GPU on the NVSwitch".into()))
-                };
-                let switch = topo
-                    .nodes_of(NodeKind::NvSwitch)
-                    .next()
-                    .ok_or_else(|| CollectiveError::Unsupported("nvls needs an NVSwitch".into()))?;
-                let up = self.request.ranks.iter().map(|&g| switch_path(g, switch)).collect::<Result<Vec<_>, _>>()?;
-                let down = self.request.ranks.iter().map(|&g| switch_path(switch, g)).collect::<Result<Vec<_>, _>>()?;
-                let port = topo.nvlink_bandwidth(self.request.ranks[0]);
-                let plan = nvls::NvlsPlan {
-                    bytes: self.request.bytes,
-                    up,
-                    down,
-                    channels: self.channels,
-                    chunk: model.nvls.chunk,
-                    channel_cap: port.scaled(model.nvls.efficiency / f64::from(model.nvls.channels)),
-                };
-                nvls::build(&plan, graph, start)
-            }
-            Algorithm::OneShot | Algorithm::TwoShot => {
-                let plan = direct::DirectPlan {
-                    bytes: self.request.bytes,
-                    reads: self.direct_reads(topo).map_err(CollectiveError::Unsupported)?,
-                    wire_factor: 1.0 / model.direct.efficiency,
-                    barrier: model.direct.barrier_latency,
-                    two_shot: self.algorithm == Algorithm::TwoShot,
-                };
-                vec![direct::build(&plan, graph, start)]
-            }
-        };
-        Ok(graph.join(&ends))
-    }
-}
-
-impl Request {
-    fn algorithm_label(&self) -> String {
-        match self.algorithm {
-            Choice::Auto => "this algorithm".to_string(),
-            Choice::Fixed(a) => a.to_string(),
-        }
-    }
 }
 
 /// How an algorithm left to auto is chosen.
@@ -713,6 +352,7 @@ pub fn simulate_plan(topo: &Topology, model: &HardwareModel, plan: &Plan) -> Res
         transport: plan.transport.clone(),
         channels: plan.channels,
         nccl_estimate_us: plan.nccl_estimate_us,
+        note: plan.note.clone(),
         usage: network.usage(),
         events: schedule.events,
     })
@@ -724,7 +364,11 @@ mod tests {
     use crate::topology::{PresetOptions, preset};
 
     fn request(topo: &Topology, gpus: usize, bytes: Bytes, mode: Mode, protocol: Choice<Protocol>) -> Request {
-        Request { op: Op::AllReduce, bytes, ranks: topo.gpus()[..gpus].to_vec(), mode, algorithm: Choice::Fixed(Algorithm::Ring), protocol }
+        Request {
+            algorithm: Choice::Fixed(Algorithm::Ring),
+            protocol,
+            ..Request::new(Op::AllReduce, bytes, topo.gpus()[..gpus].to_vec(), mode)
+        }
     }
 
     #[test]

@@ -1,13 +1,15 @@
-//! NCCL's own view of a topology, re-derived from its published rules
-//! (src/graph/search.cc, tuning.cc, enqueue.cc of v2.28): how many channels
-//! its ring search finds and at what per-channel bandwidth, and its
-//! closed-form cost model (latency + bytes / bandwidth) that its tuner uses to
-//! pick an algorithm and a protocol. The simulation takes its channel counts
-//! from here; `--algo auto` takes its choice from here, as NCCL would.
+//! NCCL's own rules, re-derived from its sources (src/graph/search.cc,
+//! tuning.cc, enqueue.cc of v2.28): how many channels its ring search finds
+//! and at what per-channel bandwidth, its closed-form cost model (latency +
+//! bytes / bandwidth) with which its tuner picks an algorithm and a
+//! protocol, and how many channels one call then runs on. These rules only
+//! choose; they never time anything (time comes from src/collective/rate.rs
+//! and the flow network).
 
 use crate::config::hardware::{GpuModel, HardwareModel, NcclArch, ProtocolTriple};
 use crate::topology::{LinkKind, NodeKind, Topology};
 use crate::transport::{Connection, PathClass};
+use crate::units::Bytes;
 
 use super::{Algorithm, Op, Protocol};
 
@@ -162,11 +164,16 @@ pub fn bus_gbps(model: &HardwareModel, arch: &NcclArch, ring: &RingGraph, algori
         (Algorithm::Ring, Protocol::Ll) => arch.ll_max_gbps.min(bus * 0.5),
         (Algorithm::Ring, Protocol::Ll128) => (bus * nccl.ll128_factor).min(channels * arch.ll128_channel_max_gbps),
         (Algorithm::Tree, p) => {
-            let tree = (bus * nccl.tree_factor).min(channels * arch.tree_channel_max_gbps);
+            // Inside one node the tree is a chain; between two ranks it has
+            // one link, which NCCL's tree search charges in one direction
+            // only and so finds twice the ring's speed (as its tuning table
+            // on 2 H200 shows: 232.2 GB/s for Simple against 165.6 on 4).
+            let graph = if ranks == 2 { 2.0 * bus } else { bus };
+            let tree = (graph * nccl.tree_factor).min(channels * arch.tree_channel_max_gbps);
             match p {
                 Protocol::Simple => tree,
                 Protocol::Ll => (tree / 3.8).min(arch.ll_max_gbps),
-                Protocol::Ll128 => (tree * 7.0 / 9.0).min(channels * arch.ll128_channel_max_gbps),
+                Protocol::Ll128 => (tree * 7.0 / 9.0).min(channels * arch.tree_ll128_channel_max_gbps),
             }
         }
         (Algorithm::Nvls, Protocol::Simple) => {
@@ -202,9 +209,6 @@ pub fn predicted_us(
     let n = f64::from(ranks);
     if ranks < 2 {
         return Some(0.0);
-    }
-    if protocol == Protocol::Ll128 && class != PathClass::Nvlink {
-        return None;
     }
     let mut bus = bus_gbps(model, arch, ring, algorithm, protocol, ranks);
     if bus <= 0.0 {
@@ -248,6 +252,101 @@ pub fn predicted_us(
         _ => bus * 0.5,
     };
     Some(latency + bytes as f64 / (1000.0 * algbw))
+}
+
+/// How NCCL spreads one call over its channels (enqueue.cc of v2.28):
+/// `topoGetAlgoInfo` drops channels while each would get less than its
+/// threads x per-thread threshold, then `scheduleCollTasksToPlan` deals the
+/// data out in cells of 16 KiB of traffic, a few cells a channel. Returns the
+/// data bytes each channel handles, in channel order: of the buffer for
+/// all-reduce and broadcast, of one rank's part for all-gather and
+/// reduce-scatter (each channel then handles that part of every rank's).
+pub fn channel_split(call: &CallShape, comm_channels: u32) -> Vec<u64> {
+    const MIN_TRAFFIC_PER_CHANNEL: u64 = 16 << 10;
+    let n = u64::from(call.ranks.max(1));
+    // Bytes as the tuner counts them: the whole buffer.
+    let tuner_bytes = call.bytes;
+    let data = match call.op {
+        Op::AllGather | Op::ReduceScatter => call.bytes / n,
+        Op::AllReduce | Op::Broadcast => call.bytes,
+    };
+    if data == 0 {
+        return vec![0];
+    }
+    let comm_channels = u64::from(comm_channels.max(1));
+    let mut channels = comm_channels;
+    while channels > 1 && tuner_bytes < channels * call.threshold {
+        channels -= 1;
+    }
+    let ll = if call.protocol == Protocol::Ll { 4 } else { 1 };
+    let traffic_per_byte = ll
+        * match call.op {
+            Op::AllReduce => 2,
+            Op::AllGather | Op::ReduceScatter => n,
+            Op::Broadcast => 1,
+        };
+    let traffic = data * traffic_per_byte;
+    let per_channel = MIN_TRAFFIC_PER_CHANNEL.max(traffic.max(MIN_TRAFFIC_PER_CHANNEL) / channels);
+    let cell = MIN_TRAFFIC_PER_CHANNEL.div_ceil(traffic_per_byte).div_ceil(16) * 16;
+    let cells = data.div_ceil(cell);
+    let traffic_per_cell = cell * traffic_per_byte;
+    let mut cells_per_channel = cells.min(per_channel.div_ceil(traffic_per_cell));
+    let lo = if comm_channels == 1 { cells } else { cells.min(per_channel.div_ceil(traffic_per_cell)) };
+    let mut mid = (cells - lo) / cells_per_channel;
+    let mut hi = (cells - lo) % cells_per_channel;
+    let used = u64::from(lo != 0) + mid + u64::from(hi != 0);
+    if comm_channels < used {
+        mid = comm_channels.saturating_sub(2);
+        cells_per_channel = (cells - lo) / (mid + 1);
+        hi = cells_per_channel + (cells - lo) % (mid + 1);
+    }
+    if hi == 0 && mid != 0 {
+        hi = cells_per_channel;
+        mid -= 1;
+    }
+    let mut split: Vec<u64> = std::iter::once(lo).chain(std::iter::repeat_n(cells_per_channel, mid as usize)).collect();
+    if hi != 0 {
+        split.push(hi);
+    }
+    // Cells are whole; the last channel gives back the padding.
+    let mut bytes: Vec<u64> = split.iter().map(|c| c * cell).collect();
+    let padding = cells * cell - data;
+    if let Some(last) = bytes.last_mut() {
+        *last -= padding.min(*last);
+    }
+    bytes.retain(|&b| b > 0);
+    if bytes.is_empty() { vec![data] } else { bytes }
+}
+
+/// The chunk a tree moves per step (enqueue.cc, calcCollChunking): one
+/// step's buffer, and for LL128 halved while the call is short for its
+/// channels (one node: 1 + 0.1 x ranks steps of LL128 pipelining).
+pub fn tree_chunk(step: Bytes, protocol: Protocol, bytes: Bytes, channels: usize, ranks: usize) -> Bytes {
+    let mut chunk = step.0.max(1);
+    if protocol == Protocol::Ll128 {
+        let ppn = ranks.max(1) as f64;
+        let steps = 1.0 + 0.1 * ppn;
+        let per_channel_chunks = |chunk: u64| (bytes.0 / (channels.max(1) as u64 * chunk)) as f64;
+        while per_channel_chunks(chunk) < steps * 64.0 / ppn && chunk > 131_072 {
+            chunk /= 2;
+        }
+        while per_channel_chunks(chunk) < steps * 16.0 / ppn && chunk > 32_768 {
+            chunk /= 2;
+        }
+    }
+    Bytes(chunk)
+}
+
+/// One call as NCCL's channel rules see it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CallShape {
+    pub op: Op,
+    pub protocol: Protocol,
+    pub ranks: u32,
+    /// As nccl-tests counts it (all-gather, reduce-scatter: the whole buffer).
+    pub bytes: u64,
+    /// Threads x per-thread bytes below which a channel is dropped.
+    pub threshold: u64,
 }
 
 #[cfg(test)]

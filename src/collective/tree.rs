@@ -1,87 +1,75 @@
-//! Tree allreduce as a task graph: NCCL's double binary tree. Two
-//! complementary binary trees share the work (each rank is an inner node in
-//! at most one of them); a chunk is reduced up a tree to its root, then
-//! broadcast back down, chunks pipelined.
+//! Tree allreduce inside one node as a task graph: NCCL's intra-node tree
+//! is a chain (src/graph/connect.cc), rank 0 at one end; half of the
+//! channels run it from one end and half from the other. A chunk is reduced
+//! up the chain to its root, then broadcast back down, chunks pipelined; a
+//! thread block's reduce and broadcast halves work at once.
 
 use crate::engine::{TaskGraph, TaskId};
 use crate::network::Path;
 use crate::transport::Pipe;
 use crate::units::{Bandwidth, Bytes};
 
-/// The parent of every rank position in one of the two trees (None: root).
-pub fn parents(n: usize, tree: usize) -> Vec<Option<usize>> {
-    // Heap order over the positions, read forwards for tree 0 and backwards
-    // for tree 1: the leaves of one are the inner nodes of the other.
-    let position = |order: usize| if tree == 0 { order } else { n - 1 - order };
-    let mut parent = vec![None; n];
-    for order in 1..n {
-        parent[position(order)] = Some(position((order - 1) / 2));
-    }
-    parent
+use super::ring::wire_bytes;
+
+/// The chain's order for one channel: rank positions from the root to the
+/// far end. Even channels start at rank 0, odd ones at the last rank.
+pub fn chain(ranks: usize, channel: usize) -> Vec<usize> {
+    if channel.is_multiple_of(2) { (0..ranks).collect() } else { (0..ranks).rev().collect() }
 }
 
-/// A tree's connections for one channel: `up[i]` from rank position i to
-/// its parent, `down[i]` from its parent to i.
-pub struct TreePipes {
-    pub parent: Vec<Option<usize>>,
-    pub up: Vec<Option<Pipe>>,
-    pub down: Vec<Option<Pipe>>,
+/// A chain's connections for one channel, along `order`: `up[k]` from
+/// order[k+1] to order[k] (towards the root), `down[k]` from order[k] to
+/// order[k+1].
+pub struct ChainPipes {
+    pub up: Vec<Pipe>,
+    pub down: Vec<Pipe>,
+}
+
+/// The rates a chain's steps move at, per channel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChainRates {
+    /// Wire rate of every send, up and down: the slowest rank's thread
+    /// block spreads its primitives' time over its sends.
+    pub send: Bandwidth,
+    /// Data rate of the far end's final receive.
+    pub receive: Bandwidth,
 }
 
 pub struct TreePlan<'p> {
-    pub bytes: Bytes,
-    pub channels: &'p mut [TreePipes],
+    /// Data bytes each channel handles.
+    pub channel_bytes: Vec<Bytes>,
+    pub channels: &'p mut [ChainPipes],
     pub chunk: Bytes,
     pub wire_factor: f64,
-    pub channel_cap: Bandwidth,
+    pub rates: ChainRates,
 }
 
-/// Adds the tree allreduce; returns the tasks that end it.
+/// Adds the chain allreduce; returns the tasks that end it.
 pub fn build(plan: &mut TreePlan<'_>, graph: &mut TaskGraph<Path>, start: TaskId) -> Vec<TaskId> {
-    let channels = plan.channels.len() as u64;
     let mut ends = Vec::new();
-    for (channel, channel_bytes) in plan.bytes.split_even(channels).enumerate() {
-        let tree = &mut plan.channels[channel];
-        let n = tree.parent.len();
-        let children: Vec<Vec<usize>> = (0..n).map(|p| (0..n).filter(|&c| tree.parent[c] == Some(p)).collect()).collect();
-        // Children before parents: deepest positions first.
-        let depth = |mut i: usize| {
-            let mut d = 0;
-            while let Some(p) = tree.parent[i] {
-                i = p;
-                d += 1;
-            }
-            d
-        };
-        let mut upward: Vec<usize> = (0..n).collect();
-        upward.sort_by_key(|&i| std::cmp::Reverse(depth(i)));
+    for (channel, &channel_bytes) in plan.channel_bytes.iter().enumerate() {
+        let pipes = &mut plan.channels[channel];
+        let links = pipes.up.len();
         let chunks = channel_bytes.0.div_ceil(plan.chunk.0).max(1);
+        let mut last_end = None;
         for chunk in channel_bytes.split_even(chunks) {
-            let wire = crate::collective::ring::wire_bytes(chunk, plan.wire_factor);
-            // Reduce: a rank sends up once every child's part has arrived.
-            let mut reduced: Vec<Option<TaskId>> = vec![None; n];
-            for &i in &upward {
-                let mut ready = vec![start];
-                ready.extend(children[i].iter().filter_map(|&c| reduced[c]));
-                match tree.up[i].as_mut() {
-                    Some(pipe) => reduced[i] = Some(pipe.send(graph, wire, Some(plan.channel_cap), &ready)),
-                    None => reduced[i] = Some(graph.join(&ready)),
-                }
+            let wire = wire_bytes(chunk, plan.wire_factor);
+            // Reduce: the far end sends first; each rank towards the root
+            // forwards once its part has arrived.
+            let mut arrived = start;
+            for k in (0..links).rev() {
+                arrived = pipes.up[k].send(graph, wire, Some(plan.rates.send), &[arrived]);
             }
             // Broadcast: the root's result flows back down.
-            let mut has_result: Vec<Option<TaskId>> = vec![None; n];
-            for &i in upward.iter().rev() {
-                let arrived = match (tree.parent[i], tree.down[i].as_mut()) {
-                    (Some(p), Some(pipe)) => {
-                        let ready = has_result[p].expect("parents are visited before children");
-                        pipe.send(graph, wire, Some(plan.channel_cap), &[ready])
-                    }
-                    _ => reduced[i].expect("every rank reduced"),
-                };
-                has_result[i] = Some(arrived);
+            for k in 0..links {
+                arrived = pipes.down[k].send(graph, wire, Some(plan.rates.send), &[arrived]);
             }
-            ends.extend(has_result.into_iter().flatten());
+            let mut after = vec![arrived];
+            after.extend(last_end);
+            let received = if chunk.0 == 0 { arrived } else { graph.delay(chunk / plan.rates.receive, &after) };
+            last_end = Some(received);
         }
+        ends.extend(last_end);
     }
     ends
 }
@@ -91,14 +79,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_two_trees_have_one_root_each_and_swap_leaves_for_inner_nodes() {
-        for n in 2..=16 {
-            let (a, b) = (parents(n, 0), parents(n, 1));
-            assert_eq!(a.iter().filter(|p| p.is_none()).count(), 1);
-            assert_eq!(b.iter().filter(|p| p.is_none()).count(), 1);
-            let inner = |tree: &[Option<usize>], i: usize| tree.contains(&Some(i));
-            let inner_in_both = (0..n).filter(|&i| inner(&a, i) && inner(&b, i)).count();
-            assert!(inner_in_both <= 1, "n={n}: {inner_in_both} ranks are inner nodes of both trees");
-        }
+    fn half_the_channels_run_the_chain_from_each_end() {
+        assert_eq!(chain(4, 0), vec![0, 1, 2, 3]);
+        assert_eq!(chain(4, 1), vec![3, 2, 1, 0]);
+        assert_eq!(chain(2, 5), vec![1, 0]);
     }
 }

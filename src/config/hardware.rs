@@ -31,6 +31,9 @@ pub struct PcieGeneration {
     pub hop_latency: Time,
     /// What NCCL's topology model assumes for an x16 link, GB/s.
     pub nccl_x16_gbps: f64,
+    /// Fraction of the link's DMA rate that GPU threads reach when they
+    /// read host memory over it (NCCL's shared-memory transport).
+    pub host_read_efficiency: f64,
 }
 
 /// One NVLink generation, per link and per direction.
@@ -99,20 +102,28 @@ pub struct ComputeEfficiency {
     pub kernel_overhead: Time,
 }
 
-/// What one protocol costs on one class of path, in the simulation.
+/// What one protocol costs on one class of path: the latencies a call and a
+/// step pay besides the links' own hop latency, and the path's own limit on
+/// what one channel can push (each counted once; see src/collective/rate.rs).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PathCost {
-    /// Fraction of NCCL's modelled per-channel bandwidth that one channel
-    /// (one thread block) really moves.
-    pub channel_efficiency: f64,
-    /// Latency of every step (slice) on a connection: flag, fence and hop.
-    /// The next slice may leave meanwhile.
-    pub step_latency: Time,
-    /// Work a channel does per slice before the next may leave (serial).
-    pub slice_overhead: Time,
-    /// Fixed cost of one collective call (launch, set-up, final sync).
+    /// Once per call: the kernel's start and the protocol's own set-up and
+    /// final flush (the caller's cost is the stack's, apart).
     pub base_latency: Time,
+    /// Once per step of a chunk: the flag the receiver polls becoming
+    /// visible; the links' hop latency is added by the path, not here. The
+    /// sender may go on meanwhile.
+    pub step_latency: Time,
+    /// Once per slice, at the sender, before its next slice may leave: the
+    /// memory fence and flag store that publish it (Simple; LL and LL128
+    /// carry a flag in every line and have none).
+    pub slice_overhead: Time,
+    /// What one channel can push over this kind of path whatever its thread
+    /// block does (through host memory: the reads a channel keeps in
+    /// flight); absent where only the thread block limits it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_rate: Option<Bandwidth>,
 }
 
 /// A protocol of NCCL's: how data is framed and chunked, and its costs.
@@ -124,17 +135,65 @@ pub struct Protocol {
     pub wire_factor: f64,
     /// Data a channel moves per ring step of a full loop.
     pub chunk: Bytes,
+    /// Data a channel moves per tree step (one step's buffer: trees do not
+    /// group steps into chunks).
+    pub tree_chunk: Bytes,
     /// Pieces a chunk is cut into, each synchronised on its own.
     pub slices_per_chunk: u32,
     /// A slice is never smaller than this (but a chunk may be).
     pub min_slice: Bytes,
-    /// Bytes of data per channel below which NCCL drops a channel.
+    /// Data per channel (threads x bytes per thread) below which NCCL drops
+    /// a channel (rings multiply LL's by the rank count).
     pub channel_threshold: Bytes,
-    /// Whether the protocol needs NVLink (LL128 does).
+    /// Whether NCCL enables the protocol by default only over NVLink (LL128
+    /// does; forced with NCCL_PROTO it runs anywhere).
     pub needs_nvlink: bool,
     pub nvlink: PathCost,
     pub pcie: PathCost,
     pub shm: PathCost,
+}
+
+/// How fast one thread block moves data with one protocol, per kind of
+/// memory operation: a primitive's time per byte is the sum over its
+/// operations of one over these rates (src/collective/rate.rs).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CtaRates {
+    /// Loads from the GPU's own memory (the user's input, a receive buffer
+    /// a peer wrote into).
+    pub load: Bandwidth,
+    /// Stores to the GPU's own memory (the user's output).
+    pub store: Bandwidth,
+    /// Stores into a peer's memory or host memory (the send).
+    pub remote_store: Bandwidth,
+}
+
+/// One GPU architecture's thread blocks: measured rates per protocol, or
+/// another architecture's scaled by a published per-channel ratio.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CtaModel {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simple: Option<CtaRates>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ll: Option<CtaRates>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ll128: Option<CtaRates>,
+    /// Take the rates of this architecture ("sm90")...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub like: Option<String>,
+    /// ...times these factors per protocol.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup: Option<ProtocolTriple>,
+}
+
+/// How SM-driven traffic fills a link: the rate of `n` channels each able to
+/// push `r` over a link of capacity `C` is the soft minimum
+/// `(1/(n r)^s + 1/C^s)^(-1/s)`; `s` large is a hard minimum.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Contention {
+    pub sharpness: f64,
 }
 
 /// The three protocols, by name.
@@ -210,6 +269,8 @@ pub struct NcclArch {
     pub ll_max_gbps: f64,
     /// Per-channel cap of LL128 rings, GB/s.
     pub ll128_channel_max_gbps: f64,
+    /// Per-channel cap of LL128 trees, GB/s.
+    pub tree_ll128_channel_max_gbps: f64,
     /// Per-channel cap of trees, GB/s.
     pub tree_channel_max_gbps: f64,
     /// Efficiency of NVLS reduction in the model (0 where there is none).
@@ -261,6 +322,12 @@ pub struct Provenance {
     pub system: String,
     pub fitted_at: String,
     pub method: String,
+    /// GPU counts of the collectives fitted on: the model is trusted there.
+    #[serde(default)]
+    pub gpu_counts: Vec<u32>,
+    /// Callers the collectives fitted on were measured through.
+    #[serde(default)]
+    pub stacks: Vec<String>,
     #[serde(default)]
     pub residuals: BTreeMap<String, f64>,
 }
@@ -274,6 +341,9 @@ pub struct HardwareModel {
     pub host: BTreeMap<String, HostPlatform>,
     pub gpu: BTreeMap<String, GpuModel>,
     pub protocol: Protocols,
+    /// Thread-block rates by architecture ("sm90").
+    pub cta: BTreeMap<String, CtaModel>,
+    pub contention: Contention,
     pub shm: ShmModel,
     pub nvls: NvlsModel,
     pub direct: DirectModel,
@@ -390,6 +460,43 @@ impl HardwareModel {
             .ok_or_else(|| format!("unknown drive {name:?}; known: {}", self.nvme.keys().cloned().collect::<Vec<_>>().join(", ")))
     }
 
+    /// The thread-block rates of architecture `arch` ("sm90") for `protocol`,
+    /// following `like` (at most a few levels) and applying its speedup.
+    pub fn cta_rates(&self, arch: &str, protocol: crate::collective::Protocol) -> Result<CtaRates, String> {
+        use crate::collective::Protocol as P;
+        let mut key = arch.to_string();
+        let mut factor = 1.0;
+        for _ in 0..4 {
+            let model = self.cta.get(&key).ok_or_else(|| {
+                format!("no [cta.{key}] thread-block rates; known: {}", self.cta.keys().cloned().collect::<Vec<_>>().join(", "))
+            })?;
+            let own = match protocol {
+                P::Simple => model.simple,
+                P::Ll => model.ll,
+                P::Ll128 => model.ll128,
+            };
+            if let Some(rates) = own {
+                let scale = |b: Bandwidth| b.scaled(factor);
+                return Ok(CtaRates { load: scale(rates.load), store: scale(rates.store), remote_store: scale(rates.remote_store) });
+            }
+            let like = model.like.as_ref().ok_or_else(|| format!("[cta.{key}] has no {protocol} rates and no `like`"))?;
+            if let Some(speedup) = model.speedup {
+                factor *= match protocol {
+                    P::Simple => speedup.simple,
+                    P::Ll => speedup.ll,
+                    P::Ll128 => speedup.ll128,
+                };
+            }
+            key = like.clone();
+        }
+        Err(format!("[cta.{arch}]: `like` chains too deep (a loop?)"))
+    }
+
+    /// The thread-block rates of a GPU model for `protocol`.
+    pub fn gpu_cta_rates(&self, gpu: &GpuModel, protocol: crate::collective::Protocol) -> Result<CtaRates, String> {
+        self.cta_rates(&format!("sm{}", gpu.arch), protocol)
+    }
+
     pub fn nccl_arch(&self, arch: u32) -> Result<&NcclArch, String> {
         let key = format!("sm{arch}");
         self.nccl
@@ -439,7 +546,9 @@ impl HardwareModel {
         for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
             check_range(path, &format!("protocol.{name}.wire_factor"), p.wire_factor, 1.0..=4.0)?;
             for (class, cost) in [("nvlink", &p.nvlink), ("pcie", &p.pcie), ("shm", &p.shm)] {
-                check_range(path, &format!("protocol.{name}.{class}.channel_efficiency"), cost.channel_efficiency, 0.01..=4.0)?;
+                if cost.channel_rate.is_some_and(|rate| rate.0 == 0) {
+                    return Err(ConfigError::invalid(path, format!("protocol.{name}.{class}.channel_rate"), "must be positive"));
+                }
             }
             if p.slices_per_chunk == 0 || p.chunk.0 == 0 {
                 return Err(ConfigError::invalid(path, format!("protocol.{name}"), "chunk and slices_per_chunk must be positive"));
@@ -462,6 +571,15 @@ impl HardwareModel {
                     format!("nvme.{name}.pcie_generation"),
                     format!("unknown generation {:?}; known: {:?}", drive.pcie_generation, self.pcie.keys()),
                 ));
+            }
+        }
+        check_range(path, "contention.sharpness", self.contention.sharpness, 0.5..=50.0)?;
+        for (name, g) in &self.pcie {
+            check_range(path, &format!("pcie.{name}.host_read_efficiency"), g.host_read_efficiency, 0.01..=1.0)?;
+        }
+        for arch in self.cta.keys() {
+            for protocol in crate::collective::PROTOCOLS {
+                self.cta_rates(arch, protocol).map_err(|message| ConfigError::invalid(path, format!("cta.{arch}"), message))?;
             }
         }
         check_range(path, "nvls.efficiency", self.nvls.efficiency, 0.01..=1.0)?;

@@ -482,12 +482,36 @@ pub fn model_source(name: &str, base_dir: &std::path::Path) -> ModelSource {
     }
 }
 
+/// What a topology is built from, kept so that it can be built again under
+/// another hardware model (a fit changes link rates and hop latencies).
+#[derive(Debug, Clone)]
+pub enum Blueprint {
+    Preset { name: String, options: PresetOptions },
+    File { path: std::path::PathBuf, raw: TopologyFile },
+}
+
+impl Blueprint {
+    /// The topology under `model`.
+    pub fn build(&self, model: &HardwareModel) -> Result<Topology, crate::Error> {
+        match self {
+            Blueprint::Preset { name, options } => Ok(preset(name, options, model)?),
+            Blueprint::File { path, raw } => Ok(build_from_file(path, raw, model)?),
+        }
+    }
+}
+
 /// Builds the topology a user named, with the hardware model it uses
 /// (the base, the preset's or file's calibrated overlays, then the user's).
 /// A file is a TOML topology file, or, told by its content, the output of
 /// `nvidia-smi topo -m` or NCCL's topology dump, imported first (with
 /// `options.gpu` as the GPU model where given).
 pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::Error> {
+    let (blueprint, model) = blueprint(spec)?;
+    Ok((blueprint.build(&model)?, model))
+}
+
+/// What [`resolve`] builds from, and the hardware model.
+pub fn blueprint(spec: &TopologySpec) -> Result<(Blueprint, HardwareModel), crate::Error> {
     let here = std::path::Path::new(".");
     let user: Vec<ModelSource> = spec.models.iter().map(|m| model_source(m, here)).collect();
     let path = std::path::Path::new(&spec.name);
@@ -510,7 +534,8 @@ pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::
                 (raw, model)
             }
         };
-        let topology = build_from_file(path, &raw, &model)?;
+        let blueprint = Blueprint::File { path: path.to_path_buf(), raw };
+        let topology = blueprint.build(&model)?;
         if let Some(gpus) = spec.options.gpus
             && (gpus as usize > topology.gpus().len() || gpus == 0)
         {
@@ -522,7 +547,7 @@ pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::
             ))
             .into());
         }
-        return Ok((topology, model));
+        return Ok((blueprint, model));
     }
     let mut overlays: Vec<ModelSource> = preset_models(&spec.name)
         .iter()
@@ -530,8 +555,9 @@ pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::
         .collect();
     overlays.extend(user);
     let model = HardwareModel::load(&overlays)?;
-    let topology = preset(&spec.name, &spec.options, &model)?;
-    Ok((topology, model))
+    let blueprint = Blueprint::Preset { name: spec.name.clone(), options: spec.options.clone() };
+    blueprint.build(&model)?;
+    Ok((blueprint, model))
 }
 
 /// Builds the link bandwidths of a preset or file from the hardware model.

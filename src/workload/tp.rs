@@ -153,14 +153,7 @@ impl<'a> TensorParallel<'a> {
 
     /// The allreduce of `bytes` over the TP group (none at TP=1).
     pub fn allreduce(&self, bytes: Bytes) -> Option<Request> {
-        (self.ranks.len() > 1).then(|| Request {
-            op: Op::AllReduce,
-            bytes,
-            ranks: self.ranks.clone(),
-            mode: self.mode,
-            algorithm: Choice::Auto,
-            protocol: Choice::Auto,
-        })
+        (self.ranks.len() > 1).then(|| Request::new(Op::AllReduce, bytes, self.ranks.clone(), self.mode))
     }
 
     /// Payload each GPU sends for one allreduce of `bytes`, as a ring moves

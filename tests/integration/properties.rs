@@ -100,7 +100,7 @@ proptest! {
     fn a_ring_allreduce_sends_and_receives_two_n_minus_one_over_n_of_the_buffer(gpus in 2usize..=8, bytes in 1u64..64_000_000, proto in 0usize..3) {
         let (topo, model) = preset("hgx-h100", Some(gpus as u32), &[]);
         let protocol = [Protocol::Simple, Protocol::Ll, Protocol::Ll128][proto];
-        let request = Request { op: Op::AllReduce, bytes: Bytes(bytes), ranks: topo.gpus().to_vec(), mode: Mode::Nvswitch, algorithm: Choice::Fixed(Algorithm::Ring), protocol: Choice::Fixed(protocol) };
+        let request = Request { algorithm: Choice::Fixed(Algorithm::Ring), protocol: Choice::Fixed(protocol), ..Request::new(Op::AllReduce, Bytes(bytes), topo.gpus().to_vec(), Mode::Nvswitch) };
         let outcome = collective::simulate(&topo, &model, request).unwrap();
         let n = gpus as u64;
         let per_gpu = |to: bool| -> Vec<u64> {
@@ -133,7 +133,7 @@ proptest! {
     fn the_same_input_gives_the_same_output(gpus in 2usize..=8, kib in 1u64..65536, algo in 0usize..5, mode in 0usize..2) {
         let (topo, model) = preset(["hgx-h200", "h20-nvlink-mesh"][mode], Some(gpus as u32), &[]);
         let algorithm = [Algorithm::Ring, Algorithm::Tree, Algorithm::Nvls, Algorithm::OneShot, Algorithm::TwoShot][algo];
-        let request = Request { op: Op::AllReduce, bytes: Bytes::kib(kib), ranks: topo.gpus().to_vec(), mode: Mode::Auto, algorithm: Choice::Fixed(algorithm), protocol: Choice::Auto };
+        let request = Request { algorithm: Choice::Fixed(algorithm), ..Request::new(Op::AllReduce, Bytes::kib(kib), topo.gpus().to_vec(), Mode::Auto) };
         let first = collective::simulate(&topo, &model, request.clone());
         let second = collective::simulate(&topo, &model, request);
         match (first, second) {

@@ -105,12 +105,9 @@ fn an_shm_allreduce_slows_by_what_the_shared_link_leaves_it_while_gds_loads_thro
     let (board, model) = preset("pcie-gen4-8gpu", Some(2), &[]);
     let topo = board.with_drives(&DriveLayout { count: 1, drive: "gen4".into(), placement: Placement::RootPort }, &model).unwrap();
     let request = Request {
-        op: Op::AllReduce,
-        bytes: Bytes::gib(2),
-        ranks: topo.gpus().to_vec(),
-        mode: Mode::Shm,
         algorithm: Choice::Fixed(Algorithm::Ring),
         protocol: Choice::Fixed(Protocol::Simple),
+        ..Request::new(Op::AllReduce, Bytes::gib(2), topo.gpus().to_vec(), Mode::Shm)
     };
     let plan = Plan::new(&topo, &model, request).unwrap();
     let load = Job {

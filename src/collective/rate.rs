@@ -1,0 +1,211 @@
+//! What one channel can move: bandwidth from physics, not from NCCL's tuner.
+//! A channel is one thread block running NCCL's primitives (send,
+//! recvReduceSend, ...); each primitive loads and stores every byte a known
+//! number of times, and its time per byte is the sum over those memory
+//! operations of one over the thread block's rate for that kind of
+//! operation (a property of the GPU architecture, measured with one
+//! channel). The path may limit a channel further (through host memory,
+//! the reads it keeps in flight). When many channels share a link, their
+//! rate bends smoothly to the link's capacity (the contention knee); the
+//! flow network then enforces every link's capacity as a hard limit, so a
+//! change of links changes the time exactly where it changes the bottleneck.
+
+use crate::config::hardware::CtaRates;
+
+use super::Op;
+
+/// One of NCCL's primitives, as a ring or tree step runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Primitive {
+    /// Load the input, store it into the peer's receive buffer.
+    Send,
+    /// Load what arrived and the input, reduce, store to the peer.
+    RecvReduceSend,
+    /// As above, and store the result to the output as well.
+    RecvReduceCopySend,
+    /// Load what arrived, store it to the output and to the peer.
+    RecvCopySend,
+    /// Load the input, store it to the output and to the peer.
+    CopySend,
+    /// Load what arrived, store it to the output.
+    Recv,
+    /// Load what arrived and the input, reduce, store to the output.
+    RecvReduceCopy,
+}
+
+/// Memory operations per byte of one primitive.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Operations {
+    pub loads: f64,
+    pub stores: f64,
+    pub remote_stores: f64,
+}
+
+impl Primitive {
+    pub fn operations(self) -> Operations {
+        let (loads, stores, remote_stores) = match self {
+            Primitive::Send => (1.0, 0.0, 1.0),
+            Primitive::RecvReduceSend => (2.0, 0.0, 1.0),
+            Primitive::RecvReduceCopySend => (2.0, 1.0, 1.0),
+            Primitive::RecvCopySend => (1.0, 1.0, 1.0),
+            Primitive::CopySend => (1.0, 1.0, 1.0),
+            Primitive::Recv => (1.0, 1.0, 0.0),
+            Primitive::RecvReduceCopy => (2.0, 1.0, 0.0),
+        };
+        Operations { loads, stores, remote_stores }
+    }
+
+    /// Seconds a thread block takes per byte of data.
+    pub fn seconds_per_byte(self, cta: &CtaRates) -> f64 {
+        let ops = self.operations();
+        ops.loads / cta.load.bytes_per_sec() + ops.stores / cta.store.bytes_per_sec() + ops.remote_stores / cta.remote_store.bytes_per_sec()
+    }
+
+    /// Data bytes per second one thread block moves with this primitive.
+    pub fn rate(self, cta: &CtaRates) -> f64 {
+        1.0 / self.seconds_per_byte(cta)
+    }
+}
+
+/// The primitive a ring position runs at `step` of one loop of `op` over
+/// `ranks` (steps that send; the loop's last, receive-only primitive is
+/// [`ring_final`]). NCCL's ring kernels, src/device/all_reduce.h and friends.
+pub fn ring_step(op: Op, ranks: usize, step: usize) -> Primitive {
+    match op {
+        Op::AllReduce => match step {
+            0 => Primitive::Send,
+            s if s + 1 < ranks => Primitive::RecvReduceSend,
+            s if s + 1 == ranks => Primitive::RecvReduceCopySend,
+            _ => Primitive::RecvCopySend,
+        },
+        Op::ReduceScatter => {
+            if step == 0 {
+                Primitive::Send
+            } else {
+                Primitive::RecvReduceSend
+            }
+        }
+        Op::AllGather => {
+            if step == 0 {
+                Primitive::CopySend
+            } else {
+                Primitive::RecvCopySend
+            }
+        }
+        Op::Broadcast => Primitive::RecvCopySend,
+    }
+}
+
+/// The receive-only primitive that ends a ring loop at each position.
+pub fn ring_final(op: Op) -> Primitive {
+    match op {
+        Op::ReduceScatter => Primitive::RecvReduceCopy,
+        Op::AllReduce | Op::AllGather | Op::Broadcast => Primitive::Recv,
+    }
+}
+
+/// Steps that send, in one ring loop of `op` over `ranks`.
+pub fn ring_sends(op: Op, ranks: usize) -> usize {
+    match op {
+        Op::AllReduce => 2 * (ranks - 1),
+        Op::AllGather | Op::ReduceScatter => ranks - 1,
+        Op::Broadcast => ranks - 1,
+    }
+}
+
+/// A channel's average data rate over one ring loop: bytes sent over the
+/// time its thread block spends on every primitive of the loop (the final
+/// receive included), never above what the path lets one channel push.
+pub fn ring_channel_rate(op: Op, ranks: usize, cta: &CtaRates, path_rate: Option<f64>) -> f64 {
+    let sends = ring_sends(op, ranks);
+    let busy: f64 = (0..sends).map(|s| ring_step(op, ranks, s).seconds_per_byte(cta)).sum::<f64>() + ring_final(op).seconds_per_byte(cta);
+    let own = sends as f64 / busy;
+    path_rate.map_or(own, |limit| own.min(limit))
+}
+
+/// A chain's (NCCL's tree inside one node) average data rate per flow: the
+/// slowest rank's bytes sent over the time its thread block spends on its
+/// primitives for one chunk (up and down), never above the path's limit.
+pub fn chain_channel_rate(ranks: usize, cta: &CtaRates, path_rate: Option<f64>) -> f64 {
+    let seconds = |ps: &[Primitive]| ps.iter().map(|p| p.seconds_per_byte(cta)).sum::<f64>();
+    let root = 1.0 / seconds(&[Primitive::RecvReduceCopySend]);
+    let far_end = 1.0 / seconds(&[Primitive::Send, Primitive::Recv]);
+    let middle = if ranks > 2 { 2.0 / seconds(&[Primitive::RecvReduceSend, Primitive::RecvCopySend]) } else { f64::INFINITY };
+    let own = root.min(far_end).min(middle);
+    path_rate.map_or(own, |limit| own.min(limit))
+}
+
+/// The soft minimum of a demand and a capacity with the given sharpness:
+/// about the demand when it is far below the capacity, about the capacity
+/// when far above, and below both near the knee.
+pub fn soft_min(demand: f64, capacity: f64, sharpness: f64) -> f64 {
+    if demand <= 0.0 || capacity <= 0.0 {
+        return 0.0;
+    }
+    // In the larger's units, so that large exponents cannot overflow.
+    let (small, large) = if demand < capacity { (demand, capacity) } else { (capacity, demand) };
+    small * (1.0 + (small / large).powf(sharpness)).powf(-1.0 / sharpness)
+}
+
+/// The factor every channel's rate is scaled by when `demand` (what the
+/// channels crossing a link could push together) meets `capacity`.
+pub fn contention_factor(demand: f64, capacity: f64, sharpness: f64) -> f64 {
+    if demand <= 0.0 { 1.0 } else { soft_min(demand, capacity, sharpness) / demand }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::Bandwidth;
+
+    fn hopper_simple() -> CtaRates {
+        CtaRates {
+            load: Bandwidth::from_gbps_f64(147.0),
+            store: Bandwidth::from_gbps_f64(56.0),
+            remote_store: Bandwidth::from_gbps_f64(61.0),
+        }
+    }
+
+    #[test]
+    fn a_ring_loop_runs_ncclss_primitives_in_order() {
+        let all_reduce: Vec<Primitive> = (0..6).map(|s| ring_step(Op::AllReduce, 4, s)).collect();
+        use Primitive::*;
+        assert_eq!(all_reduce, vec![Send, RecvReduceSend, RecvReduceSend, RecvReduceCopySend, RecvCopySend, RecvCopySend]);
+        assert_eq!((0..2).map(|s| ring_step(Op::AllReduce, 2, s)).collect::<Vec<_>>(), vec![Send, RecvReduceCopySend]);
+        assert_eq!(ring_final(Op::ReduceScatter), RecvReduceCopy);
+        assert_eq!(ring_step(Op::AllGather, 4, 0), CopySend);
+    }
+
+    #[test]
+    fn operation_counts_give_the_measured_one_channel_rates() {
+        // Per byte sent, the loop's operations (the hand count of the
+        // runner's one-channel analysis): all-reduce over 2 ranks loads 2,
+        // stores 1 and stores remotely 1 per byte sent.
+        let cta = hopper_simple();
+        let ar2 = ring_channel_rate(Op::AllReduce, 2, &cta, None) / 1e9;
+        let expected = 1.0 / (2.0 / 147.0 + 1.0 / 56.0 + 1.0 / 61.0);
+        assert!((ar2 - expected).abs() < 1e-9, "{ar2} vs {expected}");
+        // Measured (h200x4-channels, one channel, 1 GiB): 20.9, 15.2, 18.3 GB/s.
+        let ag2 = ring_channel_rate(Op::AllGather, 2, &cta, None) / 1e9;
+        let rs2 = ring_channel_rate(Op::ReduceScatter, 2, &cta, None) / 1e9;
+        for (got, measured) in [(ar2, 20.9), (ag2, 15.2), (rs2, 18.3)] {
+            assert!((got / measured - 1.0).abs() < 0.03, "{got:.2} GB/s against {measured}");
+        }
+        // A path slower than the thread block sets the rate.
+        assert_eq!(ring_channel_rate(Op::AllReduce, 2, &cta, Some(1e9)), 1e9);
+        // Two ranks of a chain: the root reduces, copies and sends; the far
+        // end sends, then receives. Both about an all-reduce ring's rate.
+        let chain = chain_channel_rate(2, &cta, None) / 1e9;
+        assert!((chain / ar2 - 1.0).abs() < 0.01, "{chain} against {ar2}");
+    }
+
+    #[test]
+    fn the_soft_minimum_follows_the_smaller_far_from_the_knee_and_bends_near_it() {
+        assert!((soft_min(10.0, 1000.0, 2.76) / 10.0 - 1.0).abs() < 1e-4);
+        assert!((soft_min(1e6, 400.0, 2.76) / 400.0 - 1.0).abs() < 1e-6);
+        let at_knee = soft_min(400.0, 400.0, 2.76);
+        assert!(at_knee < 400.0 * 0.8 && at_knee > 400.0 * 0.7, "{at_knee}");
+        assert_eq!(soft_min(0.0, 1.0, 2.0), 0.0);
+        assert!((contention_factor(1.0, 1e9, 2.76) - 1.0).abs() < 1e-9);
+    }
+}
