@@ -62,7 +62,7 @@ impl Parameter {
     }
 }
 
-fn parameter(
+pub(super) fn parameter(
     key: String,
     unit: Unit,
     bounds: (f64, f64),
@@ -72,12 +72,30 @@ fn parameter(
     Parameter { key, unit, bounds, get: Box::new(get), set: Box::new(set) }
 }
 
-fn time(
+pub(super) fn time(
     key: String,
     get: impl Fn(&HardwareModel) -> Time + Sync + Send + 'static,
     set: impl Fn(&mut HardwareModel, Time) + Sync + Send + 'static,
 ) -> Parameter {
     parameter(key, Unit::Time, (0.0, 100.0), move |m| get(m).as_us(), move |m, us| set(m, Time::from_us_f64(us)))
+}
+
+/// A fraction of a peak rate (0.01 to 1).
+pub(super) fn ratio(
+    key: String,
+    get: impl Fn(&HardwareModel) -> f64 + Sync + Send + 'static,
+    set: impl Fn(&mut HardwareModel, f64) + Sync + Send + 'static,
+) -> Parameter {
+    parameter(key, Unit::Ratio, (0.01, 1.0), get, set)
+}
+
+/// An exponent of 1 or more (a curve's sharpness).
+pub(super) fn exponent(
+    key: String,
+    get: impl Fn(&HardwareModel) -> f64 + Sync + Send + 'static,
+    set: impl Fn(&mut HardwareModel, f64) + Sync + Send + 'static,
+) -> Parameter {
+    parameter(key, Unit::Ratio, (1.0, 64.0), get, set)
 }
 
 fn rate(
@@ -229,6 +247,8 @@ impl Run {
 pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]) -> (Vec<Group>, Vec<Skipped>) {
     let Some(topo) = topologies.first() else { return (Vec::new(), Vec::new()) };
     let mut out = copy_groups(topo, model, sources);
+    // Compute curves: one group per GPU and kind of kernel measured.
+    out.extend(super::compute_fit::groups(topologies, model, sources));
     let mut skipped = Vec::new();
     let runs: Vec<Run> = sources
         .iter()

@@ -4,12 +4,15 @@
 //! measurements and writes model files.
 
 pub mod clock;
+pub mod compute;
+pub mod compute_fit;
 pub mod fit;
 pub mod nccl_tests;
 pub mod predict;
 pub mod runner;
 pub mod schema;
 pub mod validate;
+pub mod vllm_bench;
 
 use std::path::Path;
 

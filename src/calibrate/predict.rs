@@ -11,10 +11,9 @@ use crate::engine::{TaskGraph, run};
 use crate::topology::{Medium, Topology};
 use crate::transport::Mode;
 use crate::units::{Bandwidth, Bytes, Time};
-use crate::workload;
 use crate::workload::tp::{Pass, Query, TensorParallel};
 
-use super::schema::{ALLREDUCE_SEQUENCE, Measurement};
+use super::schema::{ALLREDUCE_SEQUENCE, LLM_FORWARD, Measurement};
 
 /// Why a measurement has no prediction.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -48,7 +47,9 @@ pub fn predict(topo: &Topology, model: &HardwareModel, measurement: &Measurement
     } else if measurement.op == "copy" {
         predict_copy(topo, model, measurement).map(plain)
     } else if measurement.op == "kernel" {
-        workload::predict_kernel(model, measurement).map(plain).map_err(PredictError::NotModelled)
+        super::compute::predict_kernel(model, measurement)
+    } else if measurement.op == LLM_FORWARD {
+        super::compute::predict_forward(&as_measured(topo, measurement), model, measurement)
     } else {
         Err(PredictError::NotModelled(format!("operation {:?}", measurement.op)))
     }
@@ -242,6 +243,6 @@ mod tests {
         let large = Measurement { ranks: Some(8), ..measured("allreduce", 1 << 30) };
         assert!(predict(&topo, &model, &large).unwrap().detail.starts_with("nvls/"), "8 H200 on NVSwitch reduce in the switch");
         let nvls_off = Measurement { env: Some("NCCL_NVLS_ENABLE=0 NCCL_PROTO=Simple".into()), ..large };
-        assert_eq!(predict(&topo, &model, &nvls_off).unwrap().detail, "ring/simple");
+        assert_eq!(predict(&topo, &model, &nvls_off).unwrap().detail, "ring/simple x24");
     }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::config::ConfigError;
+use crate::config::llm::Scope;
 use crate::stack::Stack;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -31,7 +32,13 @@ pub struct Measurement {
     pub bytes: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype: Option<String>,
+    /// Mean time of one operation; rows that give `time_ms` instead have it
+    /// filled in when read.
+    #[serde(default)]
     pub time_us: f64,
+    /// The same time in milliseconds (how `llm_forward` rows write it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<String>,
     /// For `kernel`: the LLM whose layer it is (icsim's addition; files
@@ -49,6 +56,33 @@ pub struct Measurement {
     /// `time_us` is the whole sequence's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<u64>,
+    /// For a `kernel` that is a matrix product (icsim's addition): rows,
+    /// output columns and inner dimension, (m x k) by (k x n).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub m: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k: Option<u64>,
+    /// For `llm_forward` and `kernel`: sequences processed together, and
+    /// tokens of each already in the KV cache (none at prefill).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_len: Option<u64>,
+    /// For `llm_forward`: `prefill`, `decode_step`, or `query` (a prefill
+    /// and `output` decode steps, as `vllm bench latency` times them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<u64>,
+    /// For `llm_forward` (icsim's additions): which kernels ran (`layers` or
+    /// `full`; rows without it are read from `source`) and the LLM file's
+    /// fusion they ran as (default: `torch` for PyTorch stacks, else `vllm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Scope>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fusion: Option<String>,
     /// For collectives: the channel count forced with NCCL_MIN_NCHANNELS =
     /// NCCL_MAX_NCHANNELS (icsim's addition; absent: NCCL's own choice).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,6 +104,9 @@ pub struct Measurement {
 /// The `op` of a measured sequence of allreduces (see `Measurement::calls`).
 pub const ALLREDUCE_SEQUENCE: &str = "allreduce_sequence";
 
+/// The `op` of a measured forward pass (or whole query) of an LLM.
+pub const LLM_FORWARD: &str = "llm_forward";
+
 impl Measurement {
     /// A short name of what was measured: "allreduce nvswitch ranks=2",
     /// "copy h2d_pinned", "allreduce_sequence nvswitch ranks=8 tokens=1".
@@ -77,6 +114,9 @@ impl Measurement {
         match self.op.as_str() {
             "copy" => format!("copy {}", self.path.as_deref().unwrap_or("?")),
             "kernel" => format!("kernel {}", self.kernel.as_deref().unwrap_or("?")),
+            LLM_FORWARD => {
+                format!("{LLM_FORWARD} {} {}", self.phase.as_deref().unwrap_or("?"), self.transport.as_deref().unwrap_or("auto"))
+            }
             op => {
                 let mut name = format!("{op} {}", self.transport.as_deref().unwrap_or("auto"));
                 for (label, value) in [("algo", &self.algo), ("proto", &self.proto)] {
@@ -119,7 +159,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Measurement>, ConfigError> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let measurement: Measurement = serde_json::from_str(line).map_err(|e| ConfigError::Syntax {
+        let mut measurement: Measurement = serde_json::from_str(line).map_err(|e| ConfigError::Syntax {
             path: path.to_path_buf(),
             message: format!("line {}: {e}; each line must be a schema-1 measurement object", number + 1),
         })?;
@@ -130,8 +170,15 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Measurement>, ConfigError> {
                 format!("schema {} is not supported: icsim reads schema 1", measurement.schema),
             ));
         }
+        if let (Some(ms), true) = (measurement.time_ms, measurement.time_us == 0.0) {
+            measurement.time_us = ms * 1000.0;
+        }
         if !(measurement.time_us.is_finite() && measurement.time_us > 0.0) {
-            return Err(ConfigError::invalid(path, format!("line {}: time_us", number + 1), "must be a positive number of microseconds"));
+            return Err(ConfigError::invalid(
+                path,
+                format!("line {}: time_us", number + 1),
+                "must be a positive number of microseconds (or give time_ms in milliseconds)",
+            ));
         }
         out.push(measurement);
     }
@@ -157,6 +204,14 @@ mod tests {
         assert_eq!(m.len(), 2);
         assert_eq!(m[0].series(), "allreduce nvswitch ranks=2");
         assert_eq!(m[1].series(), "copy h2d_pinned");
+    }
+
+    #[test]
+    fn forward_rows_give_milliseconds_and_their_shape() {
+        let text = r#"{"schema": 1, "op": "llm_forward", "model": "llama-3.1-70b", "tp": 2, "phase": "decode_step", "tokens": 1, "batch": 1, "kv_len": 8321, "time_ms": 21.357, "stack": "torch-graph"}"#;
+        let m = &parse(Path::new("f.jsonl"), text).unwrap()[0];
+        assert!((m.time_us - 21357.0).abs() < 1e-6);
+        assert_eq!((m.batch, m.kv_len, m.phase.as_deref(), m.stack()), (Some(1), Some(8321), Some("decode_step"), Stack::TorchGraph));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::collective::Sizes;
 use super::{TopologyArgs, parse_format};
 use icsim::calibrate::nccl_tests::NcclTestsOptions;
 use icsim::calibrate::runner::{self, RunOptions, Timing, TransportSetting};
-use icsim::calibrate::{clock, fit, read_measurements, validate};
+use icsim::calibrate::{clock, fit, read_measurements, validate, vllm_bench};
 use icsim::collective::{Algorithm, Choice, Op, Protocol};
 use icsim::config::hardware::HardwareModel;
 use icsim::report::{self, Format, plots};
@@ -102,12 +102,58 @@ pub struct MeasurementArgs {
     /// (allreduce, allgather, reducescatter, broadcast).
     #[arg(long)]
     op: Option<String>,
+    /// For `vllm bench latency --output-json` results: what vLLM was run
+    /// with (its own flag names), which the JSON does not record.
+    #[command(flatten)]
+    vllm: VllmArgs,
+}
+
+/// What a `vllm bench latency` result does not say.
+#[derive(Debug, Args)]
+struct VllmArgs {
+    /// The LLM vLLM served: a shipped name (llama-3.1-70b) or a model file.
+    #[arg(long)]
+    llm: Option<String>,
+    /// vLLM's --tensor-parallel-size.
+    #[arg(long)]
+    tp: Option<u32>,
+    /// vLLM's --input-len.
+    #[arg(long)]
+    input_len: Option<u64>,
+    /// vLLM's --output-len.
+    #[arg(long)]
+    output_len: Option<u64>,
+    /// vLLM's --batch-size.
+    #[arg(long)]
+    batch_size: Option<u64>,
+    /// How vLLM launched its kernels (default nccl-graph: CUDA graphs).
+    #[arg(long, value_parser = |s: &str| s.parse::<icsim::stack::Stack>())]
+    stack: Option<icsim::stack::Stack>,
 }
 
 impl MeasurementArgs {
     fn read_each(&self) -> Result<Vec<Vec<icsim::calibrate::schema::Measurement>>> {
+        self.measurements.iter().map(|path| self.read_one(path)).collect()
+    }
+
+    /// One file: vLLM's benchmark JSON, nccl-tests output or schema-1 lines.
+    fn read_one(&self, path: &std::path::Path) -> Result<Vec<icsim::calibrate::schema::Measurement>> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if vllm_bench::is_vllm_bench(&text) {
+            let v = &self.vllm;
+            let options = vllm_bench::VllmBenchOptions {
+                llm: v.llm.clone(),
+                tp: v.tp,
+                input_len: v.input_len,
+                output_len: v.output_len,
+                batch_size: v.batch_size,
+                stack: v.stack,
+                transport: self.transport.clone(),
+            };
+            return Ok(vllm_bench::parse(path, &text, &options)?);
+        }
         let options = NcclTestsOptions { op: self.op.clone(), transport: self.transport.clone() };
-        self.measurements.iter().map(|path| Ok(read_measurements(path, &options)?)).collect()
+        Ok(read_measurements(path, &options)?)
     }
 
     /// Every file with the board it was measured on: the NCCL topology dump
@@ -226,6 +272,27 @@ pub struct RunArgs {
     /// split a run over several commands).
     #[arg(long)]
     append: bool,
+    /// Measure compute kernels on the first GPU instead of copies and
+    /// collectives: bf16 products through cuBLAS and the memory-bound
+    /// kernels of a layer (NVRTC), at the LLMs' shapes for each TP degree,
+    /// prefill token count and decode batch.
+    #[arg(long)]
+    kernels: bool,
+    /// With --kernels: the LLMs (shipped names or files).
+    #[arg(long, value_delimiter = ',', default_value = "llama-3.1-8b,llama-3.1-70b,llama-3.1-405b")]
+    kernel_llms: Vec<String>,
+    /// With --kernels: tensor-parallel degrees.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8", value_parser = clap::value_parser!(u64).range(1..))]
+    kernel_tps: Vec<u64>,
+    /// With --kernels: prefill token counts (one sequence each).
+    #[arg(long, value_delimiter = ',', default_value = runner::kernels::DEFAULT_PREFILL, value_parser = clap::value_parser!(u64).range(1..1_048_577))]
+    prefill_tokens: Vec<u64>,
+    /// With --kernels: decode batches (one token a sequence).
+    #[arg(long, value_delimiter = ',', default_value = runner::kernels::DEFAULT_DECODE, value_parser = clap::value_parser!(u64).range(1..65_537))]
+    decode_batches: Vec<u64>,
+    /// With --kernels: about how long each kernel is timed.
+    #[arg(long, default_value = "25ms", value_parser = time_arg)]
+    kernel_time: Time,
 }
 
 fn sizes_arg(text: &str) -> Result<Sizes, String> {
@@ -275,6 +342,13 @@ fn run_options(args: RunArgs) -> RunOptions {
         child_timeout: args.child_timeout,
         append: args.append,
         command: std::env::args().collect(),
+        kernels: args.kernels.then_some(runner::kernels::KernelOptions {
+            llms: args.kernel_llms,
+            tps: args.kernel_tps,
+            prefill: args.prefill_tokens,
+            decode: args.decode_batches,
+            point_time: args.kernel_time,
+        }),
     }
 }
 
@@ -305,8 +379,11 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             let min = min_bytes.map_or(0, |b| b.0);
             let summary = validate::summarize(&rows, before_rows.as_deref(), |r| r.bytes >= min || r.series.starts_with("kernel"));
             print_validation(&rows, &summary, format, &topology.topology);
-            draw_validation(&rows, &topology.topology, &plot)?;
-            eprintln!("wrote {}", plot.display());
+            // Kernels and forwards have no size axis to draw them on.
+            if rows.iter().any(|r| r.bytes > 0 && r.predicted_us.is_some()) {
+                draw_validation(&rows, &topology.topology, &plot)?;
+                eprintln!("wrote {}", plot.display());
+            }
             Ok(())
         }
         CalibrateCommand::Fit { measurements, topology, out, system, evaluations, allow_bounds, same_topology } => {
@@ -387,8 +464,11 @@ fn overlay_text(
         "method".into(),
         toml::Value::String(format!("icsim calibrate fit: Nelder-Mead on the mean squared log error, simulated on topology {topology}")),
     );
-    let residuals: toml::Table =
-        fits.iter().map(|f| (f.name.clone(), toml::Value::Float((f.rms_log_error_after * 1e4).round() / 1e4))).collect();
+    // A group's name may go on, after a ';', to say what it could not fit.
+    let residuals: toml::Table = fits
+        .iter()
+        .map(|f| (f.name.split(';').next().unwrap_or(&f.name).to_string(), toml::Value::Float((f.rms_log_error_after * 1e4).round() / 1e4)))
+        .collect();
     provenance.insert("residuals".into(), toml::Value::Table(residuals));
     let files_text = provenance["measurements"]
         .as_array()

@@ -9,7 +9,7 @@ use anyhow::Result;
 
 use icsim::report::plots::{self, BarSegment, Lane, LineSeries, LogAxis, LogLogLines, SpanKind, StackedBars, Timeline, TimelinePanel};
 use icsim::workload::experiment::{ExperimentResult, ModeResult};
-use icsim::workload::tp::Activity;
+use icsim::workload::layer::Activity;
 
 /// Writes every figure into `dir`; returns the files written.
 pub fn write_all(result: &ExperimentResult, dir: &Path) -> Result<Vec<PathBuf>> {

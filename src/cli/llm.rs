@@ -92,6 +92,15 @@ pub struct LlmArgs {
     /// Force NCCL's channel count (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS).
     #[arg(long)]
     channels: Option<u32>,
+    /// Which kernels run: full (the whole model) or layers (the decoder
+    /// layers as the shared torch forward ran them: no rotary, embedding,
+    /// final norm, LM head or sampling).
+    #[arg(long, default_value = "full")]
+    scope: String,
+    /// Which of the LLM file's fusions the kernels run as (vllm, torch, or
+    /// one the file names).
+    #[arg(long, default_value = "vllm")]
+    fusion: String,
     /// nvswitch, nvlink, p2p, shm, auto, or all (every mode the topology offers).
     #[arg(long, default_value = "all")]
     transport: String,
@@ -128,6 +137,8 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
         allreduce: Some(args.allreduce.clone()),
         stack: Some(args.stack.clone()),
         channels: args.channels,
+        scope: Some(args.scope.clone()),
+        fusion: Some(args.fusion.clone()),
         query: RawQuery { prompt: args.prompt, output: args.output, batch: args.batch },
         modes: transports.into_iter().map(|transport| RawMode { transport, ..RawMode::default() }).collect(),
         storage: None,
@@ -197,6 +208,23 @@ fn progress_bar(steps: u64) -> ProgressBar {
     bar
 }
 
+/// How the forward ran, when every mode ran it the same way: "; every
+/// kernel of the model as vllm fuses them, launched as nccl-graph".
+fn forward_note(result: &ExperimentResult) -> String {
+    let ways: Vec<(icsim::stack::Stack, icsim::config::llm::Scope, &str)> =
+        result.modes.iter().map(|m| (m.stack, m.scope, m.fusion.as_str())).collect();
+    match ways.first() {
+        Some(&(stack, scope, fusion)) if ways.iter().all(|w| *w == (stack, scope, fusion)) => {
+            let what = match scope {
+                icsim::config::llm::Scope::Full => "every kernel of the model",
+                icsim::config::llm::Scope::Layers => "the decoder layers' kernels",
+            };
+            format!(";\n{what} as {fusion} fuses them, launched as {stack} launches them")
+        }
+        _ => String::new(),
+    }
+}
+
 /// Keeps the named fields of each record, in that order.
 fn project(records: &[Record], fields: &[&str]) -> Vec<Record> {
     records.iter().map(|r| fields.iter().filter_map(|&f| r.get(f).map(|v| (f.to_string(), v.clone()))).collect()).collect()
@@ -207,8 +235,12 @@ fn project(records: &[Record], fields: &[&str]) -> Vec<Record> {
 fn table(result: &ExperimentResult, records: &[Record]) -> String {
     let q = &result.query;
     let mut text = format!(
-        "{}: one query of {} prompt + {} output tokens, batch {} (TTFT = prefill compute + communication)\n",
-        result.model, q.prompt, q.output, q.batch
+        "{}: one query of {} prompt + {} output tokens, batch {} (TTFT = prefill compute + communication){}\n",
+        result.model,
+        q.prompt,
+        q.output,
+        q.batch,
+        forward_note(result)
     );
     let mut section = |title: &str, rows: Vec<Record>| {
         text += &format!("\n{title}:\n");
@@ -218,11 +250,22 @@ fn table(result: &ExperimentResult, records: &[Record]) -> String {
         "time per query, ms, on every GPU of the TP group",
         project(
             records,
-            &["label", "topology", "tp", "compute_ms", "prefill_comm_ms", "decode_comm_ms", "ttft_ms", "total_ms", "comm_share"],
+            &[
+                "label",
+                "topology",
+                "tp",
+                "compute_ms",
+                "launch_wait_ms",
+                "prefill_comm_ms",
+                "decode_comm_ms",
+                "ttft_ms",
+                "total_ms",
+                "comm_share",
+            ],
         ),
     );
     section(
-        "allreduces, two a layer (algorithm/protocol: NCCL's tuner, or with allreduce = fastest the one-shot/two-shot kernels where faster; gpu_link_util: use of the GPUs' own links during one call)",
+        "allreduces, two a layer and (whole model) the embedding's (algorithm/protocol: NCCL's tuner, or with allreduce = fastest the one-shot/two-shot kernels where faster; gpu_link_util: use of the GPUs' own links during one call)",
         {
             let mut rows = Vec::new();
             for record in records {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::llm::LlmModel;
+use super::llm::{Fusion, LlmModel, Scope};
 use super::{ConfigError, ConfigResult, parse_toml, read_text};
 use crate::collective::Selection;
 use crate::config::hardware::HardwareModel;
@@ -50,6 +50,11 @@ pub struct RawExperiment {
     /// NCCL's channel count, forced as NCCL_MIN_NCHANNELS =
     /// NCCL_MAX_NCHANNELS would (default: NCCL's own choice).
     pub channels: Option<u32>,
+    /// Which kernels run: "full" (the whole model, the default) or "layers"
+    /// (the decoder layers as the shared torch forward ran them).
+    pub scope: Option<String>,
+    /// Which of the LLM file's fusions the kernels run as (default "vllm").
+    pub fusion: Option<String>,
     pub query: RawQuery,
     #[serde(rename = "mode", default)]
     pub modes: Vec<RawMode>,
@@ -86,6 +91,8 @@ pub struct RawMode {
     pub allreduce: Option<String>,
     pub stack: Option<String>,
     pub channels: Option<u32>,
+    pub scope: Option<String>,
+    pub fusion: Option<String>,
 }
 
 /// Most channels NCCL runs a collective on (MAXCHANNELS).
@@ -145,6 +152,10 @@ pub struct ModeRun {
     pub stack: Stack,
     /// NCCL's channel count where forced.
     pub channels: Option<u32>,
+    /// Which kernels of the forward run.
+    pub scope: Scope,
+    /// The name of the LLM file's fusion the kernels run as.
+    pub fusion: String,
     /// Position in the file's `[[mode]]` list, for messages.
     pub index: usize,
 }
@@ -248,6 +259,12 @@ fn resolve_mode(raw: &RawExperiment, mode: &RawMode, index: usize, llm: &LlmMode
         Some(text) => text.parse().map_err(|message: String| source.invalid(owner(mode.stack.is_some()), "stack", message))?,
         None => Stack::default(),
     };
+    let scope: Scope = match mode.scope.as_ref().or(raw.scope.as_ref()) {
+        Some(text) => text.parse().map_err(|message: String| source.invalid(owner(mode.scope.is_some()), "scope", message))?,
+        None => Scope::default(),
+    };
+    let fusion = mode.fusion.clone().or_else(|| raw.fusion.clone()).unwrap_or_else(|| Fusion::DEFAULT.to_string());
+    llm.fusion(&fusion).map_err(|message| source.invalid(owner(mode.fusion.is_some()), "fusion", message))?;
     let channels = mode.channels.or(raw.channels);
     if let Some(count) = channels
         && !(1..=MAX_CHANNELS).contains(&count)
@@ -305,6 +322,8 @@ fn resolve_mode(raw: &RawExperiment, mode: &RawMode, index: usize, llm: &LlmMode
         selection,
         stack,
         channels,
+        scope,
+        fusion,
         index,
     })
 }
@@ -378,6 +397,19 @@ gpu = "h20"
         assert!(error.contains("key `mode[1].transport`") && error.contains("nvswitch"), "{error}");
         let error = error_of(&GOOD.replace("\"pcie-gen4-8gpu\"", "\"pcie-gen9\""));
         assert!(error.contains("key `mode[1].topology`") && error.contains("pcie-gen4-8gpu"), "{error}");
+    }
+
+    #[test]
+    fn scope_and_fusion_are_read_and_checked_against_the_model() {
+        let experiment =
+            Experiment::parse(Path::new("e.toml"), &GOOD.replace("tp = 8\n", "tp = 8\nscope = \"layers\"\nfusion = \"torch\"\n")).unwrap();
+        assert!(experiment.modes.iter().all(|m| m.scope == Scope::Layers && m.fusion == "torch"));
+        let defaults = Experiment::parse(Path::new("e.toml"), GOOD).unwrap();
+        assert!(defaults.modes.iter().all(|m| m.scope == Scope::Full && m.fusion == "vllm"));
+        let error = error_of(&GOOD.replace("tp = 8\n", "tp = 8\nscope = \"everything\"\n"));
+        assert!(error.contains("key `scope`") && error.contains("layers"), "{error}");
+        let error = error_of(&GOOD.replace("gpu = \"h20\"", "gpu = \"h20\"\nfusion = \"sglang\""));
+        assert!(error.contains("key `mode[1].fusion`") && error.contains("torch, vllm"), "{error}");
     }
 
     #[test]

@@ -88,18 +88,41 @@ pub struct GpuModel {
     pub compute: ComputeEfficiency,
 }
 
-/// How close real kernels come to the roofline; fitted where measured.
+/// How close real kernels come to the roofline, per kind of kernel; fitted
+/// where measured (`icsim calibrate fit` on `op: kernel` rows). A kernel
+/// takes its floor plus its arithmetic at `bf16_tflops` x the compute
+/// fraction and its traffic at `memory_bandwidth` x the memory fraction,
+/// blended (see `blend`); the launch regime (a gap in a graph, a host cost
+/// when eager) is the caller's, in `[stack.*]`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ComputeEfficiency {
-    /// Achieved fraction of `bf16_tflops` by large matrix products.
+    /// Achieved fraction of `bf16_tflops` by matrix products with many rows
+    /// (compute-bound: prefill).
     pub matmul: f64,
-    /// Achieved fraction of `bf16_tflops` by fused attention.
+    /// Achieved fraction of `memory_bandwidth` by matrix products with few
+    /// rows (bandwidth-bound: a decode step streams the weights).
+    pub matmul_memory: f64,
+    /// Fixed time of one matrix product on the GPU (ramp-up and drain).
+    pub matmul_floor: Time,
+    /// Achieved fraction of `bf16_tflops` by fused attention with many
+    /// queries (prefill).
     pub attention: f64,
-    /// Achieved fraction of `memory_bandwidth` by streaming kernels.
+    /// Achieved fraction of `memory_bandwidth` by attention reading the KV
+    /// cache for few queries (decode).
+    pub attention_memory: f64,
+    pub attention_floor: Time,
+    /// Achieved fraction of `memory_bandwidth` by elementwise and
+    /// normalization kernels (norms, residual adds, activations, rotary,
+    /// KV-cache writes, embedding lookups, sampling).
+    pub elementwise: f64,
+    pub elementwise_floor: Time,
+    /// Achieved fraction of `memory_bandwidth` by a copy within the GPU.
     pub memory: f64,
-    /// Fixed cost of launching one kernel.
-    pub kernel_overhead: Time,
+    /// How sharply the compute and memory bounds meet: a kernel's roofline
+    /// time is (compute^p + memory^p)^(1/p) for p = `blend` (1: the sum of
+    /// the two; large: the longer of them, the plain roofline).
+    pub blend: f64,
 }
 
 /// What one protocol costs on one class of path: the latencies a call and a
@@ -539,9 +562,18 @@ impl HardwareModel {
                     format!("unknown generation {:?}; known: {:?}", g.pcie_generation, self.pcie.keys()),
                 ));
             }
-            check_range(path, &key("compute.matmul"), g.compute.matmul, 0.01..=1.0)?;
-            check_range(path, &key("compute.attention"), g.compute.attention, 0.01..=1.0)?;
-            check_range(path, &key("compute.memory"), g.compute.memory, 0.01..=1.0)?;
+            let c = &g.compute;
+            for (field, value) in [
+                ("matmul", c.matmul),
+                ("matmul_memory", c.matmul_memory),
+                ("attention", c.attention),
+                ("attention_memory", c.attention_memory),
+                ("elementwise", c.elementwise),
+                ("memory", c.memory),
+            ] {
+                check_range(path, &key(&format!("compute.{field}")), value, 0.01..=1.0)?;
+            }
+            check_range(path, &key("compute.blend"), c.blend, 1.0..=64.0)?;
         }
         for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
             check_range(path, &format!("protocol.{name}.wire_factor"), p.wire_factor, 1.0..=4.0)?;

@@ -15,7 +15,8 @@ use crate::report::Record;
 use crate::transport::Mode;
 use crate::units::{Bandwidth, Bytes, Time};
 
-use super::tp::{CollectiveCache, LayerRun, Pass, Query, QueryReplay, TensorParallel, TpError};
+use super::layer::LayerRun;
+use super::tp::{CollectiveCache, Pass, Query, QueryReplay, TensorParallel, TpError};
 
 /// What to compute besides the replay.
 #[derive(Debug, Clone)]
@@ -58,6 +59,10 @@ pub struct ModeResult {
     pub gpu_model: String,
     pub gpus: usize,
     pub tp: u32,
+    /// How the forward ran: its caller, which kernels, which fusion.
+    pub stack: crate::stack::Stack,
+    pub scope: crate::config::llm::Scope,
+    pub fusion: String,
     pub replay: QueryReplay,
     /// The link with the most bytes for its capacity over the query's
     /// communication time, and that fraction.
@@ -112,9 +117,11 @@ pub fn prepare_mode<'e>(experiment: &'e Experiment, run: &'e ModeRun) -> Result<
             source.invalid(Some(run.index), "transport", format!("{error}; allowed on {}: {}", run.topology.name, offered.join(", ")))
         }
         TpError::Degree { .. } => source.invalid(Some(run.index), "tp", error.to_string()),
+        TpError::Forward(message) => source.invalid(Some(run.index), "fusion", message),
         other => source.invalid(Some(run.index), "topology", other.to_string()),
     })?;
-    Ok(setup.with_selection(run.selection))
+    let setup = setup.with_selection(run.selection).with_channels(run.channels);
+    setup.with_forward(run.stack, run.scope, &run.fusion).map_err(|error| source.invalid(Some(run.index), "stack", error.to_string()))
 }
 
 enum Job {
@@ -205,6 +212,9 @@ fn mode_result(experiment: &Experiment, setup: &TensorParallel, index: usize, re
         gpu_model: run.topology.gpu_model.clone(),
         gpus: run.topology.gpus().len(),
         tp: run.tp,
+        stack: run.stack,
+        scope: run.scope,
+        fusion: run.fusion.clone(),
         replay,
         busiest_link,
         headline,
@@ -268,7 +278,15 @@ impl ModeResult {
             "naive_comm_ms": self.naive_comm(2).map(Time::as_ms),
             "naive_comm_ms_per_direction": self.naive_comm(1).map(Time::as_ms),
         });
-        value.as_object().cloned().expect("a JSON object")
+        let mut record = value.as_object().cloned().expect("a JSON object");
+        let forward = json!({
+            "launch_wait_ms": r.launch_wait().as_ms(),
+            "stack": self.stack.name(),
+            "scope": self.scope.name(),
+            "fusion": self.fusion,
+        });
+        record.extend(forward.as_object().cloned().expect("a JSON object"));
+        record
     }
 }
 

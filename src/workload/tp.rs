@@ -1,34 +1,35 @@
 //! Tensor parallelism of one LLM query, Megatron style: every decoder layer
 //! runs its attention block, an allreduce of the block's output (tokens x
 //! hidden elements), its MLP block and a second allreduce, on TP GPUs in
-//! lockstep. Compute times come from the roofline (`compute`), allreduces
-//! from the collective layer with the algorithm and protocol its tuner picks
-//! (`Choice::Auto`), so a better collective speeds the replay without a
-//! change here. Knows nothing of link internals.
+//! lockstep; a full forward also looks up the embedding (vocabulary-parallel,
+//! an allreduce) and gathers the logits. The kernels of a pass are
+//! `forward`'s, each a roofline (`compute`) launched as the caller (`stack`)
+//! launches them; allreduces come from the collective layer with the
+//! algorithm and protocol its tuner picks (`Choice::Auto`), so a better
+//! collective speeds the replay without a change here. Knows nothing of link
+//! internals.
 //!
 //! A query is one prefill over the prompt, then `output` decode steps of one
 //! token each (so 8192 + 256 tokens cross every layer, as the seed article
-//! counts). Within a layer compute and communication serialize, and every
-//! GPU does the same work, so a pass takes `layers x (attention, allreduce,
-//! MLP, allreduce)` added up. Each distinct allreduce is therefore simulated once,
-//! alone on an idle network, and reused ([`CollectiveCache`]): a decode
-//! step's allreduce repeats tens of thousands of times. The tests check that
-//! this gives, to the picosecond, what simulating a layer as one task graph
-//! (compute delays on every GPU and the embedded collectives) gives.
+//! counts). Every pass runs on the engine on every GPU (`replay`), and each
+//! distinct collective is simulated once alone on an idle network and
+//! reused ([`CollectiveCache`]): a decode step's allreduce repeats tens of
+//! thousands of times.
 
-use std::collections::BTreeMap;
-use std::iter;
-
-use crate::collective::{self, Algorithm, Choice, CollectiveError, Op, Outcome, Plan, Protocol, Request, Selection};
+use crate::collective::{Algorithm, CollectiveError, Op, Plan, Protocol, Request, Selection};
 use crate::config::hardware::{GpuModel, HardwareModel};
-use crate::config::llm::LlmModel;
-use crate::engine::{self, TaskGraph, TaskId, Work};
-use crate::network::{LinkId, LinkUsage, Path};
+use crate::config::llm::{Fusion, LlmModel, Scope};
+use crate::network::{LinkId, LinkUsage};
+use crate::stack::Stack;
 use crate::topology::{LinkKind, NodeId, Topology};
 use crate::transport::{self, Connection, Mode};
 use crate::units::{Bandwidth, Bytes, Time};
 
-use super::compute::{self, Block};
+pub use super::cache::CollectiveCache;
+use super::compute::Launch;
+use super::forward::{self, Block, PassProgram, Shape, Step};
+use super::layer::{self, LayerCompute, LayerRun};
+use super::replay::{Memo, Replayer};
 
 /// One query: a prompt of `prompt` tokens, `output` generated tokens, for
 /// each of `batch` sequences processed together.
@@ -60,7 +61,7 @@ impl Query {
 
     /// The prefill, then every decode step.
     pub fn passes(&self) -> impl Iterator<Item = Pass> {
-        iter::once(Pass::Prefill).chain((0..self.output).map(|step| Pass::Decode { step }))
+        std::iter::once(Pass::Prefill).chain((0..self.output).map(|step| Pass::Decode { step }))
     }
 }
 
@@ -77,15 +78,11 @@ pub enum TpError {
     Degree { tp: u32, model: String, gpus: usize, allowed: Vec<u32> },
     #[error("hardware model: {0}")]
     Model(String),
+    /// The fusion or the stack named is not in the model files.
+    #[error("{0}")]
+    Forward(String),
     #[error(transparent)]
     Collective(#[from] CollectiveError),
-}
-
-/// Compute time of one layer's two blocks on one GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct LayerCompute {
-    pub attention: Time,
-    pub mlp: Time,
 }
 
 /// A query's tensor parallelism on one topology in one transport mode: the
@@ -99,11 +96,20 @@ pub struct TensorParallel<'a> {
     ranks: Vec<NodeId>,
     mode: Mode,
     selection: Selection,
+    stack: Stack,
+    /// NCCL's channel count where forced.
+    channels: Option<u32>,
+    scope: Scope,
+    fusion: Fusion,
+    launch: Launch,
+    /// Whether the collectives run (a forward timed without them: off).
+    communicate: bool,
 }
 
 impl<'a> TensorParallel<'a> {
     /// Checks the degree and that `mode` can connect the GPUs (resolving an
-    /// allreduce plan, which simulates nothing).
+    /// allreduce plan, which simulates nothing). The forward is the whole
+    /// model with the LLM's default fusion, launched by the default stack.
     pub fn new(topo: &'a Topology, model: &'a HardwareModel, llm: &'a LlmModel, tp: u32, mode: Mode) -> Result<Self, TpError> {
         let gpus = topo.gpus().len();
         let allowed = allowed_degrees(llm, gpus as u32);
@@ -111,7 +117,29 @@ impl<'a> TensorParallel<'a> {
             return Err(TpError::Degree { tp, model: llm.name.clone(), gpus, allowed });
         }
         let gpu = model.gpu(&topo.gpu_model).map_err(TpError::Model)?;
-        let setup = TensorParallel { topo, model, llm, gpu, ranks: topo.gpus()[..tp as usize].to_vec(), mode, selection: Selection::Nccl };
+        let fusion = llm
+            .fusion
+            .get(Fusion::DEFAULT)
+            .or_else(|| llm.fusion.values().next())
+            .cloned()
+            .unwrap_or_else(|| Fusion::builtin()[Fusion::DEFAULT].clone());
+        let stack = Stack::default();
+        let launch = Launch::of(model, stack).map_err(TpError::Model)?;
+        let setup = TensorParallel {
+            topo,
+            model,
+            llm,
+            gpu,
+            ranks: topo.gpus()[..tp as usize].to_vec(),
+            mode,
+            selection: Selection::Nccl,
+            stack,
+            channels: None,
+            scope: Scope::Full,
+            fusion,
+            launch,
+            communicate: true,
+        };
         if let Some(request) = setup.allreduce(llm.allreduce_bytes(1)) {
             Plan::new(topo, model, request)?;
         }
@@ -124,25 +152,89 @@ impl<'a> TensorParallel<'a> {
         self
     }
 
+    /// Runs the forward as `stack` launches it, over `scope`, with the LLM's
+    /// fusion called `fusion`.
+    pub fn with_forward(mut self, stack: Stack, scope: Scope, fusion: &str) -> Result<Self, TpError> {
+        self.fusion = self.llm.fusion(fusion).map_err(TpError::Forward)?.clone();
+        self.launch = Launch::of(self.model, stack).map_err(TpError::Forward)?;
+        self.stack = stack;
+        self.scope = scope;
+        Ok(self)
+    }
+
+    /// Forces NCCL's channel count for every collective (None: NCCL's own).
+    pub fn with_channels(mut self, channels: Option<u32>) -> Self {
+        self.channels = channels;
+        self
+    }
+
+    /// Leaves the collectives out, as a forward timed without them.
+    pub fn without_collectives(mut self) -> Self {
+        self.communicate = false;
+        self
+    }
+
     pub fn selection(&self) -> Selection {
         self.selection
+    }
+
+    pub fn stack(&self) -> Stack {
+        self.stack
+    }
+
+    pub fn scope(&self) -> Scope {
+        self.scope
     }
 
     pub fn tp(&self) -> u64 {
         self.ranks.len() as u64
     }
 
-    /// Roofline time of each block of one layer in `pass`, on one GPU.
-    pub fn layer_compute(&self, query: &Query, pass: Pass) -> LayerCompute {
+    /// The tokens of `pass` on each GPU.
+    pub fn shape(&self, query: &Query, pass: Pass) -> Shape {
         let (tokens, context) = query.shape(pass);
-        let mut time = LayerCompute::default();
-        for kernel in compute::layer_kernels(self.llm, self.tp(), query.batch, tokens, context) {
-            match kernel.block {
-                Block::Attention => time.attention += kernel.time(self.gpu),
-                Block::Mlp => time.mlp += kernel.time(self.gpu),
+        Shape { tp: self.tp(), batch: query.batch, tokens, context }
+    }
+
+    /// The kernels and collectives of `pass`.
+    pub fn program(&self, query: &Query, pass: Pass) -> PassProgram {
+        let mut program = forward::pass_program(self.llm, &self.fusion, self.scope, self.shape(query, pass));
+        if !self.communicate {
+            for steps in [&mut program.prologue, &mut program.layer, &mut program.epilogue] {
+                steps.retain(|step| matches!(step, Step::Kernel { .. }));
             }
         }
-        time
+        program
+    }
+
+    /// One pass replayed alone from idle, on every GPU.
+    pub fn simulate_pass(&self, query: &Query, pass: Pass, cache: &mut CollectiveCache) -> Result<PassTotals, CollectiveError> {
+        let replayer = self.replayer();
+        let prepared = replayer.prepare(&self.program(query, pass), cache)?;
+        let end = replayer.run_pass(&prepared, Time::ZERO, &mut Memo::default(), cache)?;
+        let mut totals = PassTotals::default();
+        totals.add(end, prepared.compute, prepared.comm);
+        Ok(totals)
+    }
+
+    /// What runs the passes of this group on the engine.
+    pub fn replayer(&self) -> Replayer<'_> {
+        Replayer {
+            topo: self.topo,
+            model: self.model,
+            gpu: self.gpu,
+            ranks: &self.ranks,
+            mode: self.mode,
+            selection: self.selection,
+            stack: self.stack,
+            channels: self.channels,
+            launch: self.launch,
+        }
+    }
+
+    /// Kernel time of each block of one layer in `pass`, on one GPU.
+    pub fn layer_compute(&self, query: &Query, pass: Pass) -> LayerCompute {
+        layer::layer_compute(&self.replayer(), &self.program(query, pass))
     }
 
     /// Bytes of each allreduce in `pass`: the block's output, tokens x hidden.
@@ -153,90 +245,69 @@ impl<'a> TensorParallel<'a> {
 
     /// The allreduce of `bytes` over the TP group (none at TP=1).
     pub fn allreduce(&self, bytes: Bytes) -> Option<Request> {
-        (self.ranks.len() > 1).then(|| Request::new(Op::AllReduce, bytes, self.ranks.clone(), self.mode))
+        (self.ranks.len() > 1).then(|| self.replayer().request(Op::AllReduce, bytes))
     }
 
-    /// Payload each GPU sends for one allreduce of `bytes`, as a ring moves
-    /// it: 2(n-1)/n of the buffer (rounded down to a byte).
-    pub fn bytes_sent_per_gpu(&self, bytes: Bytes) -> Bytes {
+    /// Payload each GPU sends for one collective of `bytes`, as a ring moves
+    /// it: 2(n-1)/n of an allreduce's buffer, (n-1)/n of a gather's
+    /// (rounded down to a byte).
+    pub fn bytes_sent_per_gpu(&self, op: Op, bytes: Bytes) -> Bytes {
         let n = self.ranks.len() as u128;
-        Bytes(u64::try_from(u128::from(bytes.0) * 2 * (n - 1) / n).expect("less than the buffer twice over"))
+        let passes = if op == Op::AllReduce { 2 } else { 1 };
+        Bytes(u64::try_from(u128::from(bytes.0) * passes * (n - 1) / n).expect("less than the buffer twice over"))
     }
 
-    /// Replays the whole query: every pass, its compute and its allreduces
-    /// (from `cache`, which counts them: give it a fresh cache, the replay's
+    /// Replays the whole query on the engine, pass after pass (collectives
+    /// from `cache`, which counts them: give it a fresh cache, the replay's
     /// link usage is the cache's total).
     pub fn replay(&self, query: &Query, cache: &mut CollectiveCache) -> Result<QueryReplay, CollectiveError> {
-        let layers = self.llm.layers;
         let own_links = self.own_links()?;
+        let replayer = self.replayer();
+        let mut memo = Memo::default();
         let mut replay = QueryReplay::default();
+        let mut at = Time::ZERO;
         for pass in query.passes() {
-            let compute = self.layer_compute(query, pass);
-            let bytes = self.allreduce_bytes(query, pass);
-            let (totals, use_slot) = match pass {
+            let program = self.program(query, pass);
+            let prepared = replayer.prepare(&program, cache)?;
+            let end = replayer.run_pass(&prepared, at, &mut memo, cache)?;
+            let (totals, allreduce) = match pass {
                 Pass::Prefill => (&mut replay.prefill, &mut replay.prefill_allreduce),
                 Pass::Decode { .. } => (&mut replay.decode, &mut replay.decode_allreduce),
             };
-            totals.compute += (compute.attention + compute.mlp) * layers;
-            if let Some(request) = self.allreduce(bytes) {
-                let calls = self.llm.allreduces_per_pass();
-                let outcome = cache.outcome(request, self.selection, calls)?;
-                totals.comm += outcome.time * calls;
-                let entry = use_slot.get_or_insert_with(|| AllreduceUse::of(outcome, self.topo, &own_links));
-                assert_eq!(entry.bytes, bytes, "every pass of a kind has allreduces of one size");
-                entry.calls += calls;
-                replay.tp_bytes_per_gpu += self.bytes_sent_per_gpu(bytes) * calls;
+            totals.add(end - at, prepared.compute, prepared.comm);
+            replay.pass_ends.push(end);
+            at = end;
+            for (step, calls) in program.counted() {
+                let Step::Collective { op, bytes, block } = step else { continue };
+                let request = replayer.request(*op, *bytes);
+                let outcome = cache.outcome(request, self.selection, 0)?;
+                let slot = if *op == Op::AllReduce && *block != Block::Logits {
+                    allreduce.get_or_insert_with(|| AllreduceUse::of(outcome, self.topo, &own_links))
+                } else {
+                    let index = match replay.gathers.iter().position(|g| g.bytes == *bytes) {
+                        Some(index) => index,
+                        None => {
+                            replay.gathers.push(AllreduceUse::of(outcome, self.topo, &own_links));
+                            replay.gathers.len() - 1
+                        }
+                    };
+                    &mut replay.gathers[index]
+                };
+                assert_eq!(slot.bytes, *bytes, "every pass of a kind has allreduces of one size");
+                slot.calls += calls;
+                replay.tp_bytes_per_gpu += self.bytes_sent_per_gpu(*op, *bytes) * calls;
             }
         }
+        replay.segments_simulated = memo.simulated;
+        replay.segments_reused = memo.reused;
         replay.link_usage = cache.link_usage();
         Ok(replay)
     }
 
     /// Simulates one decoder layer of `pass` as one task graph on an idle
-    /// network: compute on every GPU, the collectives embedded after it.
+    /// network: every GPU's kernels, the collectives' own transfers.
     pub fn simulate_layer(&self, query: &Query, pass: Pass) -> Result<LayerRun, CollectiveError> {
-        let compute = self.layer_compute(query, pass);
-        let plan = self
-            .allreduce(self.allreduce_bytes(query, pass))
-            .map(|r| collective::plan_and_simulate(self.topo, self.model, r, self.selection).map(|(plan, _)| plan))
-            .transpose()?;
-        let mut graph: TaskGraph<Path> = TaskGraph::new();
-        let mut blocks = Vec::new();
-        let mut collectives = Vec::new();
-        let mut after: Vec<TaskId> = Vec::new();
-        for (kind, time) in [(Activity::Attention, compute.attention), (Activity::Mlp, compute.mlp)] {
-            let tasks: Vec<TaskId> = self.ranks.iter().map(|_| graph.delay(time, &after)).collect();
-            blocks.push((kind, tasks.clone()));
-            after = tasks;
-            if let Some(plan) = &plan {
-                let first = TaskId(graph.len() as u32);
-                let end = plan.build(self.topo, self.model, &mut graph, &after)?;
-                collectives.push((first, end));
-                after = vec![end];
-            }
-        }
-        let schedule = engine::run(&graph, &mut self.topo.network());
-        let mut lanes: Vec<GpuLane> =
-            self.ranks.iter().map(|&gpu| GpuLane { gpu: self.topo.node(gpu).name.clone(), spans: Vec::new() }).collect();
-        for (kind, tasks) in &blocks {
-            for (lane, &task) in lanes.iter_mut().zip(tasks) {
-                let (start, end) = schedule.span(task);
-                lane.spans.push(Span { activity: *kind, start, end });
-            }
-        }
-        for &(first, end) in &collectives {
-            let window = (schedule.start[first.index()], schedule.end[end.index()]);
-            for (lane, &gpu) in lanes.iter_mut().zip(&self.ranks) {
-                lane.spans.push(Span { activity: Activity::Allreduce, start: window.0, end: window.1 });
-                let sending = (first.0..=end.0).map(TaskId).filter(|&task| match graph.work(task) {
-                    Work::Transfer { route, .. } => route.links.first().is_some_and(|&l| self.topo.link(l).from == gpu),
-                    _ => false,
-                });
-                let intervals = merge(sending.map(|task| schedule.span(task)).collect());
-                lane.spans.extend(intervals.into_iter().map(|(start, end)| Span { activity: Activity::Sending, start, end }));
-            }
-        }
-        Ok(LayerRun { makespan: schedule.makespan(), compute, lanes })
+        layer::simulate_layer(&self.replayer(), &self.program(query, pass))
     }
 
     /// The first link of the connection from GPU 0 to GPU 1 in this mode.
@@ -280,27 +351,30 @@ impl<'a> TensorParallel<'a> {
     }
 }
 
-/// Sorts intervals and merges those that overlap or touch.
-fn merge(mut intervals: Vec<(Time, Time)>) -> Vec<(Time, Time)> {
-    intervals.sort();
-    let mut merged: Vec<(Time, Time)> = Vec::new();
-    for (start, end) in intervals {
-        match merged.last_mut() {
-            Some(last) if start <= last.1 => last.1 = last.1.max(end),
-            _ => merged.push((start, end)),
-        }
-    }
-    merged
-}
-
-/// Compute and communication time of one kind of pass over the query.
+/// Where the time of one kind of pass went over the query, on every GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PassTotals {
+    /// In kernels (with the gaps between them in a graph).
     pub compute: Time,
+    /// In collectives.
     pub comm: Time,
+    /// Idle, waiting for kernels to be launched (eager callers).
+    pub launch_wait: Time,
 }
 
-/// One allreduce size of the query: how often it runs and what the
+impl PassTotals {
+    fn add(&mut self, span: Time, compute: Time, comm: Time) {
+        self.compute += compute;
+        self.comm += comm;
+        self.launch_wait += Time(span.0.saturating_sub(compute.0 + comm.0));
+    }
+
+    pub fn total(&self) -> Time {
+        self.compute + self.comm + self.launch_wait
+    }
+}
+
+/// One collective size of the query: how often it runs and what the
 /// collective layer made of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AllreduceUse {
@@ -320,7 +394,7 @@ pub struct AllreduceUse {
 }
 
 impl AllreduceUse {
-    fn of(outcome: &Outcome, topo: &Topology, own_links: &[LinkId]) -> AllreduceUse {
+    fn of(outcome: &crate::collective::Outcome, topo: &Topology, own_links: &[LinkId]) -> AllreduceUse {
         let carried: f64 = own_links.iter().map(|l| outcome.usage[l.index()].bytes.as_f64()).sum();
         let capacity: f64 = own_links.iter().map(|&l| topo.link(l).bandwidth.bytes_per_sec() * outcome.time.as_secs()).sum();
         AllreduceUse {
@@ -342,13 +416,21 @@ impl AllreduceUse {
 pub struct QueryReplay {
     pub prefill: PassTotals,
     pub decode: PassTotals,
+    /// The allreduces of the prefill (after each block, and the embedding's).
     pub prefill_allreduce: Option<AllreduceUse>,
     pub decode_allreduce: Option<AllreduceUse>,
+    /// The gathers of the logits, one per size.
+    pub gathers: Vec<AllreduceUse>,
     /// Payload each GPU sends for TP over the query: 2(n-1)/n of every
-    /// allreduce.
+    /// allreduce, (n-1)/n of every gather.
     pub tp_bytes_per_gpu: Bytes,
-    /// What every link carried over all the query's allreduces.
+    /// What every link carried over all the query's collectives.
     pub link_usage: Vec<LinkUsage>,
+    /// When each pass ended (the prefill's end is the first token's time).
+    pub pass_ends: Vec<Time>,
+    /// Segments of passes the engine ran, and those reused exactly.
+    pub segments_simulated: u64,
+    pub segments_reused: u64,
 }
 
 impl QueryReplay {
@@ -358,13 +440,16 @@ impl QueryReplay {
     pub fn comm(&self) -> Time {
         self.prefill.comm + self.decode.comm
     }
-    /// Time to first token: the prefill, compute and communication (its last
-    /// position's logits give the first token).
+    pub fn launch_wait(&self) -> Time {
+        self.prefill.launch_wait + self.decode.launch_wait
+    }
+    /// Time to first token: the prefill (its last position's logits give
+    /// the first token).
     pub fn ttft(&self) -> Time {
-        self.prefill.compute + self.prefill.comm
+        self.prefill.total()
     }
     pub fn total(&self) -> Time {
-        self.compute() + self.comm()
+        self.prefill.total() + self.decode.total()
     }
     pub fn comm_share(&self) -> f64 {
         let total = self.total();
@@ -372,135 +457,24 @@ impl QueryReplay {
     }
 }
 
-/// What a GPU does at a moment of a simulated layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Activity {
-    Attention,
-    Mlp,
-    /// Inside an allreduce call (waiting, reducing or sending).
-    Allreduce,
-    /// At least one of its transfers of the allreduce is in flight.
-    Sending,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Span {
-    pub activity: Activity,
-    pub start: Time,
-    pub end: Time,
-}
-
-/// One GPU's activities over a simulated layer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GpuLane {
-    pub gpu: String,
-    pub spans: Vec<Span>,
-}
-
-/// One decoder layer simulated as one task graph.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LayerRun {
-    pub makespan: Time,
-    pub compute: LayerCompute,
-    pub lanes: Vec<GpuLane>,
-}
-
-/// Ordered key of a collective request (a `BTreeMap` key: iteration is
-/// deterministic).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct RequestKey {
-    op: Op,
-    bytes: Bytes,
-    ranks: Vec<NodeId>,
-    mode: Mode,
-    algorithm: Option<Algorithm>,
-    protocol: Option<Protocol>,
-    selection: Selection,
-}
-
-impl RequestKey {
-    fn of(request: &Request, selection: Selection) -> RequestKey {
-        fn fixed<T>(choice: Choice<T>) -> Option<T> {
-            match choice {
-                Choice::Auto => None,
-                Choice::Fixed(value) => Some(value),
-            }
-        }
-        RequestKey {
-            op: request.op,
-            bytes: request.bytes,
-            ranks: request.ranks.clone(),
-            mode: request.mode,
-            algorithm: fixed(request.algorithm),
-            protocol: fixed(request.protocol),
-            selection,
-        }
-    }
-}
-
-/// Outcomes of collectives simulated alone on an idle network, one per
-/// distinct request, with how many calls of each a workload made.
-#[derive(Debug)]
-pub struct CollectiveCache<'a> {
-    topo: &'a Topology,
-    model: &'a HardwareModel,
-    entries: BTreeMap<RequestKey, (Outcome, u64)>,
-}
-
-impl<'a> CollectiveCache<'a> {
-    pub fn new(topo: &'a Topology, model: &'a HardwareModel) -> Self {
-        CollectiveCache { topo, model, entries: BTreeMap::new() }
-    }
-
-    /// The outcome of `request` (its algorithm chosen as `selection` says),
-    /// simulated the first time it is asked for; counts `calls` calls of it.
-    pub fn outcome(&mut self, request: Request, selection: Selection, calls: u64) -> Result<&Outcome, CollectiveError> {
-        let key = RequestKey::of(&request, selection);
-        if !self.entries.contains_key(&key) {
-            let (_, outcome) = collective::plan_and_simulate(self.topo, self.model, request, selection)?;
-            self.entries.insert(key.clone(), (outcome, 0));
-        }
-        let (outcome, counted) = self.entries.get_mut(&key).expect("inserted above");
-        *counted += calls;
-        Ok(outcome)
-    }
-
-    /// How many distinct collectives were simulated.
-    pub fn simulations(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// What every link carried over all counted calls.
-    pub fn link_usage(&self) -> Vec<LinkUsage> {
-        let mut total = vec![LinkUsage::default(); self.topo.links().len()];
-        for (outcome, calls) in self.entries.values() {
-            for (sum, usage) in total.iter_mut().zip(&outcome.usage) {
-                sum.bytes += usage.bytes * *calls;
-                sum.busy += usage.busy * *calls;
-            }
-        }
-        total
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::topology::{PresetOptions, preset};
 
-    fn llama_70b() -> LlmModel {
+    pub(crate) fn llama_70b() -> LlmModel {
         LlmModel::load("llama-3.1-70b").unwrap()
     }
 
     /// The base model, Llama-3.1-70B and the 8-GPU HGX H20 board.
-    fn seventy_b_on_the_h20_board() -> (HardwareModel, LlmModel, Topology) {
+    pub(crate) fn seventy_b_on_the_h20_board() -> (HardwareModel, LlmModel, Topology) {
         let model = HardwareModel::base();
         let topo = preset("hgx-h20", &PresetOptions::default(), &model).unwrap();
         (model, llama_70b(), topo)
     }
 
     /// The four setups of the default experiment.
-    fn default_setups(model: &HardwareModel) -> Vec<(Topology, Mode)> {
+    pub(crate) fn default_setups(model: &HardwareModel) -> Vec<(Topology, Mode)> {
         let h20 = || PresetOptions { gpus: None, gpu: Some("h20".into()) };
         vec![
             (preset("hgx-h20", &PresetOptions::default(), model).unwrap(), Mode::Nvswitch),
@@ -511,42 +485,31 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_gives_what_simulating_a_whole_layer_gives() {
-        let model = HardwareModel::base();
-        let llm = llama_70b();
-        let query = Query { prompt: 2048, output: 4, batch: 1 };
-        for (topo, mode) in default_setups(&model) {
-            let tp = TensorParallel::new(&topo, &model, &llm, 8, mode).unwrap();
-            let mut cache = CollectiveCache::new(&topo, &model);
-            for pass in [Pass::Prefill, Pass::Decode { step: 3 }] {
-                let layer = tp.simulate_layer(&query, pass).unwrap();
-                let compute = tp.layer_compute(&query, pass);
-                let request = tp.allreduce(tp.allreduce_bytes(&query, pass)).unwrap();
-                let allreduce = cache.outcome(request, tp.selection(), 2).unwrap().time;
-                let cached = compute.attention + allreduce + compute.mlp + allreduce;
-                assert_eq!(layer.makespan, cached, "{mode} on {}, {pass:?}", topo.name);
-            }
-        }
-    }
-
-    #[test]
-    fn the_replay_adds_up_the_passes() {
+    fn the_replay_adds_up_the_passes_and_counts_every_collective() {
         let (model, llm, topo) = seventy_b_on_the_h20_board();
         let query = Query { prompt: 1024, output: 8, batch: 2 };
         let tp = TensorParallel::new(&topo, &model, &llm, 8, Mode::Nvswitch).unwrap();
         let mut cache = CollectiveCache::new(&topo, &model);
         let replay = tp.replay(&query, &mut cache).unwrap();
-        assert_eq!(cache.simulations(), 2, "one prefill size, one decode size");
+        assert_eq!(cache.simulations(), 3, "prefill and decode allreduces, one size of logits gather");
         let prefill = replay.prefill_allreduce.as_ref().unwrap();
         let decode = replay.decode_allreduce.as_ref().unwrap();
-        assert_eq!((prefill.bytes, prefill.calls), (Bytes(2 * 1024 * 8192 * 2), 160));
-        assert_eq!((decode.bytes, decode.calls), (Bytes(2 * 8192 * 2), 8 * 160));
-        assert_eq!(replay.prefill.comm, prefill.time * 160);
-        assert_eq!(replay.decode.comm, decode.time * (8 * 160));
-        let first = tp.layer_compute(&query, Pass::Prefill);
-        assert_eq!(replay.prefill.compute, (first.attention + first.mlp) * 80);
-        assert_eq!(replay.ttft(), replay.prefill.compute + replay.prefill.comm);
-        assert_eq!(replay.total(), replay.ttft() + replay.decode.compute + replay.decode.comm);
+        // Two a layer and the embedding's, per pass.
+        assert_eq!((prefill.bytes, prefill.calls), (Bytes(2 * 1024 * 8192 * 2), 161));
+        assert_eq!((decode.bytes, decode.calls), (Bytes(2 * 8192 * 2), 8 * 161));
+        assert_eq!(replay.gathers.iter().map(|g| g.calls).sum::<u64>(), 9, "one gather of the logits a pass");
+        let gathers = replay.gathers.iter().fold(Time::ZERO, |sum, g| sum + g.time * g.calls);
+        assert_eq!(replay.comm(), prefill.time * 161 + decode.time * (8 * 161) + gathers);
+        // In a graph nothing waits for launches: a pass is its kernels and collectives.
+        assert_eq!(replay.launch_wait(), Time::ZERO);
+        let first = tp.program(&query, Pass::Prefill);
+        let replayer = tp.replayer();
+        let kernels = first.counted().fold(Time::ZERO, |sum, (step, n)| match step {
+            Step::Kernel { kernel, .. } => sum + replayer.kernel_time(kernel) * n,
+            Step::Collective { .. } => sum,
+        });
+        assert_eq!(replay.prefill.compute, kernels);
+        assert_eq!(replay.total(), replay.ttft() + replay.decode.total());
         // Link usage is the simulated outcomes times their calls.
         let out_of_gpu0: Bytes =
             topo.links().iter().zip(&replay.link_usage).filter(|(link, _)| link.from == topo.gpus()[0]).map(|(_, usage)| usage.bytes).sum();
@@ -565,19 +528,23 @@ mod tests {
     }
 
     #[test]
-    fn seventy_b_sends_about_38_8_gb_a_gpu_at_tp8_and_22_at_tp2() {
+    fn seventy_b_layers_send_about_38_8_gb_a_gpu_at_tp8_and_22_at_tp2() {
         let (model, llm, topo) = seventy_b_on_the_h20_board();
         let query = Query { prompt: 8192, output: 256, batch: 1 };
         for (tp, expected_gb) in [(8, 38.76), (2, 22.15)] {
             let setup = TensorParallel::new(&topo, &model, &llm, tp, Mode::Nvswitch).unwrap();
-            let replay = setup.replay(&query, &mut CollectiveCache::new(&topo, &model)).unwrap();
+            let layers = setup.clone().with_forward(Stack::NcclGraph, Scope::Layers, "vllm").unwrap();
+            let replay = layers.replay(&query, &mut CollectiveCache::new(&topo, &model)).unwrap();
             let gb = replay.tp_bytes_per_gpu.as_f64() / 1e9;
             assert!((gb - expected_gb).abs() < 0.01, "TP={tp}: {gb} GB");
+            // The whole model adds the embedding's allreduce and the logits' gather.
+            let full = setup.replay(&query, &mut CollectiveCache::new(&topo, &model)).unwrap();
+            assert!(full.tp_bytes_per_gpu > replay.tp_bytes_per_gpu);
         }
     }
 
     #[test]
-    fn tp1_has_no_allreduce() {
+    fn tp1_has_no_collectives() {
         let (model, llm, topo) = seventy_b_on_the_h20_board();
         let setup = TensorParallel::new(&topo, &model, &llm, 1, Mode::Nvswitch).unwrap();
         let query = Query { prompt: 128, output: 2, batch: 1 };
@@ -590,13 +557,16 @@ mod tests {
     }
 
     #[test]
-    fn bad_degrees_and_missing_transports_are_refused() {
+    fn bad_degrees_fusions_and_missing_transports_are_refused() {
         let (model, llm, topo) = seventy_b_on_the_h20_board();
         assert_eq!(allowed_degrees(&llm, 8), vec![1, 2, 4, 8]);
         let error = TensorParallel::new(&topo, &model, &llm, 3, Mode::Nvswitch).unwrap_err();
         assert!(matches!(error, TpError::Degree { tp: 3, .. }), "{error}");
         let error = TensorParallel::new(&topo, &model, &llm, 8, Mode::Nvlink).unwrap_err().to_string();
         assert!(error.contains("transport nvlink is not available on topology hgx-h20"), "{error}");
+        let setup = TensorParallel::new(&topo, &model, &llm, 8, Mode::Nvswitch).unwrap();
+        let error = setup.with_forward(Stack::TorchEager, Scope::Full, "tensorrt").unwrap_err().to_string();
+        assert!(error.contains("[fusion.tensorrt]"), "{error}");
     }
 
     #[test]
@@ -613,6 +583,7 @@ mod tests {
 
     #[test]
     fn a_layer_timeline_shows_every_gpu_sending_inside_its_allreduces() {
+        use crate::workload::layer::{Activity, Span};
         let (model, llm, topo) = seventy_b_on_the_h20_board();
         let setup = TensorParallel::new(&topo, &model, &llm, 8, Mode::Nvswitch).unwrap();
         let layer = setup.simulate_layer(&Query { prompt: 512, output: 1, batch: 1 }, Pass::Prefill).unwrap();

@@ -66,3 +66,13 @@ fn an_unknown_llm_to_replay_is_named_before_looking_for_a_gpu() {
     let line = single_error_line(&output);
     assert!(line.contains("--llm") && line.contains("llama-9") && line.contains("llama-3.1-70b"), "{line}");
 }
+
+#[test]
+fn kernels_without_a_gpu_fail_in_one_line_and_unknown_llms_are_named_first() {
+    let out = unused_folder("no-gpu-kernels");
+    let line = single_error_line(&icsim_without_gpu(&["calibrate", "run", "--kernels", "--out", out.to_str().unwrap()]));
+    assert!(line.contains("no NVIDIA GPU driver") || line.contains("no usable NVIDIA GPU"), "{line}");
+    assert!(!out.exists(), "a failed run must not create {}", out.display());
+    let line = single_error_line(&icsim_without_gpu(&["calibrate", "run", "--kernels", "--kernel-llms", "llama-9"]));
+    assert!(line.contains("--kernel-llms") && line.contains("llama-9") && line.contains("llama-3.1-70b"), "{line}");
+}

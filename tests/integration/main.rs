@@ -6,6 +6,7 @@ mod calibrate_run;
 mod cli;
 mod common;
 mod fidelity;
+mod forward;
 mod import;
 mod llm;
 mod properties;

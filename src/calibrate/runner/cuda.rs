@@ -189,6 +189,14 @@ pub struct DeviceBuffer {
 }
 
 impl DeviceBuffer {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Bytes `offset..offset + len` of the buffer.
     pub fn range(&self, offset: usize, len: usize) -> DeviceRange<'_> {
         assert!(offset.checked_add(len).is_some_and(|end| end <= self.len), "range {offset}+{len} outside a buffer of {} bytes", self.len);

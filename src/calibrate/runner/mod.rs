@@ -15,6 +15,7 @@
 pub mod collectives;
 pub mod copies;
 pub mod cuda;
+pub mod kernels;
 pub mod nccl;
 pub mod system;
 
@@ -445,12 +446,15 @@ pub struct RunOptions {
     pub append: bool,
     /// The command line, for system.json.
     pub command: Vec<String>,
+    /// Measure compute kernels on the first GPU instead of copies and
+    /// collectives (`--kernels`).
+    pub kernels: Option<kernels::KernelOptions>,
 }
 
 impl RunOptions {
     pub fn validate(&self) -> Result<(), RunnerError> {
         let usage = |m: String| Err(RunnerError::Usage(m));
-        if self.skip_copies && self.skip_collectives {
+        if self.kernels.is_none() && self.skip_copies && self.skip_collectives {
             return usage("--skip-copies and --skip-collectives together leave nothing to measure".into());
         }
         if let Some(op) = self.ops.iter().find(|op| !matches!(op, Op::AllReduce | Op::AllGather | Op::ReduceScatter)) {
@@ -538,11 +542,11 @@ pub struct RunReport {
 /// The progress bar on standard error (drawn only on a terminal), with
 /// notices printed above it.
 pub struct Progress {
-    bar: ProgressBar,
+    pub(super) bar: ProgressBar,
 }
 
 impl Progress {
-    fn new(total: u64) -> Progress {
+    pub(super) fn new(total: u64) -> Progress {
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
         if let Ok(style) = ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}") {
             bar.set_style(style.progress_chars("=> "));
@@ -576,15 +580,15 @@ impl Progress {
 
 /// measurements.jsonl, written as measurements arrive so that a failure
 /// later keeps what was measured.
-struct MeasurementsFile {
+pub(super) struct MeasurementsFile {
     path: PathBuf,
     file: File,
-    written: usize,
+    pub(super) written: usize,
 }
 
 impl MeasurementsFile {
     /// Opens the file empty, or keeps what it holds when `append`.
-    fn open(path: PathBuf, append: bool) -> Result<MeasurementsFile, RunnerError> {
+    pub(super) fn open(path: PathBuf, append: bool) -> Result<MeasurementsFile, RunnerError> {
         let file = std::fs::OpenOptions::new()
             .create(true)
             .write(true)
@@ -595,7 +599,7 @@ impl MeasurementsFile {
         Ok(MeasurementsFile { path, file, written: 0 })
     }
 
-    fn append(&mut self, measurements: &[Measurement]) -> Result<(), RunnerError> {
+    pub(super) fn append(&mut self, measurements: &[Measurement]) -> Result<(), RunnerError> {
         self.file
             .write_all(to_jsonl(measurements).as_bytes())
             .and_then(|()| self.file.flush())
@@ -610,14 +614,14 @@ fn write_file(path: &Path, contents: &str) -> Result<(), RunnerError> {
 }
 
 /// What the parent learns about the machine before measuring.
-struct Probe {
-    record: SystemRecord,
+pub(super) struct Probe {
+    pub(super) record: SystemRecord,
     topology_text: Option<String>,
     /// The least any measured GPU has for measurements.
-    usable_memory: u64,
+    pub(super) usable_memory: u64,
 }
 
-fn probe(driver: &Driver, devices: &[Device], nccl: Option<&Nccl>, options: &RunOptions) -> Result<Probe, RunnerError> {
+pub(super) fn probe(driver: &Driver, devices: &[Device], nccl: Option<&Nccl>, options: &RunOptions) -> Result<Probe, RunnerError> {
     let mut gpus = Vec::new();
     let mut usable = u64::MAX;
     for device in devices {
@@ -676,6 +680,9 @@ fn probe(driver: &Driver, devices: &[Device], nccl: Option<&Nccl>, options: &Run
 /// Measures the machine as `options` ask, writing into `options.out`.
 pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
     options.validate()?;
+    if let Some(kernels) = &options.kernels {
+        return kernels::run(options, kernels);
+    }
     // A library the user named must work, whatever else is missing.
     let named_nccl = nccl::explicit_library(options.nccl_lib.as_deref()).map(|library| Nccl::load_explicit(&library)).transpose()?;
     let llm = match &options.sequences {
@@ -770,7 +777,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
 }
 
 /// The first `count` GPUs.
-fn open_devices(driver: &Driver, count: usize) -> Result<Vec<Device>, RunnerError> {
+pub(super) fn open_devices(driver: &Driver, count: usize) -> Result<Vec<Device>, RunnerError> {
     let visible = driver.device_count()?;
     if visible == 0 {
         return Err(RunnerError::NoGpu { detail: "the driver reports no GPU".into(), visible: cuda::visible_devices() });
@@ -875,7 +882,7 @@ impl RunPlan {
 
 /// Creates the output folder and writes system.json and nvidia-smi-topo.txt;
 /// returns the folder's absolute path (children are told where to dump).
-fn write_system_files(out: &Path, probe: &Probe, notices: &mut Vec<String>) -> Result<PathBuf, RunnerError> {
+pub(super) fn write_system_files(out: &Path, probe: &Probe, notices: &mut Vec<String>) -> Result<PathBuf, RunnerError> {
     let cannot = |e: std::io::Error| RunnerError::Write { path: out.to_path_buf(), message: e.to_string() };
     std::fs::create_dir_all(out).map_err(cannot)?;
     let out = out.canonicalize().map_err(cannot)?;
@@ -1206,6 +1213,7 @@ mod tests {
             child_timeout: "300s".parse().unwrap(),
             append: false,
             command: vec![],
+            kernels: None,
         }
     }
 

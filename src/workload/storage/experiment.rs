@@ -9,7 +9,6 @@
 use rayon::prelude::*;
 use serde_json::json;
 
-use crate::collective;
 use crate::config::experiment::{Experiment, ModeRun};
 use crate::config::storage::StorageSpec;
 use crate::engine::{TaskGraph, TaskId};
@@ -18,6 +17,9 @@ use crate::report::Record;
 use crate::storage::{Direction, StoragePath};
 use crate::topology::Topology;
 use crate::units::{Bytes, Time};
+use crate::workload::cache::CollectiveCache;
+use crate::workload::compute::Launch;
+use crate::workload::replay::Collectives;
 use crate::workload::tp::{Pass, Query, TensorParallel};
 
 use super::{Contention, Job, JobRun, JobTarget, OffloadTarget, contend, kv_bytes_per_gpu, simulate};
@@ -226,7 +228,7 @@ fn offload(experiment: &Experiment, run: &ModeRun, setup: &TensorParallel, path:
     // Enough decode steps to cover the write where the model allows.
     let named = |e: crate::storage::StorageError| experiment.source.invalid(Some(run.index), "storage.kv_offload", e.to_string());
     let alone = simulate(topo, model, &job).map_err(named)?.time;
-    let decode = Decode { setup, query, run, layers: experiment.llm.layers };
+    let decode = Decode { setup, query };
     let mut one_step = TaskGraph::new();
     decode.add(&mut one_step, 0..1)?;
     let step = crate::engine::run(&one_step, &mut topo.network()).makespan();
@@ -235,41 +237,34 @@ fn offload(experiment: &Experiment, run: &ModeRun, setup: &TensorParallel, path:
     Ok(Offload { target: path.map_or("host".to_string(), |p| p.to_string()), bytes_per_gpu: bytes, steps, contention })
 }
 
-/// Decode steps of a query on one mode.
+/// Decode steps of a query on one mode, as the replay builds a query beside
+/// other work: every kernel of the forward on every GPU of the TP group,
+/// launched as the experiment's caller launches them, and the collectives'
+/// own transfers on the network.
 struct Decode<'a> {
     setup: &'a TensorParallel<'a>,
     query: Query,
-    run: &'a ModeRun,
-    layers: u64,
 }
 
 impl Decode<'_> {
-    /// Every layer of the decode steps in `steps`: each block's compute on
-    /// every GPU of the TP group, then its allreduce, as the replay charges
-    /// them, but sharing the network with whatever else `graph` holds.
+    /// Decode steps `steps` added to `graph`; returns their last task.
     fn add(&self, graph: &mut TaskGraph<Path>, steps: std::ops::Range<u64>) -> Result<TaskId, crate::Error> {
-        let (topo, model) = (&self.run.topology, &self.run.hardware);
-        let mut after: Vec<TaskId> = Vec::new();
-        let mut plan = None;
+        let replayer = self.setup.replayer();
+        let mut cache = CollectiveCache::new(replayer.topo, replayer.model);
+        let ranks = replayer.ranks.len();
+        let eager = matches!(replayer.launch, Launch::Eager { .. });
+        let mut sync = graph.join(&[]);
         for step in steps {
-            let pass = Pass::Decode { step };
-            let compute = self.setup.layer_compute(&self.query, pass);
-            if plan.is_none()
-                && let Some(request) = self.setup.allreduce(self.setup.allreduce_bytes(&self.query, pass))
-            {
-                plan = Some(collective::plan_and_simulate(topo, model, request, self.setup.selection())?.0);
+            let pass = replayer.prepare(&self.setup.program(&self.query, Pass::Decode { step }), &mut cache)?;
+            let (mut gpu, mut host) = (vec![sync; ranks], if eager { vec![sync; ranks] } else { Vec::new() });
+            let layers = std::iter::repeat_n(&pass.layer, pass.layers as usize);
+            for segment in std::iter::once(&pass.prologue).chain(layers).chain([&pass.epilogue]) {
+                let tasks = replayer.build(graph, segment, gpu, host, Collectives::Embedded, &mut cache)?;
+                (gpu, host) = (tasks.gpu_end, tasks.host_end);
             }
-            for _ in 0..self.layers {
-                for block in [compute.attention, compute.mlp] {
-                    let done: Vec<TaskId> = (0..self.setup.tp()).map(|_| graph.delay(block, &after)).collect();
-                    after = match &plan {
-                        Some(plan) => vec![plan.build(topo, model, graph, &done)?],
-                        None => done,
-                    };
-                }
-            }
+            sync = graph.join(&gpu);
         }
-        Ok(graph.join(&after))
+        Ok(sync)
     }
 }
 

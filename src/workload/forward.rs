@@ -1,0 +1,408 @@
+//! What one forward pass of an LLM runs on each GPU under tensor
+//! parallelism, in order: per step the embedding lookup, then every decoder
+//! layer (norms, QKV projection, rotary, KV-cache write, attention, output
+//! projection, residual adds, gate/up projection, activation, down
+//! projection, and the allreduce after each block), then the final norm, the
+//! LM head, the gather of the logits and sampling. Which kernels run as one
+//! is the LLM file's fusion; which kernels run at all is the scope. Each
+//! kernel is a roofline (`compute`); the collectives are named here and
+//! simulated by the collective layer. Knows nothing of links or time.
+
+use crate::collective::Op;
+use crate::config::llm::{Fusion, LlmModel, Scope};
+use crate::units::Bytes;
+
+use super::compute::{Kernel, KernelClass};
+
+/// The tokens a pass pushes through the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Tensor-parallel degree.
+    pub tp: u64,
+    /// Sequences processed together.
+    pub batch: u64,
+    /// New tokens of each sequence (the prompt at prefill, 1 at decode).
+    pub tokens: u64,
+    /// Tokens of each sequence already in the KV cache (0 at prefill).
+    pub context: u64,
+}
+
+impl Shape {
+    /// Rows of the activations: every new token of every sequence.
+    pub fn rows(&self) -> u64 {
+        self.batch * self.tokens
+    }
+}
+
+/// What a kernel or collective belongs to: the collective that ends a block
+/// carries its tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Block {
+    /// The vocabulary-parallel embedding lookup and its allreduce.
+    Embedding,
+    /// Norm, QKV projection, attention, output projection; an allreduce.
+    Attention,
+    /// Norm, gate/up projection, activation, down projection; an allreduce.
+    Mlp,
+    /// Final norm, LM head, the gather of the logits, sampling.
+    Logits,
+}
+
+/// One thing every GPU of the group does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    Kernel {
+        kernel: Kernel,
+        block: Block,
+    },
+    /// A collective over the group (only at TP > 1).
+    Collective {
+        op: Op,
+        bytes: Bytes,
+        block: Block,
+    },
+}
+
+impl Step {
+    pub fn block(&self) -> Block {
+        match self {
+            Step::Kernel { block, .. } | Step::Collective { block, .. } => *block,
+        }
+    }
+}
+
+/// One pass: the prologue, `layers` times the layer, the epilogue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PassProgram {
+    pub prologue: Vec<Step>,
+    pub layer: Vec<Step>,
+    pub layers: u64,
+    pub epilogue: Vec<Step>,
+}
+
+impl PassProgram {
+    /// How many times each step of the pass runs, in pass order.
+    pub fn counted(&self) -> impl Iterator<Item = (&Step, u64)> {
+        self.prologue
+            .iter()
+            .map(|s| (s, 1))
+            .chain(self.layer.iter().map(move |s| (s, self.layers)))
+            .chain(self.epilogue.iter().map(|s| (s, 1)))
+    }
+
+    /// Every kernel of the pass, each once.
+    pub fn kernels(&self) -> impl Iterator<Item = &Kernel> {
+        self.prologue.iter().chain(&self.layer).chain(&self.epilogue).filter_map(|step| match step {
+            Step::Kernel { kernel, .. } => Some(kernel),
+            Step::Collective { .. } => None,
+        })
+    }
+}
+
+/// The sizes one GPU works with, as floats for the byte counts.
+struct Dims {
+    element: f64,
+    rows: f64,
+    hidden: f64,
+    q_heads: f64,
+    kv_heads: f64,
+    head_dim: f64,
+    ffn: f64,
+    batch: f64,
+    tokens: f64,
+    context: f64,
+}
+
+impl Dims {
+    fn of(llm: &LlmModel, shape: Shape) -> Dims {
+        let (q_heads, kv_heads) = llm.heads_per_gpu(shape.tp);
+        Dims {
+            element: llm.dtype_bytes as f64,
+            rows: shape.rows() as f64,
+            hidden: llm.hidden as f64,
+            q_heads: q_heads as f64,
+            kv_heads: kv_heads as f64,
+            head_dim: llm.head_dim() as f64,
+            ffn: (llm.ffn / shape.tp) as f64,
+            batch: shape.batch as f64,
+            tokens: shape.tokens as f64,
+            context: shape.context as f64,
+        }
+    }
+
+    /// Bytes of `count` activations of `width` elements for every row.
+    fn rows_of(&self, width: f64, count: f64) -> f64 {
+        self.element * self.rows * width * count
+    }
+
+    fn norm(&self) -> Kernel {
+        // Reads the rows and the weight, writes the normalized rows.
+        Kernel::elementwise("rms_norm", self.rows_of(self.hidden, 2.0) + self.element * self.hidden)
+    }
+
+    fn add_norm(&self, name: &'static str) -> Kernel {
+        // Reads the block's output and the residual, writes both back.
+        Kernel::elementwise(name, self.rows_of(self.hidden, 4.0) + self.element * self.hidden)
+    }
+
+    fn residual_add(&self) -> Kernel {
+        Kernel::elementwise("residual_add", self.rows_of(self.hidden, 3.0))
+    }
+
+    fn kv_width(&self) -> f64 {
+        self.kv_heads * self.head_dim
+    }
+
+    fn rotary(&self) -> Kernel {
+        // Rotates Q and K in place, reading a cos/sin row per token.
+        let qk = (self.q_heads + self.kv_heads) * self.head_dim;
+        Kernel::elementwise("rotary", self.rows_of(qk, 2.0) + self.rows_of(self.head_dim, 1.0))
+    }
+
+    /// K and V of the new tokens copied into the cache (read and written).
+    fn kv_write(&self, one_kernel: bool) -> Vec<Kernel> {
+        if one_kernel {
+            vec![Kernel::elementwise("kv_write", self.rows_of(self.kv_width(), 4.0))]
+        } else {
+            vec![
+                Kernel::elementwise("kv_write_k", self.rows_of(self.kv_width(), 2.0)),
+                Kernel::elementwise("kv_write_v", self.rows_of(self.kv_width(), 2.0)),
+            ]
+        }
+    }
+
+    fn rope_kv_write(&self) -> Kernel {
+        // Q rotated in place; K rotated and V copied into the cache.
+        let q = self.q_heads * self.head_dim;
+        Kernel::elementwise("rope_kv_write", self.rows_of(q, 2.0) + self.rows_of(self.kv_width(), 4.0) + self.rows_of(self.head_dim, 1.0))
+    }
+
+    fn attention(&self) -> Kernel {
+        // Each new token attends to the context and, causally, to the new
+        // tokens up to itself.
+        let pairs = self.batch * (self.tokens * self.context + self.tokens * (self.tokens + 1.0) / 2.0);
+        let flops = 4.0 * pairs * self.head_dim * self.q_heads;
+        // Q and O of the new tokens, K and V of every position attended to.
+        let bytes = self.element
+            * self.head_dim
+            * self.batch
+            * (2.0 * self.tokens * self.q_heads + 2.0 * (self.context + self.tokens) * self.kv_heads);
+        Kernel { name: "attention", class: KernelClass::Attention, flops, bytes }
+    }
+
+    fn activation(&self, fused: bool) -> Vec<Kernel> {
+        if fused {
+            vec![Kernel::elementwise("silu_mul", self.rows_of(self.ffn, 3.0))]
+        } else {
+            vec![Kernel::elementwise("silu", self.rows_of(self.ffn, 2.0)), Kernel::elementwise("mul", self.rows_of(self.ffn, 3.0))]
+        }
+    }
+
+    /// The projection `name` of `gemm_shapes` over every row.
+    fn gemm(&self, shapes: &[(&'static str, u64, u64)], name: &str) -> Kernel {
+        let &(name, k, n) = shapes.iter().find(|(n, _, _)| *n == name).expect("a projection of gemm_shapes");
+        Kernel::gemm(name, self.rows, k as f64, n as f64, self.element)
+    }
+}
+
+/// The weights one GPU multiplies by, as (name, k, n): its activations of k
+/// columns times a k x n slice of the weight, for each projection of a
+/// layer and the LM head.
+pub fn gemm_shapes(llm: &LlmModel, tp: u64) -> [(&'static str, u64, u64); 5] {
+    let (q_heads, kv_heads) = llm.heads_per_gpu(tp);
+    let head_dim = llm.head_dim();
+    let ffn = llm.ffn / tp;
+    [
+        ("gemm_qkv", llm.hidden, (q_heads + 2 * kv_heads) * head_dim),
+        ("gemm_o", q_heads * head_dim, llm.hidden),
+        ("gemm_gate_up", llm.hidden, 2 * ffn),
+        ("gemm_down", ffn, llm.hidden),
+        ("gemm_lm_head", llm.hidden, llm.vocab.div_ceil(tp)),
+    ]
+}
+
+/// The kernels and collectives of one pass on each GPU.
+pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: Shape) -> PassProgram {
+    let d = Dims::of(llm, shape);
+    let shapes = gemm_shapes(llm, shape.tp);
+    let full = scope == Scope::Full;
+    let tensor_parallel = shape.tp > 1;
+    let activations = Bytes(shape.rows() * llm.hidden * llm.dtype_bytes);
+    let kernel = |kernel: Kernel, block: Block| Step::Kernel { kernel, block };
+    let allreduce = |block: Block| Step::Collective { op: Op::AllReduce, bytes: activations, block };
+
+    let mut layer = Vec::new();
+    let attention_norm = if fusion.add_norm { d.add_norm("add_rms_norm") } else { d.norm() };
+    layer.push(kernel(attention_norm, Block::Attention));
+    layer.push(kernel(d.gemm(&shapes, "gemm_qkv"), Block::Attention));
+    // The shared forward skipped rotary, and wrote the cache only at decode.
+    let writes_cache = full || shape.context > 0;
+    if full && fusion.rope_kv_write {
+        layer.push(kernel(d.rope_kv_write(), Block::Attention));
+    } else {
+        if full {
+            layer.push(kernel(d.rotary(), Block::Attention));
+        }
+        if writes_cache {
+            layer.extend(d.kv_write(fusion.kv_write_one_kernel).into_iter().map(|k| kernel(k, Block::Attention)));
+        }
+    }
+    layer.push(kernel(d.attention(), Block::Attention));
+    layer.push(kernel(d.gemm(&shapes, "gemm_o"), Block::Attention));
+    if tensor_parallel {
+        layer.push(allreduce(Block::Attention));
+    }
+    if fusion.add_norm {
+        layer.push(kernel(d.add_norm("add_rms_norm"), Block::Mlp));
+    } else {
+        layer.push(kernel(d.residual_add(), Block::Mlp));
+        layer.push(kernel(d.norm(), Block::Mlp));
+    }
+    layer.push(kernel(d.gemm(&shapes, "gemm_gate_up"), Block::Mlp));
+    layer.extend(d.activation(fusion.silu_mul).into_iter().map(|k| kernel(k, Block::Mlp)));
+    layer.push(kernel(d.gemm(&shapes, "gemm_down"), Block::Mlp));
+    if tensor_parallel {
+        layer.push(allreduce(Block::Mlp));
+    }
+    if !fusion.add_norm {
+        // With add+norm fused, this add runs in the next layer's first norm.
+        layer.push(kernel(d.residual_add(), Block::Mlp));
+    }
+
+    let (mut prologue, mut epilogue) = (Vec::new(), Vec::new());
+    if full {
+        // Each GPU looks up the rows of its part of the vocabulary (zeros
+        // elsewhere); the allreduce sums the parts.
+        prologue.push(kernel(Kernel::elementwise("embedding", d.rows_of(d.hidden, 2.0)), Block::Embedding));
+        if tensor_parallel {
+            prologue.push(allreduce(Block::Embedding));
+        }
+        let final_norm = if fusion.add_norm { d.add_norm("final_norm") } else { Kernel { name: "final_norm", ..d.norm() } };
+        epilogue.push(kernel(final_norm, Block::Logits));
+        // Logits only for each sequence's last position, over this GPU's
+        // part of the vocabulary, gathered whole on every GPU.
+        let &(_, k, n) = &shapes[4];
+        epilogue.push(kernel(Kernel::gemm("gemm_lm_head", d.batch, k as f64, n as f64, d.element), Block::Logits));
+        if tensor_parallel {
+            let gathered = Bytes(shape.batch * llm.vocab.div_ceil(shape.tp) * shape.tp * llm.dtype_bytes);
+            epilogue.push(Step::Collective { op: Op::AllGather, bytes: gathered, block: Block::Logits });
+        }
+        // Sampling reads the float logits and writes probabilities.
+        let logits = 4.0 * d.batch * llm.vocab as f64;
+        epilogue.push(kernel(Kernel::elementwise("sampling", 2.0 * logits), Block::Logits));
+    }
+    PassProgram { prologue, layer, layers: llm.layers, epilogue }
+}
+
+/// The kernel called `name` in a full pass of `shape`, under any of the
+/// model's fusions (vLLM's first): how a measured kernel is found by name.
+/// `attention_causal` is the shared measurements' name for attention.
+pub fn named_kernel(llm: &LlmModel, shape: Shape, name: &str) -> Option<Kernel> {
+    let name = if name == "attention_causal" { "attention" } else { name };
+    let mut fusions: Vec<&Fusion> = llm.fusion.get(Fusion::DEFAULT).into_iter().collect();
+    fusions.extend(llm.fusion.iter().filter(|(key, _)| key.as_str() != Fusion::DEFAULT).map(|(_, f)| f));
+    fusions.into_iter().find_map(|fusion| pass_program(llm, fusion, Scope::Full, shape).kernels().find(|k| k.name == name).cloned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn llama_70b() -> LlmModel {
+        LlmModel::load("llama-3.1-70b").unwrap()
+    }
+
+    fn names(steps: &[Step]) -> Vec<&'static str> {
+        steps
+            .iter()
+            .map(|s| match s {
+                Step::Kernel { kernel, .. } => kernel.name,
+                Step::Collective { op: Op::AllReduce, .. } => "allreduce",
+                Step::Collective { .. } => "allgather",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_layers_scope_runs_what_the_shared_torch_forward_ran() {
+        let llm = llama_70b();
+        let torch = llm.fusion("torch").unwrap();
+        let prefill = pass_program(&llm, torch, Scope::Layers, Shape { tp: 2, batch: 1, tokens: 8192, context: 0 });
+        assert!(prefill.prologue.is_empty() && prefill.epilogue.is_empty());
+        assert_eq!(
+            names(&prefill.layer),
+            [
+                "rms_norm",
+                "gemm_qkv",
+                "attention",
+                "gemm_o",
+                "allreduce",
+                "residual_add",
+                "rms_norm",
+                "gemm_gate_up",
+                "silu",
+                "mul",
+                "gemm_down",
+                "allreduce",
+                "residual_add"
+            ]
+        );
+        let decode = pass_program(&llm, torch, Scope::Layers, Shape { tp: 2, batch: 1, tokens: 1, context: 8321 });
+        assert_eq!(names(&decode.layer)[2..5], ["kv_write_k", "kv_write_v", "attention"]);
+        assert_eq!(decode.layers, 80);
+    }
+
+    #[test]
+    fn a_full_vllm_pass_fuses_and_adds_the_step_kernels() {
+        let llm = llama_70b();
+        let vllm = llm.fusion("vllm").unwrap();
+        let pass = pass_program(&llm, vllm, Scope::Full, Shape { tp: 8, batch: 4, tokens: 1, context: 100 });
+        assert_eq!(names(&pass.prologue), ["embedding", "allreduce"]);
+        assert_eq!(
+            names(&pass.layer),
+            [
+                "add_rms_norm",
+                "gemm_qkv",
+                "rotary",
+                "kv_write",
+                "attention",
+                "gemm_o",
+                "allreduce",
+                "add_rms_norm",
+                "gemm_gate_up",
+                "silu_mul",
+                "gemm_down",
+                "allreduce"
+            ]
+        );
+        assert_eq!(names(&pass.epilogue), ["final_norm", "gemm_lm_head", "allgather", "sampling"]);
+        // The logits of 4 sequences over 128256 entries (16032 a GPU), bf16.
+        let Step::Collective { bytes, .. } = &pass.epilogue[2] else { panic!("a gather") };
+        assert_eq!(*bytes, Bytes(4 * 16032 * 8 * 2));
+        let at_tp1 = pass_program(&llm, vllm, Scope::Full, Shape { tp: 1, batch: 1, tokens: 1, context: 0 });
+        assert!(at_tp1.counted().all(|(s, _)| matches!(s, Step::Kernel { .. })), "no collectives at TP=1");
+    }
+
+    #[test]
+    fn seventy_b_prefill_shapes_match_the_measured_kernels() {
+        // shared/calibration: gemm_qkv is 8192x8192 by 8192x5120 at TP=2.
+        let llm = llama_70b();
+        let shape = Shape { tp: 2, batch: 1, tokens: 8192, context: 0 };
+        assert_eq!(named_kernel(&llm, shape, "gemm_qkv").unwrap().flops, 2.0 * 8192.0 * 8192.0 * 5120.0);
+        assert_eq!(named_kernel(&llm, shape, "gemm_down").unwrap().flops, 2.0 * 8192.0 * 14336.0 * 8192.0);
+        let attention = named_kernel(&llm, shape, "attention_causal").unwrap();
+        assert_eq!(attention.flops, 4.0 * (8192.0 * 8193.0 / 2.0) * 128.0 * 32.0);
+        assert!(named_kernel(&llm, shape, "silu").is_some(), "torch's kernels are found too");
+        assert!(named_kernel(&llm, shape, "warp_specialized_gemm").is_none());
+    }
+
+    #[test]
+    fn decode_reads_the_weights_once() {
+        let llm = llama_70b();
+        let pass = pass_program(&llm, llm.fusion("vllm").unwrap(), Scope::Layers, Shape { tp: 8, batch: 1, tokens: 1, context: 8192 });
+        let weights: f64 = pass.kernels().filter(|k| k.class == KernelClass::Matmul).map(|k| k.bytes).sum();
+        // 70B over 80 layers at TP=8: about 0.86 G parameters a layer / 8, 2 bytes each.
+        let per_layer = 2.0 * (8192.0 * 10240.0 + 8192.0 * 8192.0 + 3.0 * 8192.0 * 28672.0) / 8.0;
+        assert!((weights / per_layer - 1.0).abs() < 0.01, "{weights} vs {per_layer}");
+    }
+}
