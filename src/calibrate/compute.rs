@@ -166,7 +166,7 @@ mod tests {
     fn the_calibrated_h200_reproduces_the_measured_kernels_within_10_percent() {
         let kernels: Vec<Measurement> = read("tests/data/h200x2-slice.jsonl").into_iter().filter(|m| m.op == "kernel").collect();
         assert_eq!(kernels.len(), 5);
-        let model = HardwareModel::load(&[hardware::shipped("h200x2-nvswitch").unwrap()]).unwrap();
+        let model = HardwareModel::load(&[hardware::shipped("h200-fit").unwrap()]).unwrap();
         for measured in &kernels {
             let predicted = predict_kernel(&model, measured).unwrap().time.as_us();
             let error = predicted / measured.time_us - 1.0;

@@ -384,7 +384,9 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
                 class_name(class)
             );
             let mut identified = steps.len() >= 2;
-            if protocol == Protocol::Simple {
+            // Through host memory a Simple step's own cost swamps the fence
+            // per slice: the data cannot tell them apart, so it stays at zero.
+            if protocol == Protocol::Simple && class != PathClass::Shm {
                 parameters.push(time(
                     format!("protocol.simple.{}.slice_overhead", class_name(class)),
                     move |m| path_cost_ref(m, Protocol::Simple, class).slice_overhead,
@@ -433,7 +435,13 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         Group {
             name: "nvls".into(),
             parameters: vec![
-                parameter("nvls.efficiency".into(), Unit::Ratio, (0.01, 1.0), |m| m.nvls.efficiency, |m, v| m.nvls.efficiency = v),
+                parameter(
+                    "nvls.efficiency_vs_nccl".into(),
+                    Unit::Ratio,
+                    (0.01, 1.2),
+                    |m| m.nvls.efficiency_vs_nccl,
+                    |m, v| m.nvls.efficiency_vs_nccl = v,
+                ),
                 time("nvls.latency".into(), |m| m.nvls.latency, |m, v| m.nvls.latency = v),
             ],
             points: nvls.iter().map(|r| r.index).collect(),
@@ -453,8 +461,10 @@ fn copy_groups(topo: &Topology, model: &HardwareModel, sources: &[Source]) -> Ve
     let (pcie, nvlink) = (gpu.pcie_generation.clone(), gpu.nvlink_generation.clone());
     // Link rates are fitted on large copies only: below 64 MiB the host
     // clock's fixed cost (and, within one GPU, the 60 MB L2 cache) dominates.
+    // Copies timed with CUDA events are preferred where there are any: a
+    // host clock adds the launch and the synchronization to every copy.
     let points = |names: &[&str]| -> Vec<Point> {
-        sources
+        let large: Vec<(Point, bool)> = sources
             .iter()
             .enumerate()
             .flat_map(|(s, source)| {
@@ -463,9 +473,11 @@ fn copy_groups(topo: &Topology, model: &HardwareModel, sources: &[Source]) -> Ve
                     .iter()
                     .enumerate()
                     .filter(|(_, m)| m.op == "copy" && m.bytes >= LARGE_COPY && names.contains(&m.path.as_deref().unwrap_or("")))
-                    .map(move |(i, _)| (s, i))
+                    .map(move |(i, m)| ((s, i), m.timing.as_deref().is_some_and(|t| t.contains("cuda events"))))
             })
-            .collect()
+            .collect();
+        let any_events = large.iter().any(|(_, events)| *events);
+        large.into_iter().filter(|(_, events)| *events || !any_events).map(|(p, _)| p).collect()
     };
     let efficiency = |key: String, get: Read, set: Write| Parameter { key, unit: Unit::Ratio, bounds: (0.05, 1.0), get, set };
     let (p1, p2, n1, n2, g1, g2) = (pcie.clone(), pcie.clone(), nvlink.clone(), nvlink.clone(), gpu_key.clone(), gpu_key.clone());

@@ -97,7 +97,9 @@ pub struct Summary {
 }
 
 /// Predicts every measurement (in parallel, results in input order).
-pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measurement]) -> Result<Vec<Row>, PredictError> {
+/// A row the model cannot predict is listed with the reason (not modelled,
+/// or why the prediction failed), never an abort.
+pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measurement]) -> Vec<Row> {
     measurements
         .par_iter()
         .map(|m| {
@@ -108,9 +110,9 @@ pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measureme
             let (predicted_us, note) = match predict(topo, model, m) {
                 Ok(p) => (Some(p.time.as_us()), p.detail),
                 Err(PredictError::NotModelled(why)) => (None, format!("not modelled: {why}")),
-                Err(error) => return Err(error),
+                Err(PredictError::Failed(why)) => (None, format!("cannot predict: {why}")),
             };
-            Ok(Row {
+            Row {
                 series: m.series(),
                 bytes: m.bytes,
                 label,
@@ -118,9 +120,21 @@ pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measureme
                 error: predicted_us.map(|p| p / m.time_us - 1.0),
                 predicted_us,
                 note,
-            })
+            }
         })
         .collect()
+}
+
+/// Rows without a prediction and why, one per distinct series and reason.
+pub fn unpredicted(rows: &[Row]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for row in rows.iter().filter(|r| r.predicted_us.is_none()) {
+        let entry = (row.series.clone(), row.note.clone());
+        if !out.contains(&entry) {
+            out.push(entry);
+        }
+    }
+    out
 }
 
 /// The value at quantile `q` (nearest rank) of sorted `values`.

@@ -367,10 +367,7 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
                 let topologies = fit::build_all(&sources, &model)?;
                 let mut rows = Vec::new();
                 for (source, topo) in sources.iter().zip(&topologies) {
-                    rows.extend(
-                        validate::compare(topo, &model, &source.measurements)
-                            .with_context(|| format!("predicting {}", measurements.names()))?,
-                    );
+                    rows.extend(validate::compare(topo, &model, &source.measurements));
                 }
                 Ok(rows)
             };
@@ -429,7 +426,7 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
                 let topologies = fit::build_all(&sources, model)?;
                 let mut rows = Vec::new();
                 for (source, topo) in sources.iter().zip(&topologies) {
-                    rows.extend(validate::compare(topo, model, &source.measurements)?);
+                    rows.extend(validate::compare(topo, model, &source.measurements));
                 }
                 Ok(rows)
             };
@@ -514,7 +511,16 @@ fn print_validation(rows: &[validate::Row], summary: &[validate::Summary], forma
     let summary_records = validate::summary_records(summary);
     match format {
         Format::Json => {
-            let document = serde_json::json!({ "topology": topology, "results": row_records, "summary": summary_records });
+            let unpredicted: Vec<serde_json::Value> = validate::unpredicted(rows)
+                .into_iter()
+                .map(|(series, reason)| serde_json::json!({ "series": series, "reason": reason }))
+                .collect();
+            let document = serde_json::json!({
+                "topology": topology,
+                "results": row_records,
+                "summary": summary_records,
+                "not_predicted": unpredicted,
+            });
             println!("{}", serde_json::to_string_pretty(&document).expect("plain data"));
         }
         Format::Csv => print!("{}", report::render(&row_records, Format::Csv)),
@@ -522,6 +528,13 @@ fn print_validation(rows: &[validate::Row], summary: &[validate::Summary], forma
             print!("{}", report::render(&row_records, Format::Table));
             println!("\nabsolute error by series and size band (topology {topology}):");
             print!("{}", report::render(&summary_records, Format::Table));
+            let unpredicted = validate::unpredicted(rows);
+            if !unpredicted.is_empty() {
+                println!("\nnot predicted (left out of the statistics):");
+                for (series, reason) in unpredicted {
+                    println!("  {series}: {reason}");
+                }
+            }
         }
     }
 }

@@ -67,6 +67,9 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
         bail!("{} has {} GPUs; --gpus {gpus} is too many", topo.name, topo.gpus().len());
     }
     let ranks = topo.gpus()[..gpus].to_vec();
+    if let Some(warning) = model.coverage_warning(gpus as u32, args.stack) {
+        eprintln!("warning: {warning}");
+    }
     let algorithms = &args.algo.0;
     let cases: Vec<(Bytes, Choice<Algorithm>)> = sizes.iter().flat_map(|&b| algorithms.iter().map(move |&a| (b, a))).collect();
     let outcomes: Vec<Result<Outcome, CollectiveError>> = cases

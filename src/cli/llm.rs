@@ -157,6 +157,15 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
 
 /// Runs `experiment`, prints its rows, and writes results and plots.
 fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> Result<()> {
+    let mut warnings: Vec<String> = Vec::new();
+    for run in &experiment.modes {
+        if let Some(warning) = run.hardware.coverage_warning(run.tp, run.stack)
+            && !warnings.contains(&warning)
+        {
+            eprintln!("warning: mode {}: {warning}", run.label);
+            warnings.push(warning);
+        }
+    }
     let plots = output.plots.as_deref().or(out);
     let options = if plots.is_some() { RunOptions::full() } else { RunOptions::replay_only() };
     let bar = progress_bar(experiment::steps(experiment, &options));

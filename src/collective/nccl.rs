@@ -191,8 +191,47 @@ pub fn bus_gbps(model: &HardwareModel, arch: &NcclArch, ring: &RingGraph, algori
     }
 }
 
+/// NCCL's cost-model terms for one algorithm and protocol: its latency (µs)
+/// and bandwidth (GB/s of the buffer as nccl-tests counts it), as its tuning
+/// table prints them; None where NCCL would not run them.
+pub fn model_terms(
+    model: &HardwareModel,
+    arch: &NcclArch,
+    ring: &RingGraph,
+    class: PathClass,
+    op: Op,
+    algorithm: Algorithm,
+    protocol: Protocol,
+    ranks: u32,
+) -> Option<(f64, f64)> {
+    let nccl = &model.nccl;
+    let n = f64::from(ranks);
+    let bus = bus_gbps(model, arch, ring, algorithm, protocol, ranks);
+    if ranks < 2 || bus <= 0.0 {
+        return None;
+    }
+    let steps = match op {
+        Op::AllReduce => 2.0 * (n - 1.0),
+        Op::AllGather | Op::ReduceScatter => n - 1.0,
+        Op::Broadcast => n,
+    };
+    let hop = pick(hop_triple(model, algorithm, class), protocol);
+    let latency = match algorithm {
+        Algorithm::Ring => pick(nccl.ring_base_us, protocol) + steps * hop,
+        Algorithm::Tree if op == Op::AllReduce => pick(nccl.tree_base_us, protocol) + 2.0 * (n - 1.0) * hop,
+        Algorithm::Nvls if protocol == Protocol::Simple && op == Op::AllReduce => nccl.nvls_latency_us,
+        _ => return None,
+    };
+    let algbw = match algorithm {
+        Algorithm::Ring | Algorithm::Nvls => bus * n / steps,
+        _ => bus * 0.5,
+    };
+    Some((latency, algbw))
+}
+
 /// NCCL's closed-form time of one collective, microseconds, or None where
-/// NCCL would not use this algorithm and protocol.
+/// NCCL would not use this algorithm and protocol: latency plus bytes over
+/// bandwidth, a tree's bandwidth corrected by size as NCCL does.
 #[allow(clippy::too_many_arguments)]
 pub fn predicted_us(
     model: &HardwareModel,
@@ -205,38 +244,12 @@ pub fn predicted_us(
     ranks: u32,
     bytes: u64,
 ) -> Option<f64> {
-    let nccl = &model.nccl;
-    let n = f64::from(ranks);
     if ranks < 2 {
         return Some(0.0);
     }
-    let mut bus = bus_gbps(model, arch, ring, algorithm, protocol, ranks);
-    if bus <= 0.0 {
-        return None;
-    }
-    let steps = match op {
-        Op::AllReduce => 2.0 * (n - 1.0),
-        Op::AllGather | Op::ReduceScatter => n - 1.0,
-        Op::Broadcast => n,
-    };
-    let hop = pick(hop_triple(model, algorithm, class), protocol);
-    let latency = match algorithm {
-        Algorithm::Ring => pick(nccl.ring_base_us, protocol) + steps * hop,
-        Algorithm::Tree => {
-            if op != Op::AllReduce {
-                return None;
-            }
-            pick(nccl.tree_base_us, protocol) + 2.0 * (n - 1.0) * hop
-        }
-        Algorithm::Nvls => {
-            if protocol != Protocol::Simple || op != Op::AllReduce {
-                return None;
-            }
-            nccl.nvls_latency_us
-        }
-        Algorithm::OneShot | Algorithm::TwoShot => return None,
-    };
+    let (latency, mut algbw) = model_terms(model, arch, ring, class, op, algorithm, protocol, ranks)?;
     if algorithm == Algorithm::Tree {
+        let nccl = &model.nccl;
         let table = match protocol {
             Protocol::Ll => &nccl.tree_correction.ll,
             Protocol::Ll128 => &nccl.tree_correction.ll128,
@@ -244,13 +257,9 @@ pub fn predicted_us(
         };
         let index = (bytes >> 6).checked_ilog2().map(|i| i as usize);
         if let Some(factor) = index.and_then(|i| table.get(i)) {
-            bus *= factor;
+            algbw *= factor;
         }
     }
-    let algbw = match algorithm {
-        Algorithm::Ring | Algorithm::Nvls => bus * n / steps,
-        _ => bus * 0.5,
-    };
     Some(latency + bytes as f64 / (1000.0 * algbw))
 }
 

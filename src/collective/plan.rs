@@ -368,12 +368,15 @@ impl Plan {
                 let up = self.request.ranks.iter().map(|&g| switch_path(g, switch)).collect::<Result<Vec<_>, _>>()?;
                 let down = self.request.ranks.iter().map(|&g| switch_path(switch, g)).collect::<Result<Vec<_>, _>>()?;
                 let port = topo.nvlink_bandwidth(self.request.ranks[0]);
+                let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
+                let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
+                let efficiency = arch.nvls_efficiency * model.nvls.efficiency_vs_nccl;
                 let plan = nvls::NvlsPlan {
                     channel_bytes: self.channel_bytes.clone(),
                     up,
                     down,
                     chunk: nvls::chunk(model.nvls.chunk, self.request.bytes, self.channel_bytes.len(), n),
-                    channel_cap: port.scaled(model.nvls.efficiency / f64::from(model.nvls.channels)),
+                    channel_cap: port.scaled(efficiency / f64::from(model.nvls.channels)),
                 };
                 nvls::build(&plan, graph, start)
             }

@@ -14,10 +14,8 @@ use super::{ConfigError, ConfigResult, check_range, merge_tables, parse_toml, re
 use crate::units::{Bandwidth, Bytes, Time};
 
 /// Model files shipped inside the binary, so that it runs from any folder.
-const SHIPPED: &[(&str, &str)] = &[
-    ("base", include_str!("../../models/hardware/base.toml")),
-    ("h200x2-nvswitch", include_str!("../../models/hardware/h200x2-nvswitch.toml")),
-];
+const SHIPPED: &[(&str, &str)] =
+    &[("base", include_str!("../../models/hardware/base.toml")), ("h200-fit", include_str!("../../models/hardware/h200-fit.toml"))];
 
 /// One PCIe generation, per lane and per direction.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -245,8 +243,10 @@ pub struct ShmModel {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NvlsModel {
-    /// Fraction of a GPU's port bandwidth that multimem reduction reaches.
-    pub efficiency: f64,
+    /// The fraction of a GPU's port bandwidth that multimem reduction
+    /// reaches, relative to NCCL's own figure for the architecture
+    /// (`nccl.arch.*.nvls_efficiency`): 1 is NCCL's model.
+    pub efficiency_vs_nccl: f64,
     pub latency: Time,
     pub channels: u32,
     pub chunk: Bytes,
@@ -477,10 +477,26 @@ impl HardwareModel {
         })
     }
 
-    pub fn drive(&self, name: &str) -> Result<&DriveModel, String> {
-        self.nvme
-            .get(name)
-            .ok_or_else(|| format!("unknown drive {name:?}; known: {}", self.nvme.keys().cloned().collect::<Vec<_>>().join(", ")))
+    /// A warning when this model's collective parameters were fitted on
+    /// other GPU counts or callers than `gpus` and `stack`: the fit only
+    /// vouches for what it saw.
+    pub fn coverage_warning(&self, gpus: u32, stack: crate::stack::Stack) -> Option<String> {
+        let fitted: Vec<&Provenance> = self.provenance.iter().filter(|p| !p.gpu_counts.is_empty()).collect();
+        if fitted.is_empty() || gpus < 2 {
+            return None;
+        }
+        let counts: std::collections::BTreeSet<u32> = fitted.iter().flat_map(|p| p.gpu_counts.iter().copied()).collect();
+        let stacks: std::collections::BTreeSet<&str> = fitted.iter().flat_map(|p| p.stacks.iter().map(String::as_str)).collect();
+        let list = |items: Vec<String>| items.join(", ");
+        let mut outside = Vec::new();
+        if !counts.contains(&gpus) {
+            outside.push(format!("{gpus} GPUs (fitted on {})", list(counts.iter().map(u32::to_string).collect())));
+        }
+        if !stacks.is_empty() && !stacks.contains(stack.name()) {
+            outside.push(format!("the {stack} caller (fitted on {})", list(stacks.iter().map(|s| s.to_string()).collect())));
+        }
+        (!outside.is_empty())
+            .then(|| format!("the collective model's fitted parameters are used outside what they were fitted on: {}", outside.join("; ")))
     }
 
     /// The thread-block rates of architecture `arch` ("sm90") for `protocol`,
@@ -595,16 +611,7 @@ impl HardwareModel {
                 ));
             }
         }
-        super::storage::validate_model(path, &self.nvme, &self.storage)?;
-        for (name, drive) in &self.nvme {
-            if !self.pcie.contains_key(&drive.pcie_generation) {
-                return Err(ConfigError::invalid(
-                    path,
-                    format!("nvme.{name}.pcie_generation"),
-                    format!("unknown generation {:?}; known: {:?}", drive.pcie_generation, self.pcie.keys()),
-                ));
-            }
-        }
+        super::storage::validate_model(path, self)?;
         check_range(path, "contention.sharpness", self.contention.sharpness, 0.5..=50.0)?;
         for (name, g) in &self.pcie {
             check_range(path, &format!("pcie.{name}.host_read_efficiency"), g.host_read_efficiency, 0.01..=1.0)?;
@@ -614,7 +621,7 @@ impl HardwareModel {
                 self.cta_rates(arch, protocol).map_err(|message| ConfigError::invalid(path, format!("cta.{arch}"), message))?;
             }
         }
-        check_range(path, "nvls.efficiency", self.nvls.efficiency, 0.01..=1.0)?;
+        check_range(path, "nvls.efficiency_vs_nccl", self.nvls.efficiency_vs_nccl, 0.01..=1.2)?;
         check_range(path, "direct.efficiency", self.direct.efficiency, 0.01..=1.0)?;
         if self.shm.slots == 0 {
             return Err(ConfigError::invalid(path, "shm.slots", "must be at least 1"));

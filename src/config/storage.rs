@@ -56,9 +56,18 @@ pub struct StorageModel {
     pub bounce_cpu_per_mib: Time,
 }
 
+impl HardwareModel {
+    /// The drive class `name` (a key of `[nvme]`).
+    pub fn drive(&self, name: &str) -> Result<&DriveModel, String> {
+        self.nvme
+            .get(name)
+            .ok_or_else(|| format!("unknown drive {name:?}; known: {}", self.nvme.keys().cloned().collect::<Vec<_>>().join(", ")))
+    }
+}
+
 /// Checks the storage parts of a merged hardware model.
-pub fn validate_model(path: &Path, drives: &std::collections::BTreeMap<String, DriveModel>, storage: &StorageModel) -> ConfigResult<()> {
-    for (name, drive) in drives {
+pub fn validate_model(path: &Path, model: &HardwareModel) -> ConfigResult<()> {
+    for (name, drive) in &model.nvme {
         let key = |field: &str| format!("nvme.{name}.{field}");
         if drive.read.0 == 0 || drive.write.0 == 0 {
             return Err(ConfigError::invalid(path, key("read"), "read and write rates must be more than zero"));
@@ -66,7 +75,16 @@ pub fn validate_model(path: &Path, drives: &std::collections::BTreeMap<String, D
         if !(1..=16).contains(&drive.lanes) {
             return Err(ConfigError::invalid(path, key("lanes"), format!("{} lanes: a drive has 1 to 16", drive.lanes)));
         }
+        if !model.pcie.contains_key(&drive.pcie_generation) {
+            let known: Vec<&String> = model.pcie.keys().collect();
+            return Err(ConfigError::invalid(
+                path,
+                key("pcie_generation"),
+                format!("unknown generation {:?}; known: {known:?}", drive.pcie_generation),
+            ));
+        }
     }
+    let storage = &model.storage;
     for (key, size) in
         [("storage.gds_io", storage.gds_io), ("storage.bounce_io", storage.bounce_io), ("storage.raid_chunk", storage.raid_chunk)]
     {

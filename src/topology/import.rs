@@ -406,7 +406,7 @@ mod tests {
     #[test]
     fn every_field_a_topology_file_may_set_is_written() {
         let (mut raw, _) = imported("nvidia-smi-topo-pcie-8gpu.txt", &ImportOptions::default());
-        raw.models = vec!["h200x2-nvswitch".into(), "my \"tuned\".toml".into()];
+        raw.models = vec!["h200-fit".into(), "my \"tuned\".toml".into()];
         raw.policy.p2p_across_sockets = Some(true);
         raw.links[0].bandwidth = Some("100GB/s".parse().unwrap());
         raw.links[0].latency = Some("1us".parse().unwrap());

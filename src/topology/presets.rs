@@ -26,6 +26,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("hgx-h100", "8x H100 SXM on NVSwitch (18 NVLink 4 links each), PCIe Gen5 to two Sapphire Rapids sockets"),
     ("hgx-h200", "8x H200 SXM on NVSwitch (18 NVLink 4 links each), PCIe Gen5 to two Sapphire Rapids sockets"),
     ("hgx-h20", "8x H20 on NVSwitch (18 NVLink 4 links each), PCIe Gen5 to two Sapphire Rapids sockets"),
+    ("hgx-b200", "8x B200 on NVSwitch (18 NVLink 5 links each), PCIe Gen5 to two Emerald Rapids sockets"),
     ("hgx-a100", "8x A100 SXM on NVSwitch (12 NVLink 3 links each), PCIe Gen4 to two EPYC sockets"),
     ("h20-nvlink-mesh", "8x H20 with no NVSwitch: every pair joined directly, 64 GB/s per direction (7 links a GPU)"),
     ("pcie-gen3-8gpu", "8 GPUs on PCIe Gen3, no NVLink: two Skylake sockets, two switches a socket, two GPUs a switch"),
@@ -33,11 +34,14 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("pcie-gen5-8gpu", "8 GPUs on PCIe Gen5, no NVLink: two Sapphire Rapids sockets, two switches a socket, two GPUs a switch"),
 ];
 
-/// Calibrated hardware model overlays a preset uses, by shipped name.
+/// Calibrated hardware model overlays a preset uses, by shipped name. The
+/// collective overlay is fitted on H200 measurements only; the other
+/// NVSwitch boards take it as a prediction: what differs is their datasheet
+/// (link counts and rates, NCCL's per-architecture constants, the thread
+/// blocks of sm100 scaled by NCCL's own Blackwell/Hopper ratios).
 pub fn preset_models(name: &str) -> &'static [&'static str] {
     match name {
-        // Fitted to two H200 SXM of an HGX board (models/hardware/h200x2-nvswitch.toml).
-        "hgx-h200" => &["h200x2-nvswitch"],
+        "hgx-h200" | "hgx-h100" | "hgx-h20" | "hgx-b200" => &["h200-fit"],
         _ => &[],
     }
 }
@@ -81,6 +85,13 @@ pub fn preset(name: &str, options: &PresetOptions, model: &HardwareModel) -> Res
             let gpu = fixed_gpu(&name["hgx-".len()..])?;
             let pcie_generation = model.gpu(&gpu).map_err(TopologyError::Invalid)?.pcie_generation.clone();
             Board { name: leak(name), gpu, host: "spr-2s", pcie_generation, fabric: GpuFabric::NvSwitch }
+        }
+        // DGX B200 (NVIDIA datasheet): eight B200 on NVLink 5 switches, two
+        // Intel Xeon Platinum 8570 (Emerald Rapids) hosts, PCIe Gen5.
+        "hgx-b200" => {
+            let gpu = fixed_gpu("b200")?;
+            let pcie_generation = model.gpu(&gpu).map_err(TopologyError::Invalid)?.pcie_generation.clone();
+            Board { name: "hgx-b200", gpu, host: "emr-2s", pcie_generation, fabric: GpuFabric::NvSwitch }
         }
         "hgx-a100" => Board {
             name: "hgx-a100",

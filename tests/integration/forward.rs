@@ -21,7 +21,7 @@ fn shared_forward_rows() -> Vec<(Measurement, Row)> {
     // Measured with NCCL_NVLS_ENABLE=0, as the runners always run NCCL.
     let (mut topo, model) = preset("hgx-h200", Some(2), &[]);
     topo.policy.nvls = false;
-    let rows = validate::compare(&topo, &model, &measured).expect("every forward row is predicted");
+    let rows = validate::compare(&topo, &model, &measured);
     println!("\nLlama-3.1-70B forward at TP=2 on 2x H200 (shared), predicted with scope layers, fusion torch:");
     println!("{:<12} {:<10} {:>12} {:>12} {:>8}", "phase", "allreduce", "measured_ms", "predicted_ms", "error");
     for (m, r) in measured.iter().zip(&rows) {
@@ -78,7 +78,7 @@ fn kernel_errors(folder: &std::path::Path, preset_name: &str, overlays: &[&str])
         return None;
     }
     let (topo, model) = preset(preset_name, Some(1), overlays);
-    let rows = validate::compare(&topo, &model, &kernels).expect("every kernel row is predicted");
+    let rows = validate::compare(&topo, &model, &kernels);
     let mut errors: Vec<f64> = rows.iter().filter_map(|r| r.error.map(f64::abs)).collect();
     errors.sort_by(f64::total_cmp);
     let summary = validate::summarize(&rows, None, |_| true);

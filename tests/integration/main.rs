@@ -9,5 +9,6 @@ mod fidelity;
 mod forward;
 mod import;
 mod llm;
+mod nccl_rules;
 mod properties;
 mod storage;
