@@ -62,11 +62,11 @@ pub struct DriveLayout {
 pub fn preset_drives(name: &str) -> Option<DriveLayout> {
     let layout = |count, drive: &str, placement| Some(DriveLayout { count, drive: drive.to_string(), placement });
     match name {
-        // NVIDIA DGX A100 and DGX H100 user guides: eight 3.84 TB U.2 NVMe
-        // data drives (30 TB); the DGX A100 block diagram hangs them on the
+        // NVIDIA DGX A100, DGX H100 and DGX B200 user guides: eight 3.84 TB
+        // U.2 NVMe data drives; the DGX A100 block diagram hangs them on the
         // four PCIe switches that carry the GPUs and NICs, two a switch.
-        // Gen4 is assumed for both (U.2 data-centre drives of their time).
-        "hgx-h100" | "hgx-h200" | "hgx-h20" | "hgx-a100" | "h20-nvlink-mesh" => layout(8, "gen4", Placement::Switch),
+        // Gen4 is assumed for all (U.2 data-centre drives of their time).
+        "hgx-h100" | "hgx-h200" | "hgx-h20" | "hgx-a100" | "hgx-b200" | "h20-nvlink-mesh" => layout(8, "gen4", Placement::Switch),
         // Assumed: 8-GPU PCIe servers give their switches to the GPUs and
         // wire their NVMe bays to the CPUs; two drives a socket.
         "pcie-gen3-8gpu" | "pcie-gen4-8gpu" => layout(4, "gen4", Placement::RootPort),
