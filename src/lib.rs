@@ -11,6 +11,7 @@ pub mod network;
 pub mod report;
 pub mod stack;
 pub mod storage;
+pub mod sweep;
 pub mod topology;
 pub mod transport;
 pub mod units;

@@ -16,7 +16,7 @@ fn main() -> ExitCode {
             for cause in error.chain().skip(1) {
                 eprintln!("  caused by: {cause}");
             }
-            ExitCode::FAILURE
+            ExitCode::from(cli::exit_code(&error))
         }
     }
 }

@@ -9,7 +9,7 @@ use std::str::FromStr;
 use crate::config::hardware::HardwareModel;
 use crate::engine::{TaskGraph, TaskId};
 use crate::network::Path;
-use crate::topology::{Medium, NodeId, NodeKind, Relation, Topology};
+use crate::topology::{Medium, NodeId, NodeKind, P2pDenied, Relation, Topology};
 use crate::units::{Bandwidth, Bytes, Time};
 
 /// A transport mode, as a user names it.
@@ -141,15 +141,11 @@ pub fn connect(topo: &Topology, a: NodeId, b: NodeId, mode: Mode) -> Result<Conn
             Ok(Connection::Direct { path, class: PathClass::Nvlink, rate_cap: None })
         }
         Mode::P2p => {
-            let path = topo
-                .path(a, b, Medium::Pcie)
-                .ok_or_else(|| unavailable(mode, topo, format!("no PCIe path between {} and {}", name(a), name(b))))?;
-            let crosses_sockets = topo.relation(a, b) == Relation::Sys;
-            if crosses_sockets && !topo.policy.p2p_across_sockets {
-                return Err(TransportError::P2pRefused { a: name(a), b: name(b), topology: topo.name.clone() });
-            }
-            let rate_cap =
-                topo.path_crosses(&path, NodeKind::CpuSocket).then(|| topo.bottleneck(&path).scaled(topo.policy.root_complex_p2p_factor));
+            // The PCIe path decides, whatever NVLink joins the pair.
+            let (path, rate_cap) = topo.peer_to_peer(a, b).map_err(|denied| match denied {
+                P2pDenied::NoPath => unavailable(mode, topo, format!("no PCIe path between {} and {}", name(a), name(b))),
+                P2pDenied::AcrossSockets => TransportError::P2pRefused { a: name(a), b: name(b), topology: topo.name.clone() },
+            })?;
             Ok(Connection::Direct { path, class: PathClass::Pcie, rate_cap })
         }
         Mode::Shm => {
@@ -168,7 +164,7 @@ pub fn connect(topo: &Topology, a: NodeId, b: NodeId, mode: Mode) -> Result<Conn
                 connect(topo, a, b, Mode::Nvlink)
             } else if topo.path(a, b, Medium::NvSwitch).is_some() {
                 connect(topo, a, b, Mode::Nvswitch)
-            } else if matches!(topo.relation(a, b), Relation::Pix | Relation::Pxb) {
+            } else if matches!(topo.pcie_relation(a, b), Relation::Pix | Relation::Pxb) {
                 // NCCL's default P2P level stops at PXB: no host bridge.
                 connect(topo, a, b, Mode::P2p)
             } else {
@@ -364,6 +360,26 @@ mod tests {
         assert!(matches!(connect(&topo, a, b, Mode::P2p), Err(TransportError::P2pRefused { .. })));
         let (connection, fell_back) = connect_with_fallback(&topo, a, b, Mode::P2p).unwrap();
         assert!(fell_back && connection.class() == PathClass::Shm);
+    }
+
+    #[test]
+    fn the_p2p_rule_follows_the_pcie_path_on_every_preset_whatever_nvlink_joins() {
+        for (name, _) in crate::topology::PRESETS {
+            let topo = topology(name);
+            let gpus = topo.gpus();
+            let mut refused_pairs = 0;
+            for &a in gpus {
+                for &b in gpus.iter().filter(|&&b| b != a) {
+                    let across = topo.node(a).socket != topo.node(b).socket;
+                    let refused = matches!(connect(&topo, a, b, Mode::P2p), Err(TransportError::P2pRefused { .. }));
+                    assert_eq!(refused, across && !topo.policy.p2p_across_sockets, "{name}: {a:?} -> {b:?}");
+                    refused_pairs += usize::from(refused);
+                }
+            }
+            if !topo.policy.p2p_across_sockets {
+                assert_eq!(refused_pairs, 2 * 4 * 4, "{name}: half of the 8 GPUs on each socket");
+            }
+        }
     }
 
     #[test]

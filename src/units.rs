@@ -64,6 +64,13 @@ impl Decimal {
     }
 }
 
+/// "1e30GiB" is a number in scientific notation, not a unit "e30GiB".
+fn refuse_exponent(suffix: &str) -> Result<(), String> {
+    let mut chars = suffix.chars();
+    let exponent = matches!(chars.next(), Some('e' | 'E')) && chars.next().is_some_and(|c| c.is_ascii_digit() || c == '-' || c == '+');
+    if exponent { Err("no exponents (1e9): write the number out with a unit prefix instead".into()) } else { Ok(()) }
+}
+
 /// Splits "12.5 GiB" into ("12.5", "GiB").
 fn split_number(text: &str) -> (&str, &str) {
     let text = text.trim();
@@ -135,6 +142,7 @@ impl FromStr for Bytes {
             examples: BYTES_EXAMPLES,
         };
         let (number, suffix) = split_number(text);
+        refuse_exponent(suffix).map_err(|reason| error(&reason))?;
         let unit = byte_unit(suffix).ok_or_else(|| error(&format!("unknown unit {suffix:?}")))?;
         let decimal = Decimal::parse(number).ok_or_else(|| error("no number"))?;
         let value = decimal.times_exact(unit).ok_or_else(|| error("not a whole number of bytes"))?;
@@ -190,11 +198,25 @@ const PS_PER_MS: u64 = 1_000_000_000;
 const PS_PER_S: u64 = 1_000_000_000_000;
 
 /// A point in simulated time or a span of it, in integer picoseconds.
+///
+/// The clock ends at [`Time::END`], about 213 days: sums and products that
+/// would pass it stop there instead of wrapping around, so that a time
+/// beyond the clock's range is never mistaken for a short one. A result
+/// that reached the end is not a time: callers refuse it
+/// ([`Time::is_end`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Time(pub u64);
 
 impl Time {
     pub const ZERO: Time = Time(0);
+    /// The last instant the clock can hold (u64 picoseconds, about 213 days).
+    pub const END: Time = Time(u64::MAX);
+
+    /// Whether this time reached the end of the clock: the real time is
+    /// at least that long and unknown.
+    pub fn is_end(self) -> bool {
+        self == Time::END
+    }
     pub const fn from_us(us: u64) -> Time {
         Time(us * PS_PER_US)
     }
@@ -220,6 +242,7 @@ impl FromStr for Time {
         let error =
             |reason: &str| ParseUnitError { input: text.to_string(), what: "a time", reason: reason.to_string(), examples: TIME_EXAMPLES };
         let (number, suffix) = split_number(text);
+        refuse_exponent(suffix).map_err(|reason| error(&reason))?;
         let unit: u128 = match suffix {
             "ps" => 1,
             "ns" => PS_PER_NS.into(),
@@ -258,13 +281,14 @@ fn trim_decimals(value: f64) -> String {
 
 impl Add for Time {
     type Output = Time;
+    /// Saturates at [`Time::END`].
     fn add(self, other: Time) -> Time {
-        Time(self.0 + other.0)
+        Time(self.0.saturating_add(other.0))
     }
 }
 impl AddAssign for Time {
     fn add_assign(&mut self, other: Time) {
-        self.0 += other.0;
+        *self = *self + other;
     }
 }
 impl Sub for Time {
@@ -275,8 +299,9 @@ impl Sub for Time {
 }
 impl Mul<u64> for Time {
     type Output = Time;
+    /// Saturates at [`Time::END`].
     fn mul(self, factor: u64) -> Time {
-        Time(self.0 * factor)
+        Time(self.0.saturating_mul(factor))
     }
 }
 
@@ -322,6 +347,7 @@ impl FromStr for Bandwidth {
             examples: BANDWIDTH_EXAMPLES,
         };
         let (number, suffix) = split_number(text);
+        refuse_exponent(suffix).map_err(|reason| error(&reason))?;
         let per_second = suffix.strip_suffix("/s").ok_or_else(|| error("missing \"/s\""))?.trim();
         let unit = match per_second {
             "" => None,
@@ -482,6 +508,29 @@ mod tests {
         assert_eq!(Bytes(1) / Bandwidth::gbps(450), Time(3)); // 2.22 ps rounds up
         assert_eq!(Bytes(1_000_000_000) / Bandwidth::gbps(1), Time(PS_PER_S));
         assert_eq!(Bytes::gib(1) / (Bytes::gib(1) / Time(PS_PER_S)), Time(PS_PER_S));
+    }
+
+    #[test]
+    fn times_past_the_end_of_the_clock_stay_there_instead_of_wrapping() {
+        let slow = Bytes::mib(32) / Bandwidth(1);
+        assert!(slow.is_end(), "32 MiB at 1 B/s is 388 days, past the clock's 213");
+        assert!((slow + Time(5)).is_end());
+        assert!((Time::from_us(1) * u64::MAX).is_end());
+        let mut sum = Time(u64::MAX - 1);
+        sum += Time(10);
+        assert!(sum.is_end());
+        assert!(!(Bytes::mib(32) / Bandwidth(1_000_000)).is_end());
+    }
+
+    #[test]
+    fn exponents_are_named_as_such() {
+        for error in [
+            "1e30GiB".parse::<Bytes>().unwrap_err().to_string(),
+            "1e3us".parse::<Time>().unwrap_err().to_string(),
+            "2E9B/s".parse::<Bandwidth>().unwrap_err().to_string(),
+        ] {
+            assert!(error.contains("no exponents") && !error.contains("unknown unit"), "{error}");
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::stack::Stack;
 use crate::topology::Topology;
 use crate::transport::Mode;
 use crate::units::Time;
-use crate::workload::compute::{Kernel, Launch};
+use crate::workload::compute::{Clock, Kernel, Launch};
 use crate::workload::forward::{self, Shape};
 use crate::workload::gpu_key;
 use crate::workload::tp::{CollectiveCache, Pass, Query, TensorParallel};
@@ -82,9 +82,9 @@ pub fn predict_kernel(model: &HardwareModel, m: &Measurement) -> Result<Predicti
     let kernel = measured_kernel(m)?;
     let gpu = gpu_of(model, m)?;
     let launch = Launch::of(model, m.stack()).map_err(PredictError::Failed)?;
-    let roofline = kernel.roofline(gpu);
+    let roofline = kernel.roofline(gpu, Clock::Burst);
     let bound = if roofline.compute_s > roofline.memory_s { "compute" } else { "memory" };
-    Ok(Prediction { time: launch.repeated(kernel.time(gpu)), detail: format!("{} {}-bound", kernel.class.name(), bound) })
+    Ok(Prediction { time: launch.repeated(kernel.time(gpu, Clock::Burst)), detail: format!("{} {}-bound", kernel.class.name(), bound) })
 }
 
 /// What a forward row ran: its scope as written, else `layers` where its

@@ -9,6 +9,7 @@ pub mod compute_fit;
 pub mod fit;
 pub mod nccl_tests;
 pub mod predict;
+pub mod profile;
 pub mod runner;
 pub mod schema;
 pub mod validate;
@@ -25,10 +26,28 @@ use schema::Measurement;
 /// JSON Lines file starts it with `{`. `options` say what nccl-tests output
 /// does not (JSON Lines say it themselves, so options are refused there).
 pub fn read_measurements(path: &Path, options: &NcclTestsOptions) -> Result<Vec<Measurement>, ConfigError> {
-    let text = read_text(path)?;
+    Ok(read_measurements_located(path, options)?.into_iter().map(|(_, m)| m).collect())
+}
+
+/// [`read_measurements`], each measurement with its line number. A file
+/// with no measurement at all is refused.
+pub fn read_measurements_located(path: &Path, options: &NcclTestsOptions) -> Result<Vec<(usize, Measurement)>, ConfigError> {
+    parse_measurements(path, &read_text(path)?, options)
+}
+
+/// [`read_measurements_located`] of text read from `path` (which errors name).
+pub fn parse_measurements(path: &Path, text: &str, options: &NcclTestsOptions) -> Result<Vec<(usize, Measurement)>, ConfigError> {
     let first = text.lines().map(str::trim).find(|line| !line.is_empty() && !line.starts_with('#'));
-    if !first.is_none_or(|line| line.starts_with('{')) {
-        return nccl_tests::parse(path, &text, options);
+    let Some(first) = first else {
+        return Err(ConfigError::Syntax {
+            path: path.to_path_buf(),
+            message: "holds no measurement: expected schema-1 JSON Lines (one {\"schema\": 1, ...} object a line) or nccl-tests output"
+                .into(),
+        });
+    };
+    // JSON of another shape (`[1,2,3]`) is JSON all the same, not nccl-tests output.
+    if !first.starts_with(['{', '[', '"']) {
+        return nccl_tests::parse_located(path, text, options);
     }
     for (key, given) in [("op", &options.op), ("transport", &options.transport)] {
         if given.is_some() {
@@ -39,7 +58,7 @@ pub fn read_measurements(path: &Path, options: &NcclTestsOptions) -> Result<Vec<
             ));
         }
     }
-    schema::parse(path, &text)
+    schema::parse_located(path, text)
 }
 
 #[cfg(test)]

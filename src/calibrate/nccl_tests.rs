@@ -27,7 +27,8 @@ pub struct NcclTestsOptions {
 const TIMING: &str = "nccl-tests, host-timed over iterations";
 
 /// nccl-tests' element type names that the schema spells otherwise.
-const DTYPE_NAMES: &[(&str, &str)] = &[("half", "float16"), ("float", "float32"), ("double", "float64")];
+const DTYPE_NAMES: &[(&str, &str)] =
+    &[("half", "float16"), ("float", "float32"), ("double", "float64"), ("f8e4m3", "float8e4m3"), ("f8e5m2", "float8e5m2")];
 
 /// The collective a test binary runs: `all_reduce_perf` -> `allreduce`.
 fn op_of_binary(name: &str) -> Option<String> {
@@ -98,6 +99,11 @@ fn forced(text: &str, key: &str) -> Option<String> {
 
 /// Reads nccl-tests output from `text` (read from `path`, which errors name).
 pub fn parse(path: &Path, text: &str, options: &NcclTestsOptions) -> Result<Vec<Measurement>, ConfigError> {
+    Ok(parse_located(path, text, options)?.into_iter().map(|(_, m)| m).collect())
+}
+
+/// [`parse`], each measurement with the line of its result row.
+pub fn parse_located(path: &Path, text: &str, options: &NcclTestsOptions) -> Result<Vec<(usize, Measurement)>, ConfigError> {
     let transport = options.transport.clone().unwrap_or_else(|| "auto".into());
     transport.parse::<Mode>().map_err(|message| ConfigError::invalid(path, "transport", message))?;
     let forced_algo = forced(text, "NCCL_ALGO");
@@ -195,22 +201,25 @@ pub fn parse(path: &Path, text: &str, options: &NcclTestsOptions) -> Result<Vec<
             listed => listed as u32,
         };
         let dtype = cells[columns.dtype];
-        out.push(Measurement {
-            schema: 1,
-            op,
-            transport: Some(transport.clone()),
-            algo: Some(algo.clone()),
-            proto: Some(proto.clone()),
-            ranks: Some(ranks),
-            bytes,
-            dtype: Some(DTYPE_NAMES.iter().find(|(name, _)| *name == dtype).map_or(dtype, |(_, schema)| schema).to_string()),
-            time_us,
-            timing: Some(TIMING.into()),
-            source: Some(format!("nccl-tests {}", header.binary.as_deref().unwrap_or("output"))),
-            env: (!env.is_empty()).then(|| env.join(" ")),
-            note: (!notes.is_empty()).then(|| notes.join("; ")),
-            ..Measurement::default()
-        });
+        out.push((
+            number,
+            Measurement {
+                schema: 1,
+                op,
+                transport: Some(transport.clone()),
+                algo: Some(algo.clone()),
+                proto: Some(proto.clone()),
+                ranks: Some(ranks),
+                bytes,
+                dtype: Some(DTYPE_NAMES.iter().find(|(name, _)| *name == dtype).map_or(dtype, |(_, schema)| schema).to_string()),
+                time_us,
+                timing: Some(TIMING.into()),
+                source: Some(format!("nccl-tests {}", header.binary.as_deref().unwrap_or("output"))),
+                env: (!env.is_empty()).then(|| env.join(" ")),
+                note: (!notes.is_empty()).then(|| notes.join("; ")),
+                ..Measurement::default()
+            },
+        ));
     }
     if out.is_empty() {
         return Err(ConfigError::Syntax {
@@ -218,6 +227,7 @@ pub fn parse(path: &Path, text: &str, options: &NcclTestsOptions) -> Result<Vec<
             message: "no result rows: expected nccl-tests output (a `#  size  count  type ...` column header, then one row a size)".into(),
         });
     }
+    super::schema::check_all(path, &out)?;
     Ok(out)
 }
 

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::ConfigError;
 use crate::config::llm::Scope;
 use crate::stack::Stack;
+use crate::units::Time;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 pub struct Measurement {
@@ -56,6 +57,11 @@ pub struct Measurement {
     /// `time_us` is the whole sequence's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<u64>,
+    /// For `kernel_trace` (one CUDA kernel of a profiled forward, by its
+    /// name in `kernel`): its launches per decoder layer; `time_us` is the
+    /// mean of one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_per_layer: Option<f64>,
     /// For a `kernel` that is a matrix product (icsim's addition): rows,
     /// output columns and inner dimension, (m x k) by (k x n).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -107,6 +113,9 @@ pub const ALLREDUCE_SEQUENCE: &str = "allreduce_sequence";
 /// The `op` of a measured forward pass (or whole query) of an LLM.
 pub const LLM_FORWARD: &str = "llm_forward";
 
+/// The `op` of one CUDA kernel of a profiled forward pass.
+pub const KERNEL_TRACE: &str = "kernel_trace";
+
 impl Measurement {
     /// A short name of what was measured: "allreduce nvswitch ranks=2",
     /// "copy h2d_pinned", "allreduce_sequence nvswitch ranks=8 tokens=1".
@@ -149,40 +158,122 @@ impl Measurement {
     }
 }
 
+/// Element types a measurement may name: NCCL's (ncclDataType_t in nccl.h),
+/// spelt as the schema spells them.
+pub const DTYPES: [&str; 12] =
+    ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"];
+
+/// The largest buffer a measurement may name: what the largest GPU of the
+/// hardware model holds (twice that for `p2p_bidir_total`, which counts
+/// both directions' buffers), and that GPU's name.
+fn largest_buffer() -> (u64, String) {
+    let model = crate::config::hardware::HardwareModel::base();
+    model.gpu.values().map(|g| (g.memory.0, g.name.clone())).max().unwrap_or((u64::MAX, "any GPU".into()))
+}
+
+/// What is wrong with one measurement, as (its key, what is allowed), if
+/// anything: each field that is present must be one a real run could give.
+pub fn check(m: &Measurement, largest: &(u64, String)) -> Result<(), (&'static str, String)> {
+    if !(m.time_us.is_finite() && m.time_us > 0.0 && m.time_us <= Time::END.as_us()) {
+        return Err((
+            "time_us",
+            format!(
+                "{}: must be a positive number of microseconds (or time_ms in milliseconds), at most {} (the clock's range)",
+                m.time_us,
+                Time::END
+            ),
+        ));
+    }
+    let buffers = if m.path.as_deref() == Some("p2p_bidir_total") { 2 } else { 1 };
+    if m.bytes > largest.0.saturating_mul(buffers) {
+        return Err((
+            "bytes",
+            format!(
+                "{}: more than any GPU holds (the largest the hardware model knows, {}, holds {:.1} GB){}",
+                m.bytes,
+                largest.1,
+                largest.0 as f64 / 1e9,
+                if buffers > 1 { ", twice over for both directions" } else { "" }
+            ),
+        ));
+    }
+    let most_gpus = crate::topology::MAX_GPUS as u64;
+    let most_calls = 2 * crate::config::llm::MAX_LAYERS;
+    for (key, value, least, most, what) in [
+        ("ranks", m.ranks.map(u64::from), 1, most_gpus, "GPUs, as a topology holds at most"),
+        ("tp", m.tp.map(u64::from), 1, most_gpus, "GPUs, as a topology holds at most"),
+        ("tokens", m.tokens, 1, crate::config::llm::MAX_CONTEXT, "tokens, the longest context a model may have"),
+        ("kv_len", m.kv_len, 0, crate::config::llm::MAX_CONTEXT, "tokens, the longest context a model may have"),
+        ("batch", m.batch, 1, u64::from(u32::MAX), "sequences"),
+        ("calls", m.calls, 1, most_calls, "calls, two a layer of the deepest model allowed"),
+        ("channels", m.channels.map(u64::from), 1, u64::from(crate::config::experiment::MAX_CHANNELS), "channels, NCCL's most"),
+    ] {
+        if let Some(value) = value
+            && !(least..=most).contains(&value)
+        {
+            return Err((key, format!("{value} is out of range: allowed {least} to {most} ({what})")));
+        }
+    }
+    if let Some(dtype) = m.dtype.as_deref()
+        && !DTYPES.contains(&dtype)
+    {
+        return Err(("dtype", format!("{dtype:?} is not an element type NCCL has: use one of {}", DTYPES.join(", "))));
+    }
+    Ok(())
+}
+
 /// Parses JSON Lines of schema-1 measurements read from `path` (which errors
 /// name); blank lines and lines starting with '#' are skipped. Files are read
 /// by `calibrate::read_measurements`, which also takes nccl-tests output.
 pub fn parse(path: &Path, text: &str) -> Result<Vec<Measurement>, ConfigError> {
+    Ok(parse_located(path, text)?.into_iter().map(|(_, m)| m).collect())
+}
+
+/// [`parse`], each measurement with its line number.
+pub fn parse_located(path: &Path, text: &str) -> Result<Vec<(usize, Measurement)>, ConfigError> {
+    let largest = largest_buffer();
     let mut out = Vec::new();
-    for (number, line) in text.lines().enumerate() {
+    for (index, line) in text.lines().enumerate() {
+        let number = index + 1;
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
+        if !line.starts_with('{') {
+            return Err(ConfigError::Syntax {
+                path: path.to_path_buf(),
+                message: format!(
+                    "line {number}: not a JSON object; each line must be a schema-1 measurement object ({{\"schema\": 1, ...}})"
+                ),
+            });
+        }
         let mut measurement: Measurement = serde_json::from_str(line).map_err(|e| ConfigError::Syntax {
             path: path.to_path_buf(),
-            message: format!("line {}: {e}; each line must be a schema-1 measurement object", number + 1),
+            message: format!("line {number}: {e}; each line must be a schema-1 measurement object"),
         })?;
         if measurement.schema != 1 {
             return Err(ConfigError::invalid(
                 path,
-                format!("line {}: schema", number + 1),
+                format!("line {number}: schema"),
                 format!("schema {} is not supported: icsim reads schema 1", measurement.schema),
             ));
         }
         if let (Some(ms), true) = (measurement.time_ms, measurement.time_us == 0.0) {
             measurement.time_us = ms * 1000.0;
         }
-        if !(measurement.time_us.is_finite() && measurement.time_us > 0.0) {
-            return Err(ConfigError::invalid(
-                path,
-                format!("line {}: time_us", number + 1),
-                "must be a positive number of microseconds (or give time_ms in milliseconds)",
-            ));
-        }
-        out.push(measurement);
+        check(&measurement, &largest).map_err(|(key, message)| ConfigError::invalid(path, format!("line {number}: {key}"), message))?;
+        out.push((number, measurement));
     }
     Ok(out)
+}
+
+/// [`check`] for measurements read from another tool's output.
+pub fn check_all(path: &Path, rows: &[(usize, Measurement)]) -> Result<(), ConfigError> {
+    let largest = largest_buffer();
+    for (number, m) in rows {
+        check(m, &largest).map_err(|(key, message)| ConfigError::invalid(path, format!("line {number}: {key}"), message))?;
+    }
+    Ok(())
 }
 
 /// Writes measurements as JSON Lines.
@@ -200,10 +291,10 @@ mod tests {
 # a comment
 
 {"schema": 1, "op": "copy", "path": "h2d_pinned", "bytes": 4096, "time_us": 4.3}"#;
-        let m = parse(Path::new("m.jsonl"), text).unwrap();
+        let m = parse_located(Path::new("m.jsonl"), text).unwrap();
         assert_eq!(m.len(), 2);
-        assert_eq!(m[0].series(), "allreduce nvswitch ranks=2");
-        assert_eq!(m[1].series(), "copy h2d_pinned");
+        assert_eq!((m[0].0, m[0].1.series()), (1, "allreduce nvswitch ranks=2".to_string()));
+        assert_eq!((m[1].0, m[1].1.series()), (4, "copy h2d_pinned".to_string()));
     }
 
     #[test]
@@ -220,5 +311,27 @@ mod tests {
         assert!(error.contains("m.jsonl") && error.contains("line 1") && error.contains("time_us"), "{error}");
         let error = parse(Path::new("m.jsonl"), "{\"schema\": 2, \"op\": \"copy\", \"time_us\": 1}").unwrap_err().to_string();
         assert!(error.contains("schema 2"), "{error}");
+    }
+
+    #[test]
+    fn values_no_real_run_gives_are_refused_with_their_line_and_key() {
+        let good =
+            r#"{"schema":1,"system":"x","tp":2,"gpu":"NVIDIA H200","op":"kernel","kernel":"gemm_down","tokens":8192,"time_us":2931.98}"#;
+        assert!(parse(Path::new("m.jsonl"), good).is_ok());
+        for (from, to, key) in [
+            (r#""tp":2"#, r#""tp":0"#, "tp"),
+            (r#""tokens":8192"#, r#""tokens":0"#, "tokens"),
+            (r#""tokens":8192"#, r#""tokens":18446744073709551615"#, "tokens"),
+            (r#""tp":2"#, r#""tp":2,"bytes":18446744073709551615"#, "bytes"),
+            (r#""tp":2"#, r#""tp":2,"dtype":"int3""#, "dtype"),
+            (r#""tp":2"#, r#""tp":2,"channels":65"#, "channels"),
+            (r#""tp":2"#, r#""tp":2,"ranks":0"#, "ranks"),
+            (r#""tp":2"#, r#""tp":2,"calls":0"#, "calls"),
+            (r#""time_us":2931.98"#, r#""time_us":1e300"#, "time_us"),
+        ] {
+            let text = format!("\n{}", good.replace(from, to));
+            let error = parse(Path::new("m.jsonl"), &text).unwrap_err().to_string();
+            assert!(error.contains(&format!("m.jsonl: key `line 2: {key}`")), "{to}: {error}");
+        }
     }
 }

@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use serde_json::json;
 
 use super::predict::{PredictError, predict};
-use super::schema::Measurement;
+use super::schema::{LLM_FORWARD, Measurement};
 use crate::config::hardware::HardwareModel;
 use crate::report::Record;
 use crate::topology::Topology;
@@ -96,23 +96,46 @@ pub struct Summary {
     pub before: Option<ErrorStats>,
 }
 
+/// What a row measured, in a few words: its size, or for compute its LLM,
+/// TP degree and shape (`70b TP=2 8192 x1`, decode `kv 8192 x16`).
+fn label(m: &Measurement) -> String {
+    let model = m.model.as_deref().map(|name| name.trim_start_matches("llama-3.1-")).unwrap_or("70b");
+    let tp = m.tp.unwrap_or(1);
+    let batch = m.batch.unwrap_or(1);
+    match (m.op.as_str(), m.m, m.kv_len.filter(|&kv| kv > 0)) {
+        ("kernel", Some(rows), _) => format!("{model} TP={tp} m={rows}"),
+        ("kernel" | LLM_FORWARD, _, Some(kv)) => format!("{model} TP={tp} kv {kv} x{batch}"),
+        ("kernel" | LLM_FORWARD, _, None) => format!("{model} TP={tp} {} x{batch}", m.tokens.unwrap_or(0)),
+        _ => crate::units::Bytes(m.bytes).to_string(),
+    }
+}
+
+/// A measurement the model cannot predict although it covers its kind
+/// (ranks beyond the topology, sizes that disagree with the LLM, ...).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("measurement {} ({series}): {error}", index + 1)]
+pub struct RowError {
+    /// Its position among the measurements, from 0.
+    pub index: usize,
+    pub series: String,
+    pub error: PredictError,
+}
+
 /// Predicts every measurement (in parallel, results in input order).
-/// A row the model cannot predict is listed with the reason (not modelled,
-/// or why the prediction failed), never an abort.
-pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measurement]) -> Vec<Row> {
+/// A row the model does not model is listed with the reason; one it
+/// should predict but cannot is an error naming the row.
+pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measurement]) -> Result<Vec<Row>, RowError> {
     measurements
         .par_iter()
-        .map(|m| {
-            let label = match m.op.as_str() {
-                "kernel" => format!("{} tokens, TP={}", m.tokens.unwrap_or(0), m.tp.unwrap_or(1)),
-                _ => crate::units::Bytes(m.bytes).to_string(),
-            };
+        .enumerate()
+        .map(|(index, m)| {
+            let label = label(m);
             let (predicted_us, note) = match predict(topo, model, m) {
                 Ok(p) => (Some(p.time.as_us()), p.detail),
                 Err(PredictError::NotModelled(why)) => (None, format!("not modelled: {why}")),
-                Err(PredictError::Failed(why)) => (None, format!("cannot predict: {why}")),
+                Err(error) => return Err(RowError { index, series: m.series(), error }),
             };
-            Row {
+            Ok(Row {
                 series: m.series(),
                 bytes: m.bytes,
                 label,
@@ -120,7 +143,7 @@ pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measureme
                 error: predicted_us.map(|p| p / m.time_us - 1.0),
                 predicted_us,
                 note,
-            }
+            })
         })
         .collect()
 }

@@ -61,7 +61,7 @@ pub fn parse(path: &Path, text: &str, options: &VllmBenchOptions) -> Result<Vec<
         schema: 1,
         system: path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
         op: LLM_FORWARD.into(),
-        model: Some(options.llm.clone().ok_or_else(|| missing("--llm"))?),
+        model: Some(options.llm.clone().ok_or_else(|| missing("--model"))?),
         tp: Some(options.tp.filter(|&tp| tp > 0).ok_or_else(|| missing("--tp"))?),
         phase: Some("query".into()),
         tokens: Some(options.input_len.filter(|&n| n > 0).ok_or_else(|| missing("--input-len"))?),

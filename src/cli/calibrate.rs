@@ -11,8 +11,10 @@ use super::collective::Sizes;
 use super::{TopologyArgs, parse_format};
 use icsim::calibrate::nccl_tests::NcclTestsOptions;
 use icsim::calibrate::runner::{self, RunOptions, Timing, TransportSetting};
-use icsim::calibrate::{clock, fit, read_measurements, validate, vllm_bench};
+use icsim::calibrate::schema::Measurement;
+use icsim::calibrate::{clock, fit, read_measurements_located, validate, vllm_bench};
 use icsim::collective::{Algorithm, Choice, Op, Protocol};
+use icsim::config::ConfigError;
 use icsim::config::hardware::HardwareModel;
 use icsim::report::{self, Format, plots};
 use icsim::topology::{self, TopologySpec};
@@ -46,11 +48,12 @@ pub enum CalibrateCommand {
         /// table, json or csv.
         #[arg(long, default_value = "table", value_parser = parse_format)]
         format: Format,
-        /// Where to draw measured points against predicted curves (PNG or SVG).
-        #[arg(long, default_value = "validation.png")]
-        plot: PathBuf,
+        /// Draw measured points against predicted curves into this file (PNG
+        /// or SVG); nothing is drawn without it.
+        #[arg(long)]
+        plot: Option<PathBuf>,
         /// A second model to set beside: these overlays (files or shipped
-        /// names) in place of --model's, e.g. `--before base` for the model
+        /// names) in place of --hardware's, e.g. `--before base` for the model
         /// before calibration; its errors get their own columns. Repeatable.
         #[arg(long, value_name = "FILE")]
         before: Vec<String>,
@@ -112,7 +115,7 @@ pub struct MeasurementArgs {
 #[derive(Debug, Args)]
 struct VllmArgs {
     /// The LLM vLLM served: a shipped name (llama-3.1-70b) or a model file.
-    #[arg(long)]
+    #[arg(long = "model", alias = "llm")]
     llm: Option<String>,
     /// vLLM's --tensor-parallel-size.
     #[arg(long)]
@@ -132,13 +135,16 @@ struct VllmArgs {
 }
 
 impl MeasurementArgs {
-    fn read_each(&self) -> Result<Vec<Vec<icsim::calibrate::schema::Measurement>>> {
+    /// Each file's measurements, with the line each was read from.
+    fn read_each(&self) -> Result<Vec<(Vec<Measurement>, Vec<usize>)>> {
         self.measurements.iter().map(|path| self.read_one(path)).collect()
     }
 
-    /// One file: vLLM's benchmark JSON, nccl-tests output or schema-1 lines.
-    fn read_one(&self, path: &std::path::Path) -> Result<Vec<icsim::calibrate::schema::Measurement>> {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
+    /// One file: vLLM's benchmark JSON, nccl-tests output or schema-1
+    /// lines, each measurement with its line (a vLLM result: its position).
+    fn read_one(&self, path: &std::path::Path) -> Result<(Vec<Measurement>, Vec<usize>)> {
+        // A file that cannot be read is reported by the reader below.
+        let text = icsim::config::read_text(path).unwrap_or_default();
         if vllm_bench::is_vllm_bench(&text) {
             let v = &self.vllm;
             let options = vllm_bench::VllmBenchOptions {
@@ -150,19 +156,29 @@ impl MeasurementArgs {
                 stack: v.stack,
                 transport: self.transport.clone(),
             };
-            return Ok(vllm_bench::parse(path, &text, &options)?);
+            let rows = vllm_bench::parse(path, &text, &options)?;
+            let lines = (1..=rows.len()).collect();
+            return Ok((rows, lines));
         }
         let options = NcclTestsOptions { op: self.op.clone(), transport: self.transport.clone() };
-        Ok(read_measurements(path, &options)?)
+        Ok(read_measurements_located(path, &options)?.into_iter().map(|(line, m)| (m, line)).unzip())
     }
 
     /// Every file with the board it was measured on: the NCCL topology dump
     /// beside it where the runner left one (the machine as measured), else
-    /// `--topology`; and the hardware model `--topology` and `--model` name.
-    fn sources(&self, topology: &TopologyArgs, same_topology: bool) -> Result<(Vec<fit::Source>, HardwareModel)> {
-        let (default_board, model) = topology::blueprint(&topology.spec())?;
+    /// `--topology`; and the hardware model `--topology` and `--hardware` name.
+    /// Each source comes with the lines its measurements were read from;
+    /// an unknown overlay is named as `overlay_flag`.
+    fn sources(
+        &self,
+        topology: &TopologyArgs,
+        same_topology: bool,
+        overlay_flag: &str,
+    ) -> Result<(Vec<fit::Source>, Vec<Vec<usize>>, HardwareModel)> {
+        let (default_board, model) = super::blueprint_topology(&topology.spec(), overlay_flag)?;
         let mut sources = Vec::new();
-        for (path, measurements) in self.measurements.iter().zip(self.read_each()?) {
+        let mut lines = Vec::new();
+        for (path, (measurements, read_from)) in self.measurements.iter().zip(self.read_each()?) {
             let dump = path.parent().map(|folder| folder.join("nccl-topo.xml")).filter(|dump| dump.is_file());
             let board = match dump {
                 Some(dump) if !same_topology => {
@@ -173,8 +189,25 @@ impl MeasurementArgs {
                 _ => default_board.clone(),
             };
             sources.push(fit::Source { board, measurements });
+            lines.push(read_from);
         }
-        Ok((sources, model))
+        Ok((sources, lines, model))
+    }
+
+    /// Predicts every measurement of every source on its board; a
+    /// measurement the model cannot predict is named by its file and line.
+    fn compare(&self, sources: &[fit::Source], lines: &[Vec<usize>], model: &HardwareModel) -> Result<Vec<validate::Row>> {
+        let topologies = fit::build_all(sources, model)?;
+        let mut rows = Vec::new();
+        for (((source, topo), path), lines) in sources.iter().zip(&topologies).zip(&self.measurements).zip(lines) {
+            super::checks::warn_unusual_links(topo, model);
+            let predicted = validate::compare(topo, model, &source.measurements).map_err(|error| {
+                let line = lines.get(error.index).copied().unwrap_or(error.index + 1);
+                ConfigError::invalid(path, format!("line {line}"), format!("{}: {}", error.series, error.error))
+            })?;
+            rows.extend(predicted);
+        }
+        Ok(rows)
     }
 
     /// The files, for messages and provenance.
@@ -252,7 +285,7 @@ pub struct RunArgs {
     /// The LLM whose tensor-parallel allreduces are replayed on every GPU
     /// count it splits over, with NCCL choosing: a prefill's and a decode
     /// step's (2 per layer, one CUDA graph each). A shipped name or a file.
-    #[arg(long, default_value = "llama-3.1-70b")]
+    #[arg(long = "model", alias = "llm", default_value = "llama-3.1-70b")]
     llm: String,
     /// Prompt tokens of the replayed prefill.
     #[arg(long, default_value_t = 8192)]
@@ -361,30 +394,25 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
         }
         CalibrateCommand::CollectiveChild { spec } => Ok(runner::run_child(&spec)?),
         CalibrateCommand::Validate { measurements, topology, min_bytes, format, plot, before, same_topology } => {
-            let predicted = |models: Vec<String>| -> Result<Vec<validate::Row>> {
-                let spec_args = TopologyArgs { models, ..topology.clone() };
-                let (sources, model) = measurements.sources(&spec_args, same_topology)?;
-                let topologies = fit::build_all(&sources, &model)?;
-                let mut rows = Vec::new();
-                for (source, topo) in sources.iter().zip(&topologies) {
-                    rows.extend(validate::compare(topo, &model, &source.measurements));
-                }
-                Ok(rows)
+            let predicted = |hardware: Vec<String>, flag: &str| -> Result<Vec<validate::Row>> {
+                let spec_args = TopologyArgs { hardware, ..topology.clone() };
+                let (sources, lines, model) = measurements.sources(&spec_args, same_topology, flag)?;
+                measurements.compare(&sources, &lines, &model)
             };
-            let rows = predicted(topology.models.clone())?;
-            let before_rows = if before.is_empty() { None } else { Some(predicted(before)?) };
+            let rows = predicted(topology.hardware.clone(), "--hardware")?;
+            let before_rows = if before.is_empty() { None } else { Some(predicted(before, "--before")?) };
             let min = min_bytes.map_or(0, |b| b.0);
             let summary = validate::summarize(&rows, before_rows.as_deref(), |r| r.bytes >= min || r.series.starts_with("kernel"));
             print_validation(&rows, &summary, format, &topology.topology);
             // Kernels and forwards have no size axis to draw them on.
-            if rows.iter().any(|r| r.bytes > 0 && r.predicted_us.is_some()) {
+            if let Some(plot) = plot.filter(|_| rows.iter().any(|r| r.bytes > 0 && r.predicted_us.is_some())) {
                 draw_validation(&rows, &topology.topology, &plot)?;
                 eprintln!("wrote {}", plot.display());
             }
             Ok(())
         }
         CalibrateCommand::Fit { measurements, topology, out, system, evaluations, allow_bounds, same_topology } => {
-            let (sources, model) = measurements.sources(&topology, same_topology)?;
+            let (sources, lines, model) = measurements.sources(&topology, same_topology, "--hardware")?;
             let points: Vec<icsim::calibrate::schema::Measurement> = sources.iter().flat_map(|s| s.measurements.clone()).collect();
             if points.is_empty() {
                 bail!("{} holds no measurements", measurements.names());
@@ -420,17 +448,9 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             let system =
                 system.or_else(|| points.iter().map(|p| p.system.clone()).find(|s| !s.is_empty())).unwrap_or_else(|| "unnamed".into());
             let text = overlay_text(&fitted.groups, &measurements.names(), &points, &system, &topology.topology);
-            std::fs::write(&out, text).with_context(|| format!("writing {}", out.display()))?;
+            icsim::report::files::write_whole(&out, text).with_context(|| format!("writing {}", out.display()))?;
             println!("\nwrote {}", out.display());
-            let residuals = |model: &HardwareModel| -> Result<Vec<validate::Row>> {
-                let topologies = fit::build_all(&sources, model)?;
-                let mut rows = Vec::new();
-                for (source, topo) in sources.iter().zip(&topologies) {
-                    rows.extend(validate::compare(topo, model, &source.measurements));
-                }
-                Ok(rows)
-            };
-            let (rows, before) = (residuals(&fitted.model)?, residuals(&model)?);
+            let (rows, before) = (measurements.compare(&sources, &lines, &fitted.model)?, measurements.compare(&sources, &lines, &model)?);
             let summary = validate::summarize(&rows, Some(&before), |_| true);
             println!("\nresiduals of the fitted model (before: the model it started from):");
             print_validation(&rows, &summary, Format::Table, &topology.topology);
@@ -494,7 +514,7 @@ fn draw_validation(rows: &[validate::Row], topology: &str, path: &std::path::Pat
         series[index].predicted.push((row.bytes as f64, predicted));
     }
     if series.is_empty() {
-        bail!("no measurement over sizes has a prediction to draw");
+        return Err(super::BadInput(format!("--plot {}: no measurement over sizes has a prediction to draw", path.display())).into());
     }
     let chart = plots::MeasuredVsPredicted {
         title: format!("measured (points) and predicted (lines), topology {topology}"),

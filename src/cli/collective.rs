@@ -1,11 +1,11 @@
 //! `icsim collective`: one collective over many sizes, one row per size.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use rayon::prelude::*;
 use serde_json::json;
 
-use super::{TopologyArgs, parse_format};
+use super::{BadInput, TopologyArgs, checks, parse_format};
 use icsim::collective::{self, Algorithm, Choice, CollectiveError, Op, Outcome, Protocol, Request};
 use icsim::report::{self, Format, Record};
 use icsim::stack::Stack;
@@ -61,10 +61,20 @@ pub struct Sizes(pub Vec<Bytes>);
 
 pub fn run(args: CollectiveArgs) -> Result<()> {
     let sizes = &args.sizes.0;
-    let (topo, model) = topology::resolve(&args.topology.spec())?;
+    let (topo, model) = args.topology.resolve()?;
+    checks::warn_unusual_links(&topo, &model);
     let gpus = args.topology.gpus.map_or(topo.gpus().len(), |g| g as usize);
     if gpus > topo.gpus().len() {
-        bail!("{} has {} GPUs; --gpus {gpus} is too many", topo.name, topo.gpus().len());
+        return Err(BadInput(format!("--gpus {gpus}: {} has {} GPUs", topo.name, topo.gpus().len())).into());
+    }
+    let gpu = model.gpu(&topo.gpu_model).map_err(BadInput)?;
+    if let Some(too_large) = sizes.iter().find(|&&b| b > gpu.memory) {
+        return Err(BadInput(format!(
+            "--sizes {too_large}: more than a {} holds ({:.1} GB); a collective's buffer lives in one GPU's memory",
+            gpu.name,
+            gpu.memory.as_f64() / 1e9
+        ))
+        .into());
     }
     let ranks = topo.gpus()[..gpus].to_vec();
     if let Some(warning) = model.coverage_warning(gpus as u32, args.stack) {
@@ -85,6 +95,11 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
             collective::simulate(&topo, &model, request)
         })
         .collect();
+    for (outcome, (bytes, _)) in outcomes.iter().zip(&cases) {
+        if let Ok(outcome) = outcome {
+            checks::within_clock(outcome.time, &format!("{} of {bytes}", args.op), &topo)?;
+        }
+    }
     let comparing = algorithms.len() > 1;
     if !comparing {
         // One algorithm: any failure is the answer.
@@ -102,7 +117,7 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
                 .map(|(_, a)| a)
         })
         .collect();
-    let records: Vec<Record> = outcomes
+    let mut records: Vec<Record> = outcomes
         .iter()
         .zip(&cases)
         .enumerate()
@@ -126,6 +141,7 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
             record
         })
         .collect();
+    checks::flag_doubts(&mut records, |_| Some((&topo, &model)));
     print!("{}", report::render(&records, args.format));
     if comparing && args.format == Format::Table {
         let winners: Vec<(Bytes, String)> = sizes

@@ -3,14 +3,13 @@
 //! results.csv and the plots. What the user typed is turned into an
 //! experiment here; the library runs it.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::{figures, parse_format};
+use super::{checks, figures, parse_format, progress_bar};
 use icsim::config::experiment::{Experiment, RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::{self, Format, Record};
 use icsim::workload::experiment::{self, ExperimentResult, RunOptions};
@@ -124,6 +123,13 @@ pub fn run_experiment(args: RunArgs) -> Result<()> {
 
 pub fn run_llm(args: LlmArgs) -> Result<()> {
     let all = args.transport == "all";
+    if !all && args.transport.parse::<icsim::transport::Mode>().is_err() {
+        return Err(super::BadInput(format!(
+            "--transport {:?}: use nvswitch, nvlink, p2p, shm, auto, or all (every mode the topology offers)",
+            args.transport
+        ))
+        .into());
+    }
     let transports: Vec<String> = if all { ALL_TRANSPORTS.map(String::from).to_vec() } else { vec![args.transport.clone()] };
     let raw = RawExperiment {
         description: String::new(),
@@ -149,7 +155,13 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
         let mut keep = offered.into_iter();
         experiment.modes.retain(|_| keep.next().unwrap_or(false));
         if experiment.modes.is_empty() {
-            bail!("topology {} offers none of {} for TP={}", args.topology, ALL_TRANSPORTS.join(", "), args.tp);
+            return Err(super::BadInput(format!(
+                "--transport all: topology {} offers none of {} for TP={}",
+                args.topology,
+                ALL_TRANSPORTS.join(", "),
+                args.tp
+            ))
+            .into());
         }
     }
     replay(&experiment, &args.files, args.files.out.as_deref())
@@ -168,11 +180,24 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
     }
     let plots = output.plots.as_deref().or(out);
     let options = if plots.is_some() { RunOptions::full() } else { RunOptions::replay_only() };
-    let bar = progress_bar(experiment::steps(experiment, &options));
+    for (index, run) in experiment.modes.iter().enumerate() {
+        // Modes on the same topology would say the same.
+        if !experiment.modes[..index].iter().any(|other| other.topology.name == run.topology.name) {
+            checks::warn_unusual_links(&run.topology, &run.hardware);
+        }
+    }
+    let bar = progress_bar(experiment::steps(experiment, &options), "simulating {bar:40} {pos}/{len} runs, {elapsed}");
     let result = experiment::run(experiment, &options, &|| bar.inc(1));
     bar.finish_and_clear();
     let result = result?;
-    let records = result.records();
+    for (run, mode) in experiment.modes.iter().zip(&result.modes) {
+        checks::within_clock(mode.replay.total(), &format!("the query under {}", run.label), &run.topology)?;
+    }
+    let mut records = result.records();
+    checks::flag_doubts(&mut records, |record| {
+        let run = experiment.modes.iter().find(|run| record.get("label").and_then(|l| l.as_str()) == Some(run.label.as_str()))?;
+        Some((&run.topology, &run.hardware))
+    });
     match output.format {
         Format::Table => emit(&table(&result, &records))?,
         format => emit(&report::render(&records, format))?,
@@ -182,7 +207,7 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
         std::fs::create_dir_all(dir).with_context(|| format!("creating the output folder {}", dir.display()))?;
         for (name, format) in [("results.json", Format::Json), ("results.csv", Format::Csv)] {
             let path = dir.join(name);
-            std::fs::write(&path, report::render(&records, format)).with_context(|| format!("writing {}", path.display()))?;
+            report::files::write_whole(&path, report::render(&records, format)).with_context(|| format!("writing {}", path.display()))?;
             written.push(path);
         }
     }
@@ -200,21 +225,11 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
 }
 
 /// Prints to stdout; a reader that went away (`| head`) is not an error.
-fn emit(text: &str) -> Result<()> {
+pub(super) fn emit(text: &str) -> Result<()> {
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => Err(error).context("writing to stdout"),
         _ => Ok(()),
     }
-}
-
-/// A bar on stderr, drawn only when stderr is a terminal.
-fn progress_bar(steps: u64) -> ProgressBar {
-    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-    let bar = ProgressBar::with_draw_target(Some(steps), target);
-    if let Ok(style) = ProgressStyle::with_template("simulating {bar:40} {pos}/{len} runs, {elapsed}") {
-        bar.set_style(style);
-    }
-    bar
 }
 
 /// How the forward ran, when every mode ran it the same way: "; every
@@ -262,6 +277,7 @@ fn table(result: &ExperimentResult, records: &[Record]) -> String {
             &[
                 "label",
                 "topology",
+                "transport",
                 "tp",
                 "compute_ms",
                 "launch_wait_ms",

@@ -2,17 +2,25 @@
 //! configuration) and the dispatch to each subcommand.
 
 mod calibrate;
+mod checks;
 mod collective;
+mod diff;
 mod figures;
 mod llm;
 mod storage;
+mod sweep;
 mod topo;
+
+use std::io::IsTerminal;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use icsim::config::ConfigError;
+use icsim::config::hardware::HardwareModel;
 use icsim::report::Format;
-use icsim::topology::{PresetOptions, TopologySpec};
+use icsim::topology::{self, PresetOptions, Topology, TopologySpec};
 
 /// icsim: a discrete-event simulator of the interconnect inside a GPU server.
 /// With no subcommand it runs configs/default.toml.
@@ -38,6 +46,12 @@ enum Command {
     /// Fit the hardware model to measurements, and validate it.
     #[command(subcommand)]
     Calibrate(calibrate::CalibrateCommand),
+    /// Run a sweep file: a base experiment over axes or listed points, in
+    /// parallel, ranked by a goal and a cost (or merge a sweep's shards).
+    Sweep(sweep::SweepArgs),
+    /// What does a change buy: one workload before and after (a second
+    /// experiment, or --set KEY=VALUE), mode by mode.
+    Diff(diff::DiffArgs),
 }
 
 /// Which server to simulate.
@@ -55,9 +69,10 @@ pub struct TopologyArgs {
     /// for imported nvidia-smi or NCCL files.
     #[arg(long)]
     pub gpu: Option<String>,
-    /// Hardware model overlay (a file, or a shipped model's name); repeatable.
-    #[arg(long = "model", value_name = "FILE")]
-    pub models: Vec<String>,
+    /// Hardware model overlay: a shipped one (base, h200-fit) or a
+    /// .toml file, applied after the topology's own; repeatable.
+    #[arg(long = "hardware", value_name = "NAME|FILE")]
+    pub hardware: Vec<String>,
 }
 
 impl TopologyArgs {
@@ -65,13 +80,74 @@ impl TopologyArgs {
         TopologySpec {
             name: self.topology.clone(),
             options: PresetOptions { gpus: self.gpus, gpu: self.gpu.clone() },
-            models: self.models.clone(),
+            models: self.hardware.clone(),
         }
     }
+
+    /// The topology and its hardware model, with errors naming the flags.
+    pub fn resolve(&self) -> Result<(Topology, HardwareModel)> {
+        resolve_topology(&self.spec(), "--hardware")
+    }
+}
+
+/// What `spec` is built from (see `topology::blueprint`); an unknown overlay
+/// among its models is named as the flag `overlay_flag` that gave it.
+pub fn blueprint_topology(spec: &TopologySpec, overlay_flag: &str) -> Result<(topology::Blueprint, HardwareModel)> {
+    topology::blueprint(spec).map_err(|error| overlay_named(error, overlay_flag))
+}
+
+/// An unknown overlay named as the flag that gave it; other errors as they are.
+fn overlay_named(error: icsim::Error, overlay_flag: &str) -> anyhow::Error {
+    match error {
+        icsim::Error::Config(unknown @ ConfigError::UnknownName { .. }) => BadInput(format!("{overlay_flag}: {unknown}")).into(),
+        other => other.into(),
+    }
+}
+
+/// Builds the topology of `spec`; an unknown overlay among its models is
+/// named as the flag `overlay_flag` that gave it.
+pub fn resolve_topology(spec: &TopologySpec, overlay_flag: &str) -> Result<(Topology, HardwareModel)> {
+    topology::resolve(spec).map_err(|error| overlay_named(error, overlay_flag))
 }
 
 pub fn parse_format(text: &str) -> Result<Format, String> {
     text.parse()
+}
+
+/// Something wrong with what the user gave (a flag, a file, a value) that
+/// the library's own error types do not already say: exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+/// The exit code of a failed command: 2 when the input was at fault (as
+/// clap's own usage errors), 1 when the command could not do its work
+/// (no GPU, a file that cannot be written).
+pub fn exit_code(error: &anyhow::Error) -> u8 {
+    use icsim::calibrate::runner::RunnerError;
+    let bad_input = error.chain().any(|cause| {
+        cause.is::<BadInput>()
+            || cause.is::<icsim::Error>()
+            || cause.is::<icsim::config::ConfigError>()
+            || cause.is::<icsim::topology::TopologyError>()
+            || cause.is::<icsim::topology::import::ImportError>()
+            || cause.is::<icsim::transport::TransportError>()
+            || cause.is::<icsim::collective::CollectiveError>()
+            || cause.is::<icsim::calibrate::validate::RowError>()
+            || cause.downcast_ref::<RunnerError>().is_some_and(|e| matches!(e, RunnerError::Usage(_)))
+    });
+    if bad_input { 2 } else { 1 }
+}
+
+/// A bar on stderr drawn with indicatif's `template`, only when stderr is
+/// a terminal.
+pub fn progress_bar(steps: u64, template: &str) -> ProgressBar {
+    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    let bar = ProgressBar::with_draw_target(Some(steps), target);
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar
 }
 
 pub fn run(cli: Cli) -> Result<()> {
@@ -82,5 +158,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Some(Command::Collective(args)) => collective::run(args),
         Some(Command::Topo(command)) => topo::run(command),
         Some(Command::Calibrate(command)) => calibrate::run(command),
+        Some(Command::Sweep(args)) => sweep::run(args),
+        Some(Command::Diff(args)) => diff::run(args),
     }
 }

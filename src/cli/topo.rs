@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Subcommand;
 
-use super::TopologyArgs;
+use super::{BadInput, TopologyArgs};
 use icsim::config::hardware::HardwareModel;
 use icsim::topology::{self, import};
 
@@ -22,8 +22,9 @@ pub enum TopoCommand {
         /// GPU model for pcie-* presets and imported files.
         #[arg(long)]
         gpu: Option<String>,
-        #[arg(long = "model", value_name = "FILE")]
-        models: Vec<String>,
+        /// Hardware model overlay: a shipped one or a .toml file; repeatable.
+        #[arg(long = "hardware", value_name = "NAME|FILE")]
+        hardware: Vec<String>,
     },
     /// Turn `nvidia-smi topo -m` output or NCCL's topology dump
     /// (NCCL_TOPO_DUMP_FILE) into a topology file.
@@ -41,22 +42,24 @@ pub enum TopoCommand {
         /// Write the topology file here instead of printing it.
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Hardware model overlay (a file, or a shipped model's name); repeatable.
-        #[arg(long = "model", value_name = "FILE")]
-        models: Vec<String>,
+        /// Hardware model overlay: a shipped one or a .toml file; repeatable.
+        #[arg(long = "hardware", value_name = "NAME|FILE")]
+        hardware: Vec<String>,
     },
 }
 
 pub fn run(command: TopoCommand) -> Result<()> {
     match command {
-        TopoCommand::Show { topology, gpus, gpu, models } => {
-            let args = TopologyArgs { topology, gpus, gpu, models };
-            let (topo, _) = topology::resolve(&args.spec())?;
+        TopoCommand::Show { topology, gpus, gpu, hardware } => {
+            let args = TopologyArgs { topology, gpus, gpu, hardware };
+            let (topo, model) = args.resolve()?;
+            super::checks::warn_unusual_links(&topo, &model);
             print!("{}", topology::describe(&topo));
             Ok(())
         }
-        TopoCommand::Import { file, gpu, host, out, models } => {
-            let overlays: Vec<_> = models.iter().map(|m| topology::model_source(m, std::path::Path::new("."))).collect();
+        TopoCommand::Import { file, gpu, host, out, hardware } => {
+            let overlays = topology::model_sources(&hardware, std::path::Path::new("."))
+                .map_err(|unknown| BadInput(format!("--hardware: {unknown}")))?;
             let model = HardwareModel::load(&overlays)?;
             let raw = import::import(&file, &import::ImportOptions { gpu, host }, &model)?;
             // Build it once, so that what is written is known to load.
@@ -64,7 +67,7 @@ pub fn run(command: TopoCommand) -> Result<()> {
             let text = import::to_toml(&raw);
             match out {
                 Some(out) => {
-                    std::fs::write(&out, text).with_context(|| format!("writing {}", out.display()))?;
+                    icsim::report::files::write_whole(&out, text).with_context(|| format!("writing {}", out.display()))?;
                     println!("wrote {}", out.display());
                 }
                 None => print!("{text}"),

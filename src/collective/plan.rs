@@ -63,7 +63,8 @@ impl Plan {
         let connections = ring_connections(topo, &request, max_rings)?;
         let class = connections.iter().flatten().map(Connection::class).max().unwrap_or(PathClass::Nvlink);
         let mut modes: Vec<Mode> = connections.iter().flatten().map(|c| c.mode(topo)).collect();
-        modes.sort();
+        // The mode asked for first, then what pairs fell back to: "p2p+shm".
+        modes.sort_by_key(|&m| (m != request.mode, m));
         modes.dedup();
         let transport =
             if modes.is_empty() { request.mode.to_string() } else { modes.iter().map(Mode::to_string).collect::<Vec<_>>().join("+") };

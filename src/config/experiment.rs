@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::llm::{Fusion, LlmModel, Scope};
-use super::{ConfigError, ConfigResult, parse_toml, read_text};
+use super::{ConfigError, ConfigResult, parse_toml, read_text, relative_to};
 use crate::collective::Selection;
 use crate::config::hardware::HardwareModel;
 use crate::stack::Stack;
-use crate::topology::{self, PresetOptions, Topology, TopologySpec};
+use crate::topology::{self, Edit, PresetOptions, Topology, TopologySpec};
 use crate::transport::Mode;
 use crate::workload::tp::{self, Query};
 
@@ -29,7 +29,8 @@ pub struct RawExperiment {
     pub model: String,
     /// Tensor-parallel degree: GPUs that share every layer.
     pub tp: u32,
-    /// Where results and plots go (default `results/<file stem>`).
+    /// Where results and plots go, relative to the experiment file (default
+    /// `results/<file stem>` under the current folder).
     pub output_dir: Option<PathBuf>,
     /// A preset or a topology file (relative to the experiment file).
     pub topology: String,
@@ -121,6 +122,8 @@ impl Source {
         match (self, mode) {
             (Source::File(_), Some(index)) => format!("mode[{index}].{name}"),
             (Source::File(_), None) => name.to_string(),
+            // Overlays are `models` in a file and `--hardware` on the command line.
+            (Source::CommandLine, _) if name == "models" => "--hardware".into(),
             (Source::CommandLine, _) => format!("--{}", name.trim_start_matches("query.")),
         }
     }
@@ -189,8 +192,20 @@ impl Experiment {
 
     /// Validates a raw experiment (from a file or from flags).
     pub fn resolve(raw: RawExperiment, source: Source) -> ConfigResult<Experiment> {
-        let llm = LlmModel::load(&raw.model).map_err(|error| match error {
-            ConfigError::Invalid { message, .. } => source.invalid(None, "model", message),
+        Experiment::resolve_edited(raw, source, &topology::Unchanged)
+    }
+
+    /// [`Experiment::resolve`] with a what-if change to every mode's
+    /// hardware model and topology.
+    pub fn resolve_edited(raw: RawExperiment, source: Source, edit: &dyn Edit) -> ConfigResult<Experiment> {
+        let base_dir = source.base_dir();
+        let model_name = if looks_like_file(&raw.model) {
+            relative_to(&base_dir, Path::new(&raw.model)).display().to_string()
+        } else {
+            raw.model.clone()
+        };
+        let llm = LlmModel::load(&model_name).map_err(|error| match error {
+            unknown @ ConfigError::UnknownName { .. } => source.invalid(None, "model", unknown.to_string()),
             other => other,
         })?;
         let query = Query { prompt: raw.query.prompt, output: raw.query.output, batch: raw.query.batch };
@@ -198,6 +213,18 @@ impl Experiment {
             if value == 0 {
                 return Err(source.invalid(None, name, "must be a positive number of tokens or sequences"));
             }
+        }
+        let tokens = query.prompt.saturating_add(query.output);
+        if tokens > llm.context_length {
+            let name = if query.prompt > llm.context_length { "query.prompt" } else { "query.output" };
+            return Err(source.invalid(
+                None,
+                name,
+                format!(
+                    "{} prompt + {} output tokens is more than {}'s context of {} tokens (context_length in its model file)",
+                    query.prompt, query.output, llm.name, llm.context_length
+                ),
+            ));
         }
         if raw.modes.is_empty() {
             return Err(source.invalid(
@@ -208,7 +235,7 @@ impl Experiment {
         }
         let mut modes: Vec<ModeRun> = Vec::new();
         for (index, raw_mode) in raw.modes.iter().enumerate() {
-            let run = resolve_mode(&raw, raw_mode, index, &llm, &source)?;
+            let run = resolve_mode(&raw, raw_mode, index, &llm, &source, edit)?;
             if let Some(other) = modes.iter().find(|m| m.label == run.label) {
                 return Err(source.invalid(
                     Some(index),
@@ -235,13 +262,22 @@ impl Experiment {
                     let key = if message.contains("unknown drive") { "storage.drive" } else { "storage.placement" };
                     source.invalid(None, key, format!("mode[{}] on {}: {message}", run.index, run.topology.name))
                 })?;
+                super::storage::check_fits(spec, &llm, run).map_err(|(key, message)| source.invalid(None, key, message))?;
             }
         }
-        Ok(Experiment { source, description: raw.description, llm, query, output_dir: raw.output_dir, modes, storage })
+        let output_dir = raw.output_dir.as_deref().map(|dir| relative_to(&base_dir, dir));
+        Ok(Experiment { source, description: raw.description, llm, query, output_dir, modes, storage })
     }
 }
 
-fn resolve_mode(raw: &RawExperiment, mode: &RawMode, index: usize, llm: &LlmModel, source: &Source) -> ConfigResult<ModeRun> {
+fn resolve_mode(
+    raw: &RawExperiment,
+    mode: &RawMode,
+    index: usize,
+    llm: &LlmModel,
+    source: &Source,
+    edit: &dyn Edit,
+) -> ConfigResult<ModeRun> {
     // A key this mode overrides is named as the mode's; otherwise as the
     // experiment's default.
     let owner = |overridden: bool| overridden.then_some(index);
@@ -276,17 +312,18 @@ fn resolve_mode(raw: &RawExperiment, mode: &RawMode, index: usize, llm: &LlmMode
         ));
     }
 
+    // Files named in the experiment are read relative to its folder.
     let base_dir = source.base_dir();
-    let looks_like_file = topology_name.ends_with(".toml") || topology_name.contains('/');
-    let name = if looks_like_file && Path::new(&topology_name).is_relative() {
-        base_dir.join(&topology_name).to_string_lossy().into_owned()
-    } else {
-        topology_name.clone()
+    let from_here = |name: &String| {
+        if looks_like_file(name) { relative_to(&base_dir, Path::new(name)).to_string_lossy().into_owned() } else { name.clone() }
     };
-    let models =
-        models.iter().map(|m| if m.ends_with(".toml") { base_dir.join(m).to_string_lossy().into_owned() } else { m.clone() }).collect();
+    let name = from_here(&topology_name);
+    let models = models.iter().map(from_here).collect();
     let spec = TopologySpec { name, options: PresetOptions { gpus, gpu: gpu.clone() }, models };
-    let (topology, hardware) = topology::resolve(&spec).map_err(|error| {
+    let (topology, hardware) = topology::resolve_edited(&spec, edit).map_err(|error| {
+        if let crate::Error::Config(unknown @ ConfigError::UnknownName { .. }) = &error {
+            return source.invalid(owner(mode.models.is_some()), "models", unknown.to_string());
+        }
         let message = error.to_string();
         let key = match topology_error_key(&message) {
             "gpus" => source.key(owner(mode.gpus.is_some()), "gpus"),
@@ -313,6 +350,7 @@ fn resolve_mode(raw: &RawExperiment, mode: &RawMode, index: usize, llm: &LlmMode
             ),
         ));
     }
+    check_kv_cache(&raw.query, llm, tp, &topology, &hardware).map_err(|message| source.invalid(None, "query.batch", message))?;
     Ok(ModeRun {
         label: mode.label.clone().unwrap_or_else(|| transport.to_string()),
         mode: transport,
@@ -326,6 +364,33 @@ fn resolve_mode(raw: &RawExperiment, mode: &RawMode, index: usize, llm: &LlmMode
         fusion,
         index,
     })
+}
+
+/// The KV cache of the query's sequences must fit in the memory of each GPU
+/// of the TP group (weights and activations are not counted: a loose bound
+/// that keeps batches physical).
+fn check_kv_cache(query: &RawQuery, llm: &LlmModel, tp: u32, topology: &Topology, hardware: &HardwareModel) -> Result<(), String> {
+    let gpu = hardware.gpu(&topology.gpu_model)?;
+    let tokens = query.prompt.saturating_add(query.output);
+    let needed = llm.kv_cache_bytes_per_gpu(tokens, query.batch, tp);
+    if needed <= u128::from(gpu.memory.0) {
+        return Ok(());
+    }
+    let per_sequence = llm.kv_cache_bytes_per_gpu(tokens, 1, tp).max(1);
+    let most = u128::from(gpu.memory.0) / per_sequence;
+    Err(format!(
+        "{} sequences of {tokens} tokens need {:.1} GB of KV cache on each GPU at TP={tp}, more than a {} holds ({:.1} GB); at most {most} fit",
+        query.batch,
+        needed as f64 / 1e9,
+        gpu.name,
+        gpu.memory.as_f64() / 1e9
+    ))
+}
+
+/// Whether a name in an experiment is a file (resolved from the
+/// experiment's folder) rather than a shipped model or preset.
+fn looks_like_file(name: &str) -> bool {
+    name.ends_with(".toml") || name.contains('/')
 }
 
 /// Which key a topology error is about, from its message (the topology
@@ -367,7 +432,10 @@ gpu = "h20"
     fn a_mode_overrides_only_what_it_names() {
         let experiment = Experiment::parse(Path::new("configs/exp.toml"), GOOD).unwrap();
         assert_eq!(experiment.query, Query { prompt: 8192, output: 256, batch: 1 });
-        assert_eq!(experiment.output_dir, Some(PathBuf::from("results/exp")));
+        assert_eq!(experiment.output_dir, Some(PathBuf::from("results/exp")), "the default is under the current folder");
+        let written =
+            Experiment::parse(Path::new("configs/exp.toml"), &GOOD.replace("tp = 8", "tp = 8\noutput_dir = \"../out/x\"")).unwrap();
+        assert_eq!(written.output_dir, Some(PathBuf::from("out/x")), "a written one is relative to the file");
         let [nvswitch, p2p] = &experiment.modes[..] else { panic!("two modes") };
         assert_eq!((nvswitch.label.as_str(), nvswitch.topology.name.as_str(), nvswitch.tp), ("nvswitch", "hgx-h20", 8));
         assert_eq!((p2p.mode, p2p.topology.name.as_str(), p2p.topology.gpu_model.as_str()), (Mode::P2p, "pcie-gen4-8gpu", "h20"));
@@ -397,6 +465,20 @@ gpu = "h20"
         assert!(error.contains("key `mode[1].transport`") && error.contains("nvswitch"), "{error}");
         let error = error_of(&GOOD.replace("\"pcie-gen4-8gpu\"", "\"pcie-gen9\""));
         assert!(error.contains("key `mode[1].topology`") && error.contains("pcie-gen4-8gpu"), "{error}");
+        let error = error_of(&GOOD.replace("tp = 8", "tp = 8\nmodels = [\"h200x9\"]"));
+        assert!(error.contains("key `models`") && error.contains("h200-fit"), "{error}");
+    }
+
+    #[test]
+    fn queries_must_fit_the_context_and_the_gpus_memory() {
+        let error = error_of(&GOOD.replace("prompt = 8192", "prompt = 10000000"));
+        assert!(error.contains("key `query.prompt`") && error.contains("131072"), "{error}");
+        let error = error_of(&GOOD.replace("output = 256", "output = 100000000"));
+        assert!(error.contains("key `query.output`") && error.contains("context"), "{error}");
+        let error = error_of(&GOOD.replace("output = 256", "output = 256\nbatch = 2147483648"));
+        assert!(error.contains("key `query.batch`") && error.contains("KV cache") && error.contains("96.0 GB"), "{error}");
+        // Llama-3.1-70B at TP=8 holds one KV head a GPU: 40 KiB a token; 96 GB hold 277 sequences of 8448 tokens.
+        assert!(error.contains("at most 277 fit"), "{error}");
     }
 
     #[test]

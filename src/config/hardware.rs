@@ -5,17 +5,22 @@
 //! and records where its numbers came from.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::compute::{ComputeEfficiency, KernelEfficiency, Library};
 use super::storage::{DriveModel, StorageModel};
-use super::{ConfigError, ConfigResult, check_range, merge_tables, parse_toml, read_text};
+use super::{ConfigError, ConfigResult, merge_tables, parse_toml, read_text};
 use crate::units::{Bandwidth, Bytes, Time};
 
 /// Model files shipped inside the binary, so that it runs from any folder.
-const SHIPPED: &[(&str, &str)] =
-    &[("base", include_str!("../../models/hardware/base.toml")), ("h200-fit", include_str!("../../models/hardware/h200-fit.toml"))];
+const SHIPPED: &[(&str, &str)] = &[
+    ("base", include_str!("../../models/hardware/base.toml")),
+    ("h200-fit", include_str!("../../models/hardware/h200-fit.toml")),
+    ("h200-compute", include_str!("../../models/hardware/h200-compute.toml")),
+    ("h200-forward", include_str!("../../models/hardware/h200-forward.toml")),
+];
 
 /// One PCIe generation, per lane and per direction.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -83,44 +88,10 @@ pub struct GpuModel {
     pub nvlink_links: u32,
     pub pcie_generation: String,
     pub pcie_lanes: u32,
+    /// The L2 cache: a kernel whose working set fits streams it from there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2_cache: Option<Bytes>,
     pub compute: ComputeEfficiency,
-}
-
-/// How close real kernels come to the roofline, per kind of kernel; fitted
-/// where measured (`icsim calibrate fit` on `op: kernel` rows). A kernel
-/// takes its floor plus its arithmetic at `bf16_tflops` x the compute
-/// fraction and its traffic at `memory_bandwidth` x the memory fraction,
-/// blended (see `blend`); the launch regime (a gap in a graph, a host cost
-/// when eager) is the caller's, in `[stack.*]`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ComputeEfficiency {
-    /// Achieved fraction of `bf16_tflops` by matrix products with many rows
-    /// (compute-bound: prefill).
-    pub matmul: f64,
-    /// Achieved fraction of `memory_bandwidth` by matrix products with few
-    /// rows (bandwidth-bound: a decode step streams the weights).
-    pub matmul_memory: f64,
-    /// Fixed time of one matrix product on the GPU (ramp-up and drain).
-    pub matmul_floor: Time,
-    /// Achieved fraction of `bf16_tflops` by fused attention with many
-    /// queries (prefill).
-    pub attention: f64,
-    /// Achieved fraction of `memory_bandwidth` by attention reading the KV
-    /// cache for few queries (decode).
-    pub attention_memory: f64,
-    pub attention_floor: Time,
-    /// Achieved fraction of `memory_bandwidth` by elementwise and
-    /// normalization kernels (norms, residual adds, activations, rotary,
-    /// KV-cache writes, embedding lookups, sampling).
-    pub elementwise: f64,
-    pub elementwise_floor: Time,
-    /// Achieved fraction of `memory_bandwidth` by a copy within the GPU.
-    pub memory: f64,
-    /// How sharply the compute and memory bounds meet: a kernel's roofline
-    /// time is (compute^p + memory^p)^(1/p) for p = `blend` (1: the sum of
-    /// the two; large: the longer of them, the plain roofline).
-    pub blend: f64,
 }
 
 /// What one protocol costs on one class of path: the latencies a call and a
@@ -391,13 +362,19 @@ pub struct HardwareModel {
 pub enum ModelSource {
     Shipped(&'static str),
     File(PathBuf),
+    /// Text already read or made in memory (a what-if change), named in
+    /// messages by `label`.
+    Text {
+        label: PathBuf,
+        text: String,
+    },
 }
 
 impl ModelSource {
     fn label(&self) -> PathBuf {
         match self {
             ModelSource::Shipped(name) => PathBuf::from(format!("models/hardware/{name}.toml")),
-            ModelSource::File(path) => path.clone(),
+            ModelSource::File(path) | ModelSource::Text { label: path, .. } => path.clone(),
         }
     }
 }
@@ -418,6 +395,7 @@ fn layer_text(source: &ModelSource) -> ConfigResult<String> {
             Ok(SHIPPED.iter().find(|(n, _)| n == name).map(|(_, text)| text.to_string()).expect("shipped names come from the table"))
         }
         ModelSource::File(path) => read_text(path),
+        ModelSource::Text { text, .. } => Ok(text.clone()),
     }
 }
 
@@ -542,104 +520,6 @@ impl HardwareModel {
             .arch
             .get(&key)
             .ok_or_else(|| format!("no NCCL constants for {key}; known: {}", self.nccl.arch.keys().cloned().collect::<Vec<_>>().join(", ")))
-    }
-
-    fn validate(&self, path: &Path) -> ConfigResult<()> {
-        for (name, g) in &self.pcie {
-            check_range(path, &format!("pcie.{name}.efficiency"), g.efficiency, 0.05..=1.0)?;
-        }
-        for (name, g) in &self.nvlink {
-            check_range(path, &format!("nvlink.{name}.efficiency"), g.efficiency, 0.05..=1.0)?;
-        }
-        for (name, h) in &self.host {
-            check_range(path, &format!("host.{name}.memory_efficiency"), h.memory_efficiency, 0.05..=1.0)?;
-            check_range(path, &format!("host.{name}.root_complex_p2p_factor"), h.root_complex_p2p_factor, 0.05..=1.0)?;
-            if h.vendor != "intel" && h.vendor != "amd" {
-                return Err(ConfigError::invalid(
-                    path,
-                    format!("host.{name}.vendor"),
-                    format!("{:?} is not allowed: use \"intel\" or \"amd\"", h.vendor),
-                ));
-            }
-        }
-        for (name, g) in &self.gpu {
-            let key = |field: &str| format!("gpu.{name}.{field}");
-            if !self.nvlink.contains_key(&g.nvlink_generation) && g.nvlink_links > 0 {
-                return Err(ConfigError::invalid(
-                    path,
-                    key("nvlink_generation"),
-                    format!("unknown generation {:?}; known: {:?}", g.nvlink_generation, self.nvlink.keys()),
-                ));
-            }
-            if !self.pcie.contains_key(&g.pcie_generation) {
-                return Err(ConfigError::invalid(
-                    path,
-                    key("pcie_generation"),
-                    format!("unknown generation {:?}; known: {:?}", g.pcie_generation, self.pcie.keys()),
-                ));
-            }
-            let c = &g.compute;
-            for (field, value) in [
-                ("matmul", c.matmul),
-                ("matmul_memory", c.matmul_memory),
-                ("attention", c.attention),
-                ("attention_memory", c.attention_memory),
-                ("elementwise", c.elementwise),
-                ("memory", c.memory),
-            ] {
-                check_range(path, &key(&format!("compute.{field}")), value, 0.01..=1.0)?;
-            }
-            check_range(path, &key("compute.blend"), c.blend, 1.0..=64.0)?;
-        }
-        for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
-            check_range(path, &format!("protocol.{name}.wire_factor"), p.wire_factor, 1.0..=4.0)?;
-            for (class, cost) in [("nvlink", &p.nvlink), ("pcie", &p.pcie), ("shm", &p.shm)] {
-                if cost.channel_rate.is_some_and(|rate| rate.0 == 0) {
-                    return Err(ConfigError::invalid(path, format!("protocol.{name}.{class}.channel_rate"), "must be positive"));
-                }
-            }
-            if p.slices_per_chunk == 0 || p.chunk.0 == 0 {
-                return Err(ConfigError::invalid(path, format!("protocol.{name}"), "chunk and slices_per_chunk must be positive"));
-            }
-        }
-        for stack in crate::stack::STACKS {
-            if !self.stack.contains_key(stack.name()) {
-                return Err(ConfigError::invalid(
-                    path,
-                    format!("stack.{stack}"),
-                    "missing: every stack needs collective_call and kernel_launch",
-                ));
-            }
-        }
-        super::storage::validate_model(path, self)?;
-        check_range(path, "contention.sharpness", self.contention.sharpness, 0.5..=50.0)?;
-        for (name, g) in &self.pcie {
-            check_range(path, &format!("pcie.{name}.host_read_efficiency"), g.host_read_efficiency, 0.01..=1.0)?;
-        }
-        for arch in self.cta.keys() {
-            for protocol in crate::collective::PROTOCOLS {
-                self.cta_rates(arch, protocol).map_err(|message| ConfigError::invalid(path, format!("cta.{arch}"), message))?;
-            }
-        }
-        check_range(path, "nvls.efficiency_vs_nccl", self.nvls.efficiency_vs_nccl, 0.01..=1.2)?;
-        check_range(path, "direct.efficiency", self.direct.efficiency, 0.01..=1.0)?;
-        if self.shm.slots == 0 {
-            return Err(ConfigError::invalid(path, "shm.slots", "must be at least 1"));
-        }
-        for (name, table) in [
-            ("ll", &self.nccl.tree_correction.ll),
-            ("ll128", &self.nccl.tree_correction.ll128),
-            ("simple", &self.nccl.tree_correction.simple),
-        ] {
-            if table.len() != 23 {
-                return Err(ConfigError::invalid(
-                    path,
-                    format!("nccl.tree_correction.{name}"),
-                    format!("needs 23 factors (64 B to 256 MiB), has {}", table.len()),
-                ));
-            }
-        }
-        Ok(())
     }
 }
 

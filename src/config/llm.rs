@@ -11,6 +11,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::compute::Library;
 use super::{ConfigError, ConfigResult, parse_toml, read_text};
 
 /// Models shipped inside the binary, by file stem.
@@ -32,6 +33,8 @@ pub struct LlmModel {
     pub vocab: u64,
     /// Bytes per parameter and activation element (bf16: 2).
     pub dtype_bytes: u64,
+    /// Most tokens a sequence may hold, prompt and output together.
+    pub context_length: u64,
     /// Which kernels each framework fuses, by name (`vllm`, `torch`); a
     /// file without any gets [`Fusion::builtin`]'s.
     #[serde(default = "Fusion::builtin")]
@@ -58,6 +61,11 @@ pub struct Fusion {
     /// K and V written into the cache by one kernel (vLLM's
     /// reshape_and_cache); otherwise one copy kernel each.
     pub kv_write_one_kernel: bool,
+    /// Whose kernels run the norms, adds, activations and copies: the
+    /// engine's own fused kernels (`fused`, the default) or PyTorch's eager
+    /// operators (`aten`); their measured rates are the hardware model's.
+    #[serde(default)]
+    pub kernels: Library,
 }
 
 impl Fusion {
@@ -73,6 +81,7 @@ impl Fusion {
             silu_mul: true,
             rope_kv_write: false,
             kv_write_one_kernel: true,
+            kernels: Library::Fused,
         };
         let torch = Fusion {
             description: "PyTorch eager ops: every add, norm, activation and copy its own kernel".into(),
@@ -80,6 +89,7 @@ impl Fusion {
             silu_mul: false,
             rope_kv_write: false,
             kv_write_one_kernel: false,
+            kernels: Library::Aten,
         };
         BTreeMap::from([("vllm".to_string(), vllm), ("torch".to_string(), torch)])
     }
@@ -126,6 +136,19 @@ impl FromStr for Scope {
     }
 }
 
+/// Largest shape a model file may give (`hidden`, `heads`, `kv_heads`,
+/// `ffn`, `vocab`): 2^20, over 30 times the widest published dense models
+/// (Llama 3.1 405B: hidden 16,384, FFN 53,248). A bound keeps byte counts
+/// (tokens x hidden x bytes) far from overflowing.
+pub const MAX_DIMENSION: u64 = 1 << 20;
+/// Most layers a model file may give: 2^12, over 30 times Llama 3.1 405B's 126.
+pub const MAX_LAYERS: u64 = 1 << 12;
+/// Longest context a model file may give: 2^24 tokens, over the longest
+/// published (10M, Llama 4 Scout).
+pub const MAX_CONTEXT: u64 = 1 << 24;
+/// Element widths a model may use: fp8, bf16/fp16, fp32, fp64.
+pub const DTYPE_WIDTHS: [u64; 4] = [1, 2, 4, 8];
+
 impl LlmModel {
     pub fn head_dim(&self) -> u64 {
         self.hidden / self.heads
@@ -135,6 +158,15 @@ impl LlmModel {
     /// block's output, tokens x hidden activations.
     pub fn allreduce_bytes(&self, tokens: u64) -> crate::units::Bytes {
         crate::units::Bytes(tokens * self.hidden * self.dtype_bytes)
+    }
+
+    /// Bytes of KV cache one GPU holds for `batch` sequences of `tokens`
+    /// tokens at TP=`tp`: keys and values of every layer for its share of
+    /// the KV heads (one head where TP exceeds their number: replicated).
+    pub fn kv_cache_bytes_per_gpu(&self, tokens: u64, batch: u64, tp: u32) -> u128 {
+        let heads_per_gpu = self.kv_heads.div_ceil(u64::from(tp.max(1)));
+        let per_token = 2 * u128::from(self.layers) * u128::from(heads_per_gpu * self.head_dim()) * u128::from(self.dtype_bytes);
+        per_token * u128::from(tokens) * u128::from(batch)
     }
 
     /// Allreduces of one pass through every layer under tensor parallelism:
@@ -156,30 +188,47 @@ impl LlmModel {
         } else if let Some((stem, text)) = SHIPPED.iter().find(|(stem, _)| *stem == name) {
             (PathBuf::from(format!("models/llm/{stem}.toml")), text.to_string())
         } else {
-            let known: Vec<&str> = SHIPPED.iter().map(|(s, _)| *s).collect();
-            return Err(ConfigError::invalid(
-                "model",
-                "model",
-                format!("unknown model {name:?}: use one of {} or a path to a model .toml file", known.join(", ")),
-            ));
+            return Err(ConfigError::UnknownName {
+                what: "LLM",
+                name: name.to_string(),
+                known: SHIPPED.iter().map(|(s, _)| s.to_string()).collect(),
+                otherwise: "a model .toml file".into(),
+            });
         };
-        let model: LlmModel = parse_toml(&path, &text)?;
-        model.validate(&path)?;
+        LlmModel::parse(&path, &text)
+    }
+
+    /// Reads and checks a model file's text, read from `path` (which errors name).
+    pub fn parse(path: &Path, text: &str) -> ConfigResult<LlmModel> {
+        let model: LlmModel = parse_toml(path, text)?;
+        model.validate(path)?;
         Ok(model)
     }
 
     fn validate(&self, path: &Path) -> ConfigResult<()> {
-        for (key, value) in [
-            ("hidden", self.hidden),
-            ("layers", self.layers),
-            ("heads", self.heads),
-            ("kv_heads", self.kv_heads),
-            ("ffn", self.ffn),
-            ("dtype_bytes", self.dtype_bytes),
+        for (key, value, most, why) in [
+            ("hidden", self.hidden, MAX_DIMENSION, "2^20"),
+            ("layers", self.layers, MAX_LAYERS, "2^12"),
+            ("heads", self.heads, MAX_DIMENSION, "2^20"),
+            ("kv_heads", self.kv_heads, MAX_DIMENSION, "2^20"),
+            ("ffn", self.ffn, MAX_DIMENSION, "2^20"),
+            ("vocab", self.vocab, MAX_DIMENSION, "2^20"),
+            ("context_length", self.context_length, MAX_CONTEXT, "2^24 tokens"),
         ] {
-            if value == 0 {
-                return Err(ConfigError::invalid(path, key, "must be a positive integer"));
+            if !(1..=most).contains(&value) {
+                return Err(ConfigError::invalid(
+                    path,
+                    key,
+                    format!("{value} is out of range: allowed 1 to {most} ({why}, far beyond any published model)"),
+                ));
             }
+        }
+        if !DTYPE_WIDTHS.contains(&self.dtype_bytes) {
+            return Err(ConfigError::invalid(
+                path,
+                "dtype_bytes",
+                format!("{} bytes is no element type: use 1 (fp8), 2 (bf16, fp16), 4 (fp32) or 8 (fp64)", self.dtype_bytes),
+            ));
         }
         if !self.hidden.is_multiple_of(self.heads) {
             return Err(ConfigError::invalid(path, "heads", format!("hidden {} must be a multiple of heads {}", self.hidden, self.heads)));
@@ -241,5 +290,24 @@ mod tests {
     fn an_unknown_model_lists_the_known_ones() {
         let error = LlmModel::load("llama-9").unwrap_err().to_string();
         assert!(error.contains("llama-3.1-70b"), "{error}");
+    }
+
+    #[test]
+    fn shapes_out_of_range_name_the_file_and_the_key() {
+        let dir = std::env::temp_dir().join(format!("icsim-llm-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("odd.toml");
+        let shipped = SHIPPED[0].1;
+        for (from, to, key) in [
+            ("heads = 32", "heads = 0", "heads"),
+            ("hidden = 4096", "hidden = 4611686018427387904", "hidden"),
+            ("dtype_bytes = 2", "dtype_bytes = 3", "dtype_bytes"),
+            ("context_length = 131072", "context_length = 0", "context_length"),
+        ] {
+            std::fs::write(&file, shipped.replace(from, to)).unwrap();
+            let error = LlmModel::load(file.to_str().unwrap()).unwrap_err().to_string();
+            assert!(error.contains("odd.toml") && error.contains(&format!("key `{key}`")), "{error}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

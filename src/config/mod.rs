@@ -2,8 +2,10 @@
 //! validation into models, with errors that name the file, the key and what
 //! is allowed. Nothing here simulates.
 
+pub mod compute;
 pub mod experiment;
 pub mod hardware;
+mod hardware_checks;
 pub mod llm;
 pub mod storage;
 pub mod topology;
@@ -23,6 +25,10 @@ pub enum ConfigError {
     Syntax { path: PathBuf, message: String },
     #[error("{}: key `{key}`: {message}", path.display())]
     Invalid { path: PathBuf, key: String, message: String },
+    /// A name (of an LLM, a hardware model) that is neither shipped nor a
+    /// file; whoever read the name says where it was written.
+    #[error("unknown {what} {name:?}: use one of {} or {otherwise}", known.join(", "))]
+    UnknownName { what: &'static str, name: String, known: Vec<String>, otherwise: String },
 }
 
 impl ConfigError {
@@ -33,9 +39,23 @@ impl ConfigError {
 
 pub type ConfigResult<T> = Result<T, ConfigError>;
 
-/// Reads a whole file, naming it in the error.
+/// Largest input file icsim reads: 64 MiB, a hundred times a 4,096-GPU
+/// topology file; more is not an input (`/dev/zero`, a disk image).
+pub const MAX_INPUT_BYTES: u64 = 64 << 20;
+
+/// Reads a whole file of at most [`MAX_INPUT_BYTES`], naming it in the error.
 pub fn read_text(path: &Path) -> ConfigResult<String> {
-    std::fs::read_to_string(path).map_err(|error| ConfigError::Io { path: path.to_path_buf(), error })
+    use std::io::Read;
+    let io = |error| ConfigError::Io { path: path.to_path_buf(), error };
+    let mut text = String::new();
+    std::fs::File::open(path).map_err(io)?.take(MAX_INPUT_BYTES + 1).read_to_string(&mut text).map_err(io)?;
+    if text.len() as u64 > MAX_INPUT_BYTES {
+        return Err(ConfigError::Syntax {
+            path: path.to_path_buf(),
+            message: format!("more than {} MiB: not an icsim input", MAX_INPUT_BYTES >> 20),
+        });
+    }
+    Ok(text)
 }
 
 /// Parses TOML text into a raw config type; serde's message (which names the
@@ -53,6 +73,26 @@ fn one_line(message: &str) -> String {
         .filter(|l| !l.starts_with('|') && !l.chars().next().is_some_and(|c| c.is_ascii_digit() && l.contains('|')))
         .collect();
     excerpt_free.join("; ")
+}
+
+/// A path written in a file, resolved from that file's folder `base`: an
+/// absolute path as it is, a relative one joined to `base` with `.` and
+/// `..` folded away where they can be ("configs/../results" is "results").
+pub fn relative_to(base: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    let mut out = PathBuf::new();
+    for part in base.join(path).components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir if matches!(out.components().next_back(), Some(std::path::Component::Normal(_))) => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Merges `overlay` into `base`: tables merge key by key, anything else in
@@ -80,6 +120,15 @@ pub fn check_range(path: &Path, key: &str, value: f64, range: std::ops::RangeInc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relative_paths_are_resolved_from_the_file_that_names_them() {
+        assert_eq!(relative_to(Path::new("configs"), Path::new("../results/x")), PathBuf::from("results/x"));
+        assert_eq!(relative_to(Path::new("configs"), Path::new("topologies/a.toml")), PathBuf::from("configs/topologies/a.toml"));
+        assert_eq!(relative_to(Path::new(""), Path::new("./a.toml")), PathBuf::from("a.toml"));
+        assert_eq!(relative_to(Path::new("configs"), Path::new("/abs/a.toml")), PathBuf::from("/abs/a.toml"));
+        assert_eq!(relative_to(Path::new("."), Path::new("../../x")), PathBuf::from("../../x"));
+    }
 
     #[test]
     fn overlays_merge_deeply() {

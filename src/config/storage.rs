@@ -8,13 +8,14 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::experiment::Source;
+use super::experiment::{ModeRun, Source};
 use super::hardware::HardwareModel;
+use super::llm::LlmModel;
 use super::{ConfigError, ConfigResult, check_range};
 use crate::storage::{STORAGE_PATHS, StoragePath};
 use crate::topology::{DriveLayout, Placement, Topology};
 use crate::units::{Bandwidth, Bytes, Time};
-use crate::workload::storage::{ArrayKind, JobTarget, LoadKind, OffloadTarget, Striping};
+use crate::workload::storage::{ArrayKind, JobTarget, LoadKind, OffloadTarget, Striping, shard_bytes, weight_bytes};
 
 /// One class of NVMe drive. Its rates are the vendor's sequential figures,
 /// which are measured through the drive's own PCIe link and so already
@@ -65,32 +66,68 @@ impl HardwareModel {
     }
 }
 
-/// Checks the storage parts of a merged hardware model.
+/// Smallest I/O and stripe unit: 64 KiB, the smallest I/O of the table the
+/// CPU costs are fitted to (Solidigm's, 64 KiB to 4 MiB); below it the
+/// fitted costs say nothing, and a load's I/Os would run to millions.
+pub const MIN_IO: Bytes = Bytes(64 << 10);
+/// Largest I/O and stripe unit: 1 GiB, 64 times cuFile's default largest
+/// I/O (16 MiB); it keeps the pieces of one I/O few.
+pub const MAX_IO: Bytes = Bytes(1 << 30);
+/// Longest a drive may take to answer a command: 1 s (data-centre drives
+/// answer in tens of microseconds, a disk in milliseconds).
+pub const MAX_DRIVE_LATENCY: Time = Time(1_000_000_000_000);
+/// Most CPU time one I/O, or one MiB of it, may cost: 10 ms (the fitted
+/// figures are microseconds; 10 ms a MiB is a core copying 100 MB/s).
+pub const MAX_CPU_COST: Time = Time(10_000_000_000);
+
+/// Checks the storage parts of a merged hardware model: every drive's
+/// rates within what its own PCIe link carries, latencies and CPU costs
+/// bounded, I/O sizes between [`MIN_IO`] and [`MAX_IO`].
 pub fn validate_model(path: &Path, model: &HardwareModel) -> ConfigResult<()> {
+    let at_most = |key: String, value: Time, most: Time| {
+        if value <= most { Ok(()) } else { Err(ConfigError::invalid(path, key, format!("{value} is out of range: allowed 0 to {most}"))) }
+    };
     for (name, drive) in &model.nvme {
         let key = |field: &str| format!("nvme.{name}.{field}");
-        if drive.read.0 == 0 || drive.write.0 == 0 {
-            return Err(ConfigError::invalid(path, key("read"), "read and write rates must be more than zero"));
-        }
         if !(1..=16).contains(&drive.lanes) {
             return Err(ConfigError::invalid(path, key("lanes"), format!("{} lanes: a drive has 1 to 16", drive.lanes)));
         }
-        if !model.pcie.contains_key(&drive.pcie_generation) {
+        let generation = model.pcie.get(&drive.pcie_generation).ok_or_else(|| {
             let known: Vec<&String> = model.pcie.keys().collect();
-            return Err(ConfigError::invalid(
-                path,
-                key("pcie_generation"),
-                format!("unknown generation {:?}; known: {known:?}", drive.pcie_generation),
-            ));
+            ConfigError::invalid(path, key("pcie_generation"), format!("unknown generation {:?}; known: {known:?}", drive.pcie_generation))
+        })?;
+        // A drive's sequential rate is measured through its own link.
+        let link = Bandwidth(generation.lane_rate.0.saturating_mul(u64::from(drive.lanes)));
+        for (field, rate) in [("read", drive.read), ("write", drive.write)] {
+            if rate.0 == 0 || rate > link {
+                return Err(ConfigError::invalid(
+                    path,
+                    key(field),
+                    format!(
+                        "{rate} is out of range: more than zero and at most what its PCIe {} x{} link carries ({link})",
+                        drive.pcie_generation, drive.lanes
+                    ),
+                ));
+            }
         }
+        at_most(key("read_latency"), drive.read_latency, MAX_DRIVE_LATENCY)?;
+        at_most(key("write_latency"), drive.write_latency, MAX_DRIVE_LATENCY)?;
     }
     let storage = &model.storage;
     for (key, size) in
         [("storage.gds_io", storage.gds_io), ("storage.bounce_io", storage.bounce_io), ("storage.raid_chunk", storage.raid_chunk)]
     {
-        if size.0 == 0 {
-            return Err(ConfigError::invalid(path, key, "must be more than zero bytes"));
+        if !(MIN_IO..=MAX_IO).contains(&size) {
+            return Err(ConfigError::invalid(path, key, format!("{size} is out of range: allowed {MIN_IO} to {MAX_IO}")));
         }
+    }
+    for (key, cost) in [
+        ("storage.gds_cpu_per_io", storage.gds_cpu_per_io),
+        ("storage.gds_cpu_per_mib", storage.gds_cpu_per_mib),
+        ("storage.bounce_cpu_per_io", storage.bounce_cpu_per_io),
+        ("storage.bounce_cpu_per_mib", storage.bounce_cpu_per_mib),
+    ] {
+        at_most(key.into(), cost, MAX_CPU_COST)?;
     }
     check_range(path, "storage.in_flight", f64::from(storage.in_flight), 1.0..=1024.0)
 }
@@ -172,6 +209,38 @@ impl LayoutChange {
 
 /// Most drives a `[storage]` section may put on a server.
 pub const MAX_DRIVES: u32 = 256;
+/// Most drive counts in `storage.sweep`: each is a load simulated for
+/// every path and mode.
+pub const MAX_SWEEP_POINTS: usize = 64;
+
+/// What each GPU of `run` reads or writes (the load, a checkpoint of its
+/// shard) must fit in its memory; the error is (key, message).
+pub fn check_fits(spec: &StorageSpec, llm: &LlmModel, run: &ModeRun) -> Result<(), (&'static str, String)> {
+    let gpu = run.hardware.gpu(&run.topology.gpu_model).map_err(|m| ("storage", m))?;
+    let tp = u64::from(run.tp);
+    let mut moved = Vec::new();
+    if let Some(kind) = spec.load {
+        let bytes = if kind == LoadKind::Whole { weight_bytes(llm) } else { shard_bytes(llm, tp) };
+        moved.push(("storage.load", bytes));
+    }
+    if spec.checkpoint {
+        moved.push(("storage.checkpoint", shard_bytes(llm, tp)));
+    }
+    match moved.into_iter().find(|(_, bytes)| *bytes > gpu.memory) {
+        Some((key, bytes)) => Err((
+            key,
+            format!(
+                "mode[{}]: {:.1} GB of weights on each GPU at TP={} is more than a {} holds ({:.1} GB): load each GPU's shard, or raise tp",
+                run.index,
+                bytes.as_f64() / 1e9,
+                run.tp,
+                gpu.name,
+                gpu.memory.as_f64() / 1e9
+            ),
+        )),
+        None => Ok(()),
+    }
+}
 
 impl RawStorage {
     /// Validates the section; keys are named as `storage.<key>`.
@@ -184,6 +253,9 @@ impl RawStorage {
             count_ok("drives", n, 0)?;
         }
         let sweep = self.sweep.clone().unwrap_or_default();
+        if sweep.len() > MAX_SWEEP_POINTS {
+            return Err(invalid("sweep", format!("{} drive counts: at most {MAX_SWEEP_POINTS}", sweep.len())));
+        }
         for &n in &sweep {
             count_ok("sweep", n, 1)?;
         }

@@ -11,7 +11,7 @@ mod stream;
 
 use std::fmt;
 
-pub use path::{Direction, Route, STORAGE_PATHS, StoragePath, peer_to_peer, route};
+pub use path::{Direction, Route, STORAGE_PATHS, StoragePath, route};
 pub use stream::{Stream, StreamTasks, Target, add_stream};
 
 use crate::network::LinkId;

@@ -9,7 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::network::Path;
-use crate::topology::{LinkKind, Medium, NodeId, NodeKind, Topology};
+use crate::topology::{NodeId, P2pDenied, Topology};
 use crate::units::Bandwidth;
 
 use super::StorageError;
@@ -68,19 +68,6 @@ pub enum Route {
     Bounce { drive_side: Path, gpu_side: Path },
 }
 
-/// What the platform allows peer-to-peer traffic on `path`: refused where
-/// it crosses sockets and the platform forbids that, else the rate cap a
-/// root complex puts on it. Decided from the PCIe path itself, as for GPU
-/// peer-to-peer.
-pub fn peer_to_peer(topo: &Topology, path: &Path) -> Result<Option<Bandwidth>, String> {
-    let crosses_sockets = path.links.iter().any(|&l| topo.link(l).kind == LinkKind::SocketLink);
-    if crosses_sockets && !topo.policy.p2p_across_sockets {
-        return Err("the path crosses sockets and the platform does not allow peer-to-peer there".into());
-    }
-    let through_root_complex = topo.path_crosses(path, NodeKind::CpuSocket);
-    Ok(through_root_complex.then(|| topo.bottleneck(path).scaled(topo.policy.root_complex_p2p_factor)))
-}
-
 /// The route of `drive`'s bytes to (Read) or from (Write) `gpu` on
 /// `storage`, and whether `gds` fell back to `bounce`.
 pub fn route(
@@ -93,11 +80,14 @@ pub fn route(
     let name = |n: NodeId| topo.node(n).name.clone();
     if storage == StoragePath::Gds {
         let (from, to) = if direction == Direction::Read { (drive, gpu) } else { (gpu, drive) };
-        let path = topo
-            .path(from, to, Medium::Pcie)
-            .ok_or_else(|| StorageError::NoPath(format!("no PCIe path between {} and {} on {}", name(drive), name(gpu), topo.name)))?;
-        if let Ok(rate_cap) = peer_to_peer(topo, &path) {
-            return Ok((Route::Direct { path, rate_cap }, false));
+        // The same peer-to-peer rule as between GPUs; refused across
+        // sockets, the drive's bytes bounce.
+        match topo.peer_to_peer(from, to) {
+            Ok((path, rate_cap)) => return Ok((Route::Direct { path, rate_cap }, false)),
+            Err(P2pDenied::NoPath) => {
+                return Err(StorageError::NoPath(format!("no PCIe path between {} and {} on {}", name(drive), name(gpu), topo.name)));
+            }
+            Err(P2pDenied::AcrossSockets) => {}
         }
     }
     let memory = topo.host_memory(topo.node(gpu).socket).map_err(|e| StorageError::NoPath(e.to_string()))?;
@@ -114,7 +104,7 @@ pub fn route(
 mod tests {
     use super::*;
     use crate::config::hardware::HardwareModel;
-    use crate::topology::{PresetOptions, preset};
+    use crate::topology::{LinkKind, PresetOptions, preset};
 
     fn board(name: &str) -> Topology {
         preset(name, &PresetOptions::default(), &HardwareModel::base()).unwrap()

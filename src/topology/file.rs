@@ -4,11 +4,24 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::{LinkKind, LinkRates, NodeId, NodeKind, Policy, Topology, drive_link_rates};
+use super::{LinkKind, LinkRates, MAX_GPUS, MAX_GPUS_REASON, NodeId, NodeKind, Policy, Topology, drive_link_rates};
 use crate::config::hardware::HardwareModel;
 use crate::config::topology::{LinkKindFile, NodeKindFile, TopologyFile};
 use crate::config::{ConfigError, ConfigResult, parse_toml, read_text};
 use crate::units::Time;
+
+/// PCIe link widths (PCI Express Base Specification: x1, x2, x4, x8, x12,
+/// x16, x32).
+pub const PCIE_WIDTHS: [u32; 7] = [1, 2, 4, 8, 12, 16, 32];
+
+fn link_kind_name(kind: LinkKindFile) -> &'static str {
+    match kind {
+        LinkKindFile::Pcie => "pcie",
+        LinkKindFile::Nvlink => "nvlink",
+        LinkKindFile::Socket => "socket",
+        LinkKindFile::Memory => "memory",
+    }
+}
 
 /// Reads and builds the topology file at `path` with `model`.
 pub fn load_file(path: &Path, model: &HardwareModel) -> ConfigResult<Topology> {
@@ -32,6 +45,10 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
     let mut topo = Topology::new(&raw.name, &raw.gpu, &raw.host, policy);
     topo.description = raw.description.clone();
 
+    let gpu_count = raw.nodes.iter().filter(|n| n.kind == NodeKindFile::Gpu).count();
+    if gpu_count > MAX_GPUS {
+        return Err(invalid("node", format!("{gpu_count} GPUs: a topology holds at most {MAX_GPUS} ({MAX_GPUS_REASON})")));
+    }
     let mut by_name: BTreeMap<&str, NodeId> = BTreeMap::new();
     for (i, node) in raw.nodes.iter().enumerate() {
         let kind = match node.kind {
@@ -48,6 +65,11 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
     }
 
     let rates = LinkRates { model };
+    // Each pair of nodes is joined by at most one link of a kind: (ends in
+    // order, kind) -> the link's index.
+    let mut joined: BTreeMap<(NodeId, NodeId, &str), usize> = BTreeMap::new();
+    // NVLink ports each GPU uses so far.
+    let mut ports_used: BTreeMap<NodeId, u64> = BTreeMap::new();
     for (i, link) in raw.links.iter().enumerate() {
         let key = |field: &str| format!("link[{i}].{field}");
         let end = |name: &str, field: &str| {
@@ -59,21 +81,53 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
             })
         };
         let (from, to) = (end(&link.from, "from")?, end(&link.to, "to")?);
+        if from == to {
+            return Err(invalid(&key("to"), format!("{:?} at both ends: a link joins two different nodes", link.from)));
+        }
+        let kind_name = link_kind_name(link.kind);
+        if let Some(first) = joined.insert((from.min(to), from.max(to), kind_name), i) {
+            return Err(invalid(
+                &key("to"),
+                format!(
+                    "{} and {} are already joined by link[{first}] ({kind_name}): one link a pair, with its width in `lanes` (PCIe) or `links` (NVLink)",
+                    link.from, link.to
+                ),
+            ));
+        }
         let kinds = (topo.node(from).kind, topo.node(to).kind);
         let (kind, default_rate) = match link.kind {
             LinkKindFile::Pcie => {
                 let generation = link.generation.clone().unwrap_or_else(|| gpu_model.pcie_generation.clone());
                 let lanes = link.lanes.unwrap_or(16);
+                if !PCIE_WIDTHS.contains(&lanes) {
+                    return Err(invalid(&key("lanes"), format!("x{lanes} is no PCIe link width: use 1, 2, 4, 8, 12, 16 or 32")));
+                }
                 let rate = rates.pcie(&generation, lanes).map_err(|m| invalid(&key("generation"), m))?;
                 (LinkKind::Pcie { generation, lanes }, rate)
             }
             LinkKindFile::Nvlink => {
                 let generation = link.generation.clone().unwrap_or_else(|| gpu_model.nvlink_generation.clone());
                 let links = link.links.unwrap_or(gpu_model.nvlink_links);
-                let rate = rates.nvlink(&generation, links).map_err(|m| invalid(&key("generation"), m))?;
                 if kinds.0 != NodeKind::Gpu && kinds.1 != NodeKind::Gpu {
                     return Err(invalid(&key("kind"), "an NVLink must have a GPU at one end at least".into()));
                 }
+                let ports = u64::from(gpu_model.nvlink_links);
+                for gpu in [from, to].into_iter().filter(|&n| topo.node(n).kind == NodeKind::Gpu) {
+                    let used = ports_used.entry(gpu).or_insert(0);
+                    *used += u64::from(links);
+                    if links == 0 || *used > ports {
+                        return Err(invalid(
+                            &key("links"),
+                            format!(
+                                "{links} links: {} has {ports} NVLink ports ({}), {} of them used by its links so far; a bond takes 1 to the ports left",
+                                topo.node(gpu).name,
+                                raw.gpu,
+                                *used - u64::from(links)
+                            ),
+                        ));
+                    }
+                }
+                let rate = rates.nvlink(&generation, links).map_err(|m| invalid(&key("generation"), m))?;
                 (LinkKind::NvLink { generation, links }, rate)
             }
             LinkKindFile::Socket => {
@@ -141,5 +195,57 @@ fn drive_end(topo: &Topology, from: NodeId, to: NodeId) -> Option<(NodeId, NodeI
         (NodeKind::Nvme, _) => Some((from, to)),
         (_, NodeKind::Nvme) => Some((to, from)),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two H100 under one socket, with `links` appended.
+    fn two_gpus(links: &str) -> String {
+        let mut text = String::from("name = \"t\"\ngpu = \"h100\"\nhost = \"spr-2s\"\n");
+        for (name, kind) in [("cpu0", "cpu"), ("mem0", "memory"), ("GPU0", "gpu"), ("GPU1", "gpu")] {
+            text += &format!("[[node]]\nname = \"{name}\"\nkind = \"{kind}\"\n");
+        }
+        for (from, to, kind) in [("cpu0", "mem0", "memory"), ("GPU0", "cpu0", "pcie"), ("GPU1", "cpu0", "pcie")] {
+            text += &format!("[[link]]\nfrom = \"{from}\"\nto = \"{to}\"\nkind = \"{kind}\"\n");
+        }
+        text + links
+    }
+
+    fn error_of(text: &str) -> String {
+        let raw: TopologyFile = parse_toml(Path::new("t.toml"), text).unwrap();
+        build(Path::new("t.toml"), &raw, &HardwareModel::base()).unwrap_err().to_string()
+    }
+
+    const NVLINK: &str = "[[link]]\nfrom = \"GPU0\"\nto = \"GPU1\"\nkind = \"nvlink\"\n";
+
+    #[test]
+    fn a_good_file_builds() {
+        let raw: TopologyFile = parse_toml(Path::new("t.toml"), &two_gpus(&format!("{NVLINK}links = 4\n"))).unwrap();
+        let topo = build(Path::new("t.toml"), &raw, &HardwareModel::base()).unwrap();
+        assert_eq!(topo.gpus().len(), 2);
+    }
+
+    #[test]
+    fn self_loops_and_second_links_between_a_pair_are_refused() {
+        let error = error_of(&two_gpus("[[link]]\nfrom = \"GPU0\"\nto = \"GPU0\"\nkind = \"nvlink\"\n"));
+        assert!(error.contains("key `link[3].to`") && error.contains("both ends"), "{error}");
+        let error = error_of(&two_gpus(&format!(
+            "{NVLINK}links = 2\n{}links = 2\n",
+            NVLINK.replace("\"GPU0\"\nto = \"GPU1\"", "\"GPU1\"\nto = \"GPU0\"")
+        )));
+        assert!(error.contains("key `link[4].to`") && error.contains("already joined by link[3]"), "{error}");
+    }
+
+    #[test]
+    fn widths_and_bonds_must_exist_on_real_hardware() {
+        let error = error_of(&two_gpus("[[link]]\nfrom = \"GPU0\"\nto = \"GPU1\"\nkind = \"pcie\"\nlanes = 3\n"));
+        assert!(error.contains("key `link[3].lanes`") && error.contains("x3") && error.contains("16"), "{error}");
+        let error = error_of(&two_gpus(&format!("{NVLINK}links = 4000000000\n")));
+        assert!(error.contains("key `link[3].links`") && error.contains("18 NVLink ports"), "{error}");
+        let error = error_of(&two_gpus(&format!("{NVLINK}links = 0\n")));
+        assert!(error.contains("key `link[3].links`"), "{error}");
     }
 }

@@ -108,7 +108,11 @@ fn xml_root(text: &str) -> &str {
 /// Reads and imports the file at `path`, whichever importable format it is.
 /// `model` is consulted for the GPU's NVLink count and to check the keys.
 pub fn import(path: &Path, options: &ImportOptions, model: &HardwareModel) -> Result<TopologyFile, ImportError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Io { path: path.to_path_buf(), source })?;
+    let text = crate::config::read_text(path).map_err(|error| match error {
+        crate::config::ConfigError::Io { path, error } => ImportError::Io { path, source: error },
+        crate::config::ConfigError::Syntax { path, message } => ImportError::Invalid { path, message },
+        other => ImportError::Invalid { path: path.to_path_buf(), message: other.to_string() },
+    })?;
     let format = Format::detect(&text).ok_or_else(|| ImportError::UnknownFormat { path: path.to_path_buf() })?;
     parse(path, &text, format, options, model)
 }

@@ -5,9 +5,12 @@
 //! topologies. Knows nothing of collectives.
 
 mod drives;
-mod file;
+mod edit;
+pub(crate) mod file;
 pub mod import;
+pub mod plausible;
 mod presets;
+mod resolve;
 mod show;
 
 use std::collections::VecDeque;
@@ -17,15 +20,21 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
 pub use drives::{DriveLayout, Placement, drive_link_rates, preset_drives};
+pub use edit::{Edit, Unchanged, resolve_edited};
 pub use file::{build as build_from_file, load_file};
 pub use presets::{PRESETS, PresetOptions, preset, preset_models};
+pub use resolve::{Blueprint, TopologySpec, blueprint, model_source, model_sources, resolve};
 pub use show::describe;
 
-use crate::config::hardware::{self, HardwareModel, ModelSource};
-use crate::config::topology::TopologyFile;
-use crate::config::{parse_toml, read_text};
+use crate::config::hardware::HardwareModel;
 use crate::network::{LinkId, Network, Path};
 use crate::units::{Bandwidth, Time};
+
+/// Most GPUs a topology may hold: one server or NVLink domain. NVLink 5
+/// joins at most 576 GPUs in one domain (NVIDIA, GB200 NVL576); 4,096
+/// leaves room for successors while keeping a simulation's memory bounded.
+pub const MAX_GPUS: usize = 4096;
+pub const MAX_GPUS_REASON: &str = "one server or NVLink domain: NVLink 5 joins at most 576 GPUs";
 
 /// Index of a node in its topology.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -173,6 +182,15 @@ pub enum Relation {
     Phb,
     /// Across the link between sockets.
     Sys,
+}
+
+/// Why two PCIe devices may not DMA to each other directly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum P2pDenied {
+    /// No PCIe path joins them.
+    NoPath,
+    /// The path crosses sockets and the platform refuses peer-to-peer there.
+    AcrossSockets,
 }
 
 impl fmt::Display for Relation {
@@ -399,11 +417,41 @@ impl Topology {
         if let Some(path) = self.path(a, b, Medium::NvLinkDirect).or_else(|| self.path(a, b, Medium::NvSwitch)) {
             return Relation::NvLink(nvlinks(&path));
         }
-        let Some(path) = self.path(a, b, Medium::Pcie) else {
-            return Relation::Sys;
-        };
+        self.pcie_relation(a, b)
+    }
+
+    /// How two GPUs are connected over PCIe alone, whatever NVLink joins
+    /// them: PIX, PXB, PHB or SYS (across sockets, or no PCIe path). The
+    /// platform's peer-to-peer rules follow this path.
+    pub fn pcie_relation(&self, a: NodeId, b: NodeId) -> Relation {
+        if a == b {
+            return Relation::SelfGpu;
+        }
+        match self.path(a, b, Medium::Pcie) {
+            Some(path) => self.pcie_path_relation(&path),
+            None => Relation::Sys,
+        }
+    }
+
+    /// The platform's rule for one peer-to-peer DMA between PCIe devices
+    /// (GPU to GPU, drive to GPU): the PCIe path from `from` to `to`,
+    /// refused where its relation is SYS (across sockets) and the platform
+    /// forbids that, and the rate cap a root complex puts on it where it
+    /// passes through one (PHB).
+    pub fn peer_to_peer(&self, from: NodeId, to: NodeId) -> Result<(Path, Option<Bandwidth>), P2pDenied> {
+        let path = self.path(from, to, Medium::Pcie).ok_or(P2pDenied::NoPath)?;
+        if self.pcie_path_relation(&path) == Relation::Sys && !self.policy.p2p_across_sockets {
+            return Err(P2pDenied::AcrossSockets);
+        }
+        let rate_cap =
+            self.path_crosses(&path, NodeKind::CpuSocket).then(|| self.bottleneck(&path).scaled(self.policy.root_complex_p2p_factor));
+        Ok((path, rate_cap))
+    }
+
+    /// The PCIe relation a path between two devices gives them.
+    fn pcie_path_relation(&self, path: &Path) -> Relation {
         let crosses_sockets = path.links.iter().any(|l| self.link(*l).kind == LinkKind::SocketLink);
-        let through_cpu = self.path_crosses(&path, NodeKind::CpuSocket);
+        let through_cpu = self.path_crosses(path, NodeKind::CpuSocket);
         let switches = path.links.iter().filter(|l| self.node(self.link(**l).to).kind == NodeKind::PcieSwitch).count();
         if crosses_sockets {
             Relation::Sys
@@ -460,106 +508,6 @@ impl Topology {
     }
 }
 
-/// What a user names as a topology: a preset with options, or a file.
-#[derive(Debug, Clone, Default)]
-pub struct TopologySpec {
-    /// A preset name or the path of a topology file.
-    pub name: String,
-    pub options: PresetOptions,
-    /// Extra hardware model overlays (shipped names or files), applied last.
-    pub models: Vec<String>,
-}
-
-/// A model overlay named in a file or on the command line: a shipped model
-/// by name, or a file (relative to `base_dir` if not absolute).
-pub fn model_source(name: &str, base_dir: &std::path::Path) -> ModelSource {
-    match hardware::shipped(name) {
-        Some(source) if !name.ends_with(".toml") => source,
-        _ => {
-            let path = std::path::Path::new(name);
-            ModelSource::File(if path.is_absolute() { path.to_path_buf() } else { base_dir.join(path) })
-        }
-    }
-}
-
-/// What a topology is built from, kept so that it can be built again under
-/// another hardware model (a fit changes link rates and hop latencies).
-#[derive(Debug, Clone)]
-pub enum Blueprint {
-    Preset { name: String, options: PresetOptions },
-    File { path: std::path::PathBuf, raw: TopologyFile },
-}
-
-impl Blueprint {
-    /// The topology under `model`.
-    pub fn build(&self, model: &HardwareModel) -> Result<Topology, crate::Error> {
-        match self {
-            Blueprint::Preset { name, options } => Ok(preset(name, options, model)?),
-            Blueprint::File { path, raw } => Ok(build_from_file(path, raw, model)?),
-        }
-    }
-}
-
-/// Builds the topology a user named, with the hardware model it uses
-/// (the base, the preset's or file's calibrated overlays, then the user's).
-/// A file is a TOML topology file, or, told by its content, the output of
-/// `nvidia-smi topo -m` or NCCL's topology dump, imported first (with
-/// `options.gpu` as the GPU model where given).
-pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::Error> {
-    let (blueprint, model) = blueprint(spec)?;
-    Ok((blueprint.build(&model)?, model))
-}
-
-/// What [`resolve`] builds from, and the hardware model.
-pub fn blueprint(spec: &TopologySpec) -> Result<(Blueprint, HardwareModel), crate::Error> {
-    let here = std::path::Path::new(".");
-    let user: Vec<ModelSource> = spec.models.iter().map(|m| model_source(m, here)).collect();
-    let path = std::path::Path::new(&spec.name);
-    let looks_like_file = [".toml", ".txt", ".xml"].iter().any(|ext| spec.name.ends_with(ext)) || spec.name.contains('/') || path.is_file();
-    if looks_like_file {
-        let text = read_text(path)?;
-        let (raw, model) = match import::Format::detect(&text) {
-            Some(format) => {
-                // An imported file names no overlays: the base and the user's.
-                let model = HardwareModel::load(&user)?;
-                let options = import::ImportOptions { gpu: spec.options.gpu.clone(), host: None };
-                (import::parse(path, &text, format, &options, &model)?, model)
-            }
-            None => {
-                let raw: TopologyFile = parse_toml(path, &text)?;
-                let base_dir = path.parent().unwrap_or(here);
-                let mut overlays: Vec<ModelSource> = raw.models.iter().map(|m| model_source(m, base_dir)).collect();
-                overlays.extend(user);
-                let model = HardwareModel::load(&overlays)?;
-                (raw, model)
-            }
-        };
-        let blueprint = Blueprint::File { path: path.to_path_buf(), raw };
-        let topology = blueprint.build(&model)?;
-        if let Some(gpus) = spec.options.gpus
-            && (gpus as usize > topology.gpus().len() || gpus == 0)
-        {
-            return Err(TopologyError::Invalid(format!(
-                "{} has {} GPUs; --gpus must be 1 to {}",
-                spec.name,
-                topology.gpus().len(),
-                topology.gpus().len()
-            ))
-            .into());
-        }
-        return Ok((blueprint, model));
-    }
-    let mut overlays: Vec<ModelSource> = preset_models(&spec.name)
-        .iter()
-        .map(|name| hardware::shipped(name).unwrap_or_else(|| panic!("preset {} names model {name}, which is not shipped", spec.name)))
-        .collect();
-    overlays.extend(user);
-    let model = HardwareModel::load(&overlays)?;
-    let blueprint = Blueprint::Preset { name: spec.name.clone(), options: spec.options.clone() };
-    blueprint.build(&model)?;
-    Ok((blueprint, model))
-}
-
 /// Builds the link bandwidths of a preset or file from the hardware model.
 pub(crate) struct LinkRates<'m> {
     pub model: &'m HardwareModel,
@@ -568,18 +516,27 @@ pub(crate) struct LinkRates<'m> {
 impl LinkRates<'_> {
     pub fn pcie(&self, generation: &str, lanes: u32) -> Result<(Bandwidth, Time), String> {
         let g = self.model.pcie(generation)?;
-        Ok((g.lane_rate.scaled(f64::from(lanes) * g.efficiency), g.hop_latency))
+        let rate = nonzero(g.lane_rate.scaled(f64::from(lanes) * g.efficiency), || format!("PCIe {generation} x{lanes}"))?;
+        Ok((rate, g.hop_latency))
     }
 
     pub fn nvlink(&self, generation: &str, links: u32) -> Result<(Bandwidth, Time), String> {
         let g = self.model.nvlink(generation)?;
-        Ok((g.link_rate.scaled(f64::from(links) * g.efficiency), g.hop_latency))
+        let rate = nonzero(g.link_rate.scaled(f64::from(links) * g.efficiency), || format!("NVLink {generation} x{links}"))?;
+        Ok((rate, g.hop_latency))
     }
 
     pub fn memory(&self, host: &str) -> Result<(Bandwidth, u32), String> {
         let h = self.model.host(host)?;
-        Ok((h.memory_channel_rate.scaled(f64::from(h.memory_channels) * h.memory_efficiency), h.memory_channels))
+        let rate = nonzero(h.memory_channel_rate.scaled(f64::from(h.memory_channels) * h.memory_efficiency), || format!("{host} memory"))?;
+        Ok((rate, h.memory_channels))
     }
+}
+
+/// A link rate the model gives, refused where it rounds to nothing (no
+/// links, or a rate below one byte a second).
+fn nonzero(rate: Bandwidth, what: impl Fn() -> String) -> Result<Bandwidth, String> {
+    if rate.0 == 0 { Err(format!("{} has no bandwidth in the hardware model", what())) } else { Ok(rate) }
 }
 
 #[cfg(test)]
@@ -607,6 +564,18 @@ mod tests {
         assert_eq!(topo.relation(g[0], g[1]), Relation::Pix);
         assert_eq!(topo.relation(g[0], g[2]), Relation::Phb);
         assert_eq!(topo.relation(g[0], g[7]), Relation::Sys);
+    }
+
+    #[test]
+    fn drives_and_gpus_follow_one_peer_to_peer_rule() {
+        // hgx-h200 is Intel: nothing peer-to-peer across sockets.
+        let topo = preset("hgx-h200", &PresetOptions::default(), &HardwareModel::base()).unwrap();
+        let (gpu, far_gpu, far_drive) = (topo.gpus()[0], topo.gpus()[7], topo.drives()[7]);
+        assert_eq!(topo.node(far_drive).socket, topo.node(far_gpu).socket);
+        assert_eq!(topo.peer_to_peer(gpu, far_gpu).unwrap_err(), P2pDenied::AcrossSockets);
+        assert_eq!(topo.peer_to_peer(far_drive, gpu).unwrap_err(), P2pDenied::AcrossSockets);
+        let (_, cap) = topo.peer_to_peer(topo.drives()[0], gpu).unwrap();
+        assert_eq!(cap, None, "under one switch, no root complex to slow it");
     }
 
     #[test]

@@ -41,7 +41,13 @@ pub const PRESETS: &[(&str, &str)] = &[
 /// blocks of sm100 scaled by NCCL's own Blackwell/Hopper ratios).
 pub fn preset_models(name: &str) -> &'static [&'static str] {
     match name {
-        "hgx-h200" | "hgx-h100" | "hgx-h20" | "hgx-b200" => &["h200-fit"],
+        // Collectives fitted on H200 (h200-fit.toml), compute curves fitted
+        // to the runner's kernels on one H200 (h200-compute.toml: H200 keys,
+        // and nothing else), and what the profiled PyTorch forward measured
+        // (h200-forward.toml: the CUDA-graph gap of every stack, the H200's
+        // sustained clock and PyTorch's kernels on it); their keys are
+        // disjoint.
+        "hgx-h200" | "hgx-h100" | "hgx-h20" | "hgx-b200" => &["h200-fit", "h200-compute", "h200-forward"],
         _ => &[],
     }
 }

@@ -5,6 +5,10 @@ use std::fmt::Write;
 
 use super::{LinkKind, NodeKind, Topology};
 
+/// Most GPUs whose relation matrix is printed: wider is unreadable, and
+/// each of its n^2 cells is a path search.
+pub const MATRIX_GPUS: usize = 32;
+
 pub fn describe(topo: &Topology) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "topology {}: {}", topo.name, topo.description);
@@ -55,6 +59,25 @@ pub fn describe(topo: &Topology) -> String {
     }
     let _ = writeln!(out);
     let gpus = topo.gpus();
+    if gpus.len() > MATRIX_GPUS {
+        // The matrix has n^2 cells, each a path search: GPU0's row stands for it.
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for &b in &gpus[1..] {
+            let relation = topo.relation(gpus[0], b).to_string();
+            match counts.iter_mut().find(|(r, _)| *r == relation) {
+                Some((_, count)) => *count += 1,
+                None => counts.push((relation, 1)),
+            }
+        }
+        let listed: Vec<String> = counts.iter().map(|(relation, count)| format!("{relation} to {count}")).collect();
+        let _ = writeln!(
+            out,
+            "GPU relations: {} GPUs, more than the {MATRIX_GPUS} a matrix is printed for; GPU0 is {}",
+            gpus.len(),
+            listed.join(", ")
+        );
+        return out;
+    }
     let _ = write!(out, "{:<6}", "");
     for (i, _) in gpus.iter().enumerate() {
         let _ = write!(out, "{:>6}", format!("GPU{i}"));

@@ -1,12 +1,16 @@
 //! The roofline compute model of one kernel on one GPU: its floor, plus its
 //! arithmetic at the GPU's achieved matrix rate and its memory traffic at
-//! the achieved HBM rate, blended where the two bounds meet (so a matrix
-//! product with few rows is bandwidth-bound, one with many rows
-//! compute-bound, with a smooth curve between them). And how a caller's
-//! launches space kernels out: a gap inside a CUDA graph, the host's launch
-//! cost when eager. Knows nothing of links, collectives or LLM layers.
+//! the achieved HBM rate (or the L2 cache's, for a working set that fits
+//! there; a row's bytes at one thread block's rate, for kernels giving each
+//! row a block), blended where the two bounds meet (so a matrix product with
+//! few rows is bandwidth-bound, one with many rows compute-bound, with a
+//! smooth curve between them). A measured kernel has its own rates and
+//! floor (by kind and library). Inside a whole forward the matrix rate is
+//! the GPU's sustained one. And how a caller's launches space kernels out: a
+//! gap inside a CUDA graph, the host's launch cost when eager. Knows nothing
+//! of links, collectives or LLM layers.
 
-use crate::config::hardware::{GpuModel, HardwareModel};
+use crate::config::hardware::{GpuModel, HardwareModel, KernelEfficiency, Library};
 use crate::stack::Stack;
 use crate::units::Time;
 
@@ -33,13 +37,32 @@ impl KernelClass {
     }
 }
 
+/// How fast the GPU's clock runs the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// A kernel timed alone in short bursts, as kernels are measured.
+    Burst,
+    /// Inside a whole forward pass: matrix work at the sustained fraction of
+    /// the matrix rate (`compute.sustained`).
+    Sustained,
+}
+
 /// One kernel on one GPU: its floating-point work and memory traffic.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Kernel {
+    /// What it does in the pass (`final_norm`, `kv_write_v`).
     pub name: &'static str,
+    /// The kernel that runs (`rms_norm`, `kv_write_k`): the key of its own
+    /// measured rates, if it has any.
+    pub kind: &'static str,
+    /// Whose implementation runs it.
+    pub library: Library,
     pub class: KernelClass,
     pub flops: f64,
     pub bytes: f64,
+    /// Bytes one row moves, for a kernel that gives each row its own thread
+    /// block (norms); zero otherwise.
+    pub row_bytes: f64,
 }
 
 /// The parts of a kernel's time on one GPU.
@@ -55,39 +78,78 @@ pub struct Roofline {
 }
 
 impl Kernel {
+    fn new(name: &'static str, class: KernelClass, flops: f64, bytes: f64) -> Kernel {
+        Kernel { name, kind: name, library: Library::Fused, class, flops, bytes, row_bytes: 0.0 }
+    }
+
     /// A product of (m x k) by (k x n) in elements of `element` bytes: it
     /// reads both operands once and writes the result once.
     pub fn gemm(name: &'static str, m: f64, k: f64, n: f64, element: f64) -> Kernel {
-        Kernel { name, class: KernelClass::Matmul, flops: 2.0 * m * k * n, bytes: (m * k + k * n + m * n) * element }
+        Kernel::new(name, KernelClass::Matmul, 2.0 * m * k * n, (m * k + k * n + m * n) * element)
+    }
+
+    /// Fused attention doing `flops` over `bytes` of Q, K, V and O.
+    pub fn attention(flops: f64, bytes: f64) -> Kernel {
+        Kernel::new("attention", KernelClass::Attention, flops, bytes)
     }
 
     /// A kernel that only moves `bytes` through memory.
     pub fn elementwise(name: &'static str, bytes: f64) -> Kernel {
-        Kernel { name, class: KernelClass::Elementwise, flops: 0.0, bytes }
+        Kernel::new(name, KernelClass::Elementwise, 0.0, bytes)
     }
 
-    /// The parts of this kernel's time on `gpu`.
-    pub fn roofline(&self, gpu: &GpuModel) -> Roofline {
+    /// The same kernel run as `kind` by `library`.
+    pub fn run_as(self, kind: &'static str, library: Library) -> Kernel {
+        Kernel { kind, library, ..self }
+    }
+
+    /// The same kernel giving each row of `row_bytes` its own thread block.
+    pub fn by_rows(self, row_bytes: f64) -> Kernel {
+        Kernel { row_bytes, ..self }
+    }
+
+    /// The kernel's own measured rates on `gpu`, if it has any.
+    pub fn own<'g>(&self, gpu: &'g GpuModel) -> Option<&'g KernelEfficiency> {
+        gpu.compute.kernels(self.library).get(self.kind)
+    }
+
+    /// The parts of this kernel's time on `gpu` at `clock`.
+    pub fn roofline(&self, gpu: &GpuModel, clock: Clock) -> Roofline {
         let c = &gpu.compute;
-        let (compute_fraction, memory_fraction, floor) = match self.class {
+        let (compute_fraction, class_memory, class_floor) = match self.class {
             KernelClass::Matmul => (c.matmul, c.matmul_memory, c.matmul_floor),
             KernelClass::Attention => (c.attention, c.attention_memory, c.attention_floor),
             KernelClass::Elementwise => (1.0, c.elementwise, c.elementwise_floor),
         };
-        let compute_s = self.flops / (gpu.bf16_tflops * 1e12 * compute_fraction);
-        let memory_s = self.bytes / (gpu.memory_bandwidth.bytes_per_sec() * memory_fraction);
+        let own = self.own(gpu);
+        let memory_fraction = own.and_then(|o| o.memory).unwrap_or(class_memory);
+        let floor = own.and_then(|o| o.floor).unwrap_or(class_floor);
+        let sustained = match clock {
+            Clock::Burst => 1.0,
+            Clock::Sustained => c.sustained,
+        };
+        let compute_s = self.flops / (gpu.bf16_tflops * 1e12 * compute_fraction * sustained);
+        let in_l2 = gpu.l2_cache.is_some_and(|l2| self.bytes <= l2.0 as f64);
+        let fraction = match own.and_then(|o| o.l2) {
+            Some(l2) if in_l2 => l2,
+            _ => memory_fraction,
+        };
+        let streaming_s = self.bytes / (gpu.memory_bandwidth.bytes_per_sec() * fraction);
+        let row_rate = own.and_then(|o| o.row_rate).unwrap_or(c.row_rate);
+        let row_s = self.row_bytes / row_rate.bytes_per_sec();
+        let memory_s = streaming_s.max(row_s);
         Roofline { compute_s, memory_s, blended_s: blend(compute_s, memory_s, c.blend), floor }
     }
 
     /// Time on `gpu`, from the kernel's start to its end on the GPU.
-    pub fn time(&self, gpu: &GpuModel) -> Time {
-        let roofline = self.roofline(gpu);
+    pub fn time(&self, gpu: &GpuModel, clock: Clock) -> Time {
+        let roofline = self.roofline(gpu, clock);
         roofline.floor + Time::from_us_f64(roofline.blended_s * 1e6)
     }
 
-    /// Fraction of the GPU's bf16 matrix rate this kernel achieves.
+    /// Fraction of the GPU's bf16 matrix rate this kernel achieves alone.
     pub fn compute_efficiency(&self, gpu: &GpuModel) -> f64 {
-        self.flops / (gpu.bf16_tflops * 1e12 * self.time(gpu).as_secs())
+        self.flops / (gpu.bf16_tflops * 1e12 * self.time(gpu, Clock::Burst).as_secs())
     }
 }
 
@@ -107,7 +169,10 @@ pub enum Launch {
     /// before it ends.
     Graph { gap: Time },
     /// Launched from the host one at a time: the host spends `host` on each
-    /// launch, and a kernel starts once it is launched and the GPU is free.
+    /// launch (a kernel's, or a collective call's), and a kernel starts once
+    /// it is launched and the GPU is free. What a caller adds to a
+    /// collective on the GPU's timeline is its `collective_call`, inside the
+    /// collective, in either regime.
     Eager { host: Time },
 }
 
@@ -142,14 +207,14 @@ mod tests {
     fn few_rows_are_bandwidth_bound_and_many_rows_compute_bound() {
         let gpu = h200();
         // Llama-3.1-70B's down projection at TP=2: 14336 x 8192 bf16 weights.
-        let decode = Kernel::gemm("gemm_down", 1.0, 14336.0, 8192.0, 2.0).roofline(&gpu);
+        let decode = Kernel::gemm("gemm_down", 1.0, 14336.0, 8192.0, 2.0).roofline(&gpu, Clock::Burst);
         assert!(decode.memory_s > 100.0 * decode.compute_s, "{decode:?}");
-        let prefill = Kernel::gemm("gemm_down", 8192.0, 14336.0, 8192.0, 2.0).roofline(&gpu);
+        let prefill = Kernel::gemm("gemm_down", 8192.0, 14336.0, 8192.0, 2.0).roofline(&gpu, Clock::Burst);
         assert!(prefill.compute_s > 10.0 * prefill.memory_s, "{prefill:?}");
         // Far from the ridge the blend is the larger bound.
         assert!((decode.blended_s / decode.memory_s - 1.0).abs() < 1e-6);
         // At the ridge it is more than either.
-        let ridge = Kernel::gemm("g", 200.0, 8192.0, 8192.0, 2.0).roofline(&gpu);
+        let ridge = Kernel::gemm("g", 200.0, 8192.0, 8192.0, 2.0).roofline(&gpu, Clock::Burst);
         assert!(ridge.blended_s > ridge.compute_s.max(ridge.memory_s) * 1.1, "{ridge:?}");
     }
 
@@ -168,9 +233,41 @@ mod tests {
     fn a_kernel_takes_at_least_its_floor_and_blend_is_safe_at_zero() {
         let gpu = h200();
         let nothing = Kernel::elementwise("empty", 0.0);
-        assert_eq!(nothing.time(&gpu), gpu.compute.elementwise_floor);
+        assert_eq!(nothing.time(&gpu, Clock::Burst), gpu.compute.elementwise_floor);
         assert_eq!(blend(0.0, 0.0, 3.0), 0.0);
         assert!((blend(1e-300, 2e-300, 3.0) / 2e-300 - 1.0) < 0.05);
+    }
+
+    #[test]
+    fn a_measured_kernel_takes_its_own_rates_in_l2_and_by_rows() {
+        let mut gpu = h200();
+        let own = KernelEfficiency { memory: Some(0.5), floor: Some(Time::from_us(1)), l2: Some(2.0), row_rate: None };
+        gpu.compute.aten.insert("rms_norm".into(), own);
+        let hbm = gpu.memory_bandwidth.bytes_per_sec();
+        // 1 GB does not fit in the 50 MB L2: half the HBM rate.
+        let large = Kernel::elementwise("final_norm", 1e9).run_as("rms_norm", Library::Aten);
+        assert_eq!(large.time(&gpu, Clock::Burst), Time::from_us(1) + Time::from_us_f64(1e9 / (0.5 * hbm) * 1e6));
+        // 10 MB does: twice the HBM bandwidth.
+        let small = Kernel { bytes: 1e7, ..large.clone() };
+        assert_eq!(small.time(&gpu, Clock::Burst), Time::from_us(1) + Time::from_us_f64(1e7 / (2.0 * hbm) * 1e6));
+        // The same kernel from the fused library has the class's rates.
+        let fused = Kernel::elementwise("rms_norm", 1e9);
+        assert!(fused.time(&gpu, Clock::Burst) < large.time(&gpu, Clock::Burst));
+        // One row of 32 KiB at 20 GB/s: 1.6 us, more than its 32 KiB of traffic.
+        let row = Kernel::elementwise("rms_norm", 32768.0).by_rows(32768.0);
+        let expected = gpu.compute.elementwise_floor + Time::from_us_f64(32768.0 / gpu.compute.row_rate.bytes_per_sec() * 1e6);
+        assert_eq!(row.time(&gpu, Clock::Burst), expected);
+    }
+
+    #[test]
+    fn a_sustained_clock_slows_matrix_work_only() {
+        let mut gpu = h200();
+        gpu.compute.sustained = 0.8;
+        let prefill = Kernel::gemm("gemm_down", 8192.0, 14336.0, 8192.0, 2.0);
+        let (burst, sustained) = (prefill.roofline(&gpu, Clock::Burst), prefill.roofline(&gpu, Clock::Sustained));
+        assert!((sustained.compute_s / burst.compute_s - 1.25).abs() < 1e-9, "{burst:?} {sustained:?}");
+        let norm = Kernel::elementwise("rms_norm", 1e8);
+        assert_eq!(norm.time(&gpu, Clock::Burst), norm.time(&gpu, Clock::Sustained));
     }
 
     #[test]

@@ -9,10 +9,11 @@
 //! simulated by the collective layer. Knows nothing of links or time.
 
 use crate::collective::Op;
+use crate::config::hardware::Library;
 use crate::config::llm::{Fusion, LlmModel, Scope};
 use crate::units::Bytes;
 
-use super::compute::{Kernel, KernelClass};
+use super::compute::Kernel;
 
 /// The tokens a pass pushes through the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,10 +112,12 @@ struct Dims {
     batch: f64,
     tokens: f64,
     context: f64,
+    /// Whose kernels run the norms, adds, activations and copies.
+    library: Library,
 }
 
 impl Dims {
-    fn of(llm: &LlmModel, shape: Shape) -> Dims {
+    fn of(llm: &LlmModel, shape: Shape, library: Library) -> Dims {
         let (q_heads, kv_heads) = llm.heads_per_gpu(shape.tp);
         Dims {
             element: llm.dtype_bytes as f64,
@@ -127,7 +130,13 @@ impl Dims {
             batch: shape.batch as f64,
             tokens: shape.tokens as f64,
             context: shape.context as f64,
+            library,
         }
+    }
+
+    /// A kernel moving `bytes`, run as `kind` by the fusion's library.
+    fn elementwise(&self, name: &'static str, kind: &'static str, bytes: f64) -> Kernel {
+        Kernel::elementwise(name, bytes).run_as(kind, self.library)
     }
 
     /// Bytes of `count` activations of `width` elements for every row.
@@ -135,18 +144,22 @@ impl Dims {
         self.element * self.rows * width * count
     }
 
-    fn norm(&self) -> Kernel {
-        // Reads the rows and the weight, writes the normalized rows.
-        Kernel::elementwise("rms_norm", self.rows_of(self.hidden, 2.0) + self.element * self.hidden)
+    /// RMSNorm over every row, one thread block a row: reads the rows and
+    /// the weight, writes the normalized rows.
+    fn norm(&self, name: &'static str) -> Kernel {
+        let row = self.element * self.hidden * 2.0;
+        self.elementwise(name, "rms_norm", self.rows_of(self.hidden, 2.0) + self.element * self.hidden).by_rows(row)
     }
 
+    /// The residual add inside the norm: reads the block's output and the
+    /// residual, writes both back.
     fn add_norm(&self, name: &'static str) -> Kernel {
-        // Reads the block's output and the residual, writes both back.
-        Kernel::elementwise(name, self.rows_of(self.hidden, 4.0) + self.element * self.hidden)
+        let row = self.element * self.hidden * 4.0;
+        self.elementwise(name, "add_rms_norm", self.rows_of(self.hidden, 4.0) + self.element * self.hidden).by_rows(row)
     }
 
     fn residual_add(&self) -> Kernel {
-        Kernel::elementwise("residual_add", self.rows_of(self.hidden, 3.0))
+        self.elementwise("residual_add", "residual_add", self.rows_of(self.hidden, 3.0))
     }
 
     fn kv_width(&self) -> f64 {
@@ -156,17 +169,18 @@ impl Dims {
     fn rotary(&self) -> Kernel {
         // Rotates Q and K in place, reading a cos/sin row per token.
         let qk = (self.q_heads + self.kv_heads) * self.head_dim;
-        Kernel::elementwise("rotary", self.rows_of(qk, 2.0) + self.rows_of(self.head_dim, 1.0))
+        self.elementwise("rotary", "rotary", self.rows_of(qk, 2.0) + self.rows_of(self.head_dim, 1.0))
     }
 
     /// K and V of the new tokens copied into the cache (read and written).
     fn kv_write(&self, one_kernel: bool) -> Vec<Kernel> {
         if one_kernel {
-            vec![Kernel::elementwise("kv_write", self.rows_of(self.kv_width(), 4.0))]
+            vec![self.elementwise("kv_write", "kv_write", self.rows_of(self.kv_width(), 4.0))]
         } else {
+            // The same copy kernel, once into each cache.
             vec![
-                Kernel::elementwise("kv_write_k", self.rows_of(self.kv_width(), 2.0)),
-                Kernel::elementwise("kv_write_v", self.rows_of(self.kv_width(), 2.0)),
+                self.elementwise("kv_write_k", "kv_write_k", self.rows_of(self.kv_width(), 2.0)),
+                self.elementwise("kv_write_v", "kv_write_k", self.rows_of(self.kv_width(), 2.0)),
             ]
         }
     }
@@ -174,7 +188,8 @@ impl Dims {
     fn rope_kv_write(&self) -> Kernel {
         // Q rotated in place; K rotated and V copied into the cache.
         let q = self.q_heads * self.head_dim;
-        Kernel::elementwise("rope_kv_write", self.rows_of(q, 2.0) + self.rows_of(self.kv_width(), 4.0) + self.rows_of(self.head_dim, 1.0))
+        let bytes = self.rows_of(q, 2.0) + self.rows_of(self.kv_width(), 4.0) + self.rows_of(self.head_dim, 1.0);
+        self.elementwise("rope_kv_write", "rope_kv_write", bytes)
     }
 
     fn attention(&self) -> Kernel {
@@ -187,14 +202,14 @@ impl Dims {
             * self.head_dim
             * self.batch
             * (2.0 * self.tokens * self.q_heads + 2.0 * (self.context + self.tokens) * self.kv_heads);
-        Kernel { name: "attention", class: KernelClass::Attention, flops, bytes }
+        Kernel::attention(flops, bytes)
     }
 
     fn activation(&self, fused: bool) -> Vec<Kernel> {
         if fused {
-            vec![Kernel::elementwise("silu_mul", self.rows_of(self.ffn, 3.0))]
+            vec![self.elementwise("silu_mul", "silu_mul", self.rows_of(self.ffn, 3.0))]
         } else {
-            vec![Kernel::elementwise("silu", self.rows_of(self.ffn, 2.0)), Kernel::elementwise("mul", self.rows_of(self.ffn, 3.0))]
+            vec![self.elementwise("silu", "silu", self.rows_of(self.ffn, 2.0)), self.elementwise("mul", "mul", self.rows_of(self.ffn, 3.0))]
         }
     }
 
@@ -223,7 +238,7 @@ pub fn gemm_shapes(llm: &LlmModel, tp: u64) -> [(&'static str, u64, u64); 5] {
 
 /// The kernels and collectives of one pass on each GPU.
 pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: Shape) -> PassProgram {
-    let d = Dims::of(llm, shape);
+    let d = Dims::of(llm, shape, fusion.kernels);
     let shapes = gemm_shapes(llm, shape.tp);
     let full = scope == Scope::Full;
     let tensor_parallel = shape.tp > 1;
@@ -232,7 +247,7 @@ pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: Shape)
     let allreduce = |block: Block| Step::Collective { op: Op::AllReduce, bytes: activations, block };
 
     let mut layer = Vec::new();
-    let attention_norm = if fusion.add_norm { d.add_norm("add_rms_norm") } else { d.norm() };
+    let attention_norm = if fusion.add_norm { d.add_norm("add_rms_norm") } else { d.norm("rms_norm") };
     layer.push(kernel(attention_norm, Block::Attention));
     layer.push(kernel(d.gemm(&shapes, "gemm_qkv"), Block::Attention));
     // The shared forward skipped rotary, and wrote the cache only at decode.
@@ -256,7 +271,7 @@ pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: Shape)
         layer.push(kernel(d.add_norm("add_rms_norm"), Block::Mlp));
     } else {
         layer.push(kernel(d.residual_add(), Block::Mlp));
-        layer.push(kernel(d.norm(), Block::Mlp));
+        layer.push(kernel(d.norm("rms_norm"), Block::Mlp));
     }
     layer.push(kernel(d.gemm(&shapes, "gemm_gate_up"), Block::Mlp));
     layer.extend(d.activation(fusion.silu_mul).into_iter().map(|k| kernel(k, Block::Mlp)));
@@ -273,11 +288,11 @@ pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: Shape)
     if full {
         // Each GPU looks up the rows of its part of the vocabulary (zeros
         // elsewhere); the allreduce sums the parts.
-        prologue.push(kernel(Kernel::elementwise("embedding", d.rows_of(d.hidden, 2.0)), Block::Embedding));
+        prologue.push(kernel(d.elementwise("embedding", "embedding", d.rows_of(d.hidden, 2.0)), Block::Embedding));
         if tensor_parallel {
             prologue.push(allreduce(Block::Embedding));
         }
-        let final_norm = if fusion.add_norm { d.add_norm("final_norm") } else { Kernel { name: "final_norm", ..d.norm() } };
+        let final_norm = if fusion.add_norm { d.add_norm("final_norm") } else { d.norm("final_norm") };
         epilogue.push(kernel(final_norm, Block::Logits));
         // Logits only for each sequence's last position, over this GPU's
         // part of the vocabulary, gathered whole on every GPU.
@@ -289,24 +304,31 @@ pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: Shape)
         }
         // Sampling reads the float logits and writes probabilities.
         let logits = 4.0 * d.batch * llm.vocab as f64;
-        epilogue.push(kernel(Kernel::elementwise("sampling", 2.0 * logits), Block::Logits));
+        epilogue.push(kernel(d.elementwise("sampling", "sampling", 2.0 * logits), Block::Logits));
     }
     PassProgram { prologue, layer, layers: llm.layers, epilogue }
 }
 
 /// The kernel called `name` in a full pass of `shape`, under any of the
-/// model's fusions (vLLM's first): how a measured kernel is found by name.
+/// model's fusions (vLLM's first), run by the engine's own (fused) library
+/// as the runner's kernels are: how a measured kernel is found by name.
 /// `attention_causal` is the shared measurements' name for attention.
 pub fn named_kernel(llm: &LlmModel, shape: Shape, name: &str) -> Option<Kernel> {
     let name = if name == "attention_causal" { "attention" } else { name };
     let mut fusions: Vec<&Fusion> = llm.fusion.get(Fusion::DEFAULT).into_iter().collect();
     fusions.extend(llm.fusion.iter().filter(|(key, _)| key.as_str() != Fusion::DEFAULT).map(|(_, f)| f));
-    fusions.into_iter().find_map(|fusion| pass_program(llm, fusion, Scope::Full, shape).kernels().find(|k| k.name == name).cloned())
+    let found =
+        fusions.into_iter().find_map(|fusion| pass_program(llm, fusion, Scope::Full, shape).kernels().find(|k| k.name == name).cloned());
+    found.map(|k| {
+        let kind = k.kind;
+        k.run_as(kind, Library::Fused)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::compute::KernelClass;
 
     fn llama_70b() -> LlmModel {
         LlmModel::load("llama-3.1-70b").unwrap()

@@ -24,12 +24,13 @@ use crate::collective::{CollectiveError, Op, Request, Selection};
 use crate::config::hardware::{GpuModel, HardwareModel};
 use crate::engine::{self, Fabric, Schedule, TaskGraph, TaskId};
 use crate::network::Path;
+use crate::stack::Stack;
 use crate::topology::{NodeId, Topology};
 use crate::transport::Mode;
 use crate::units::{Bandwidth, Bytes, Time};
 
 use super::cache::CollectiveCache;
-use super::compute::Launch;
+use super::compute::{Clock, Launch};
 use super::forward::{PassProgram, Step};
 
 /// How collectives enter a task graph.
@@ -198,7 +199,7 @@ pub struct Replayer<'a> {
     pub mode: Mode,
     pub selection: Selection,
     /// Who issues the collectives: its per-call cost is added to each.
-    pub stack: crate::stack::Stack,
+    pub stack: Stack,
     /// NCCL's channel count where forced.
     pub channels: Option<u32>,
     pub launch: Launch,
@@ -209,14 +210,15 @@ impl Replayer<'_> {
         matches!(self.launch, Launch::Eager { .. })
     }
 
-    /// The collective `op` of `bytes` over the group.
+    /// The collective `op` of `bytes` over the group, from this caller (its
+    /// `collective_call` is inside the collective, on the GPUs' timeline).
     pub fn request(&self, op: Op, bytes: Bytes) -> Request {
         Request { stack: self.stack, channels: self.channels, ..Request::new(op, bytes, self.ranks.to_vec(), self.mode) }
     }
 
     /// The GPU time of a kernel step as it runs in a pass.
     pub fn kernel_time(&self, kernel: &super::compute::Kernel) -> Time {
-        let time = kernel.time(self.gpu);
+        let time = kernel.time(self.gpu, Clock::Sustained);
         match self.launch {
             Launch::Graph { gap } => gap + time,
             Launch::Eager { .. } => time,
@@ -293,9 +295,9 @@ impl Replayer<'_> {
                     tasks.steps.push(StepTasks::Kernels(ranks));
                 }
                 Work::Collective { request } => {
-                    // Each rank's host launches the call's kernel (what the
-                    // caller adds beyond one launch is the collective's own
-                    // `collective_call`).
+                    // Each rank's host launches the call: host time, one
+                    // launch (what the caller adds on the GPUs is the
+                    // collective's own `collective_call`, counted there).
                     if let Launch::Eager { host: cost } = self.launch {
                         host.iter_mut().for_each(|h| *h = graph.delay(cost, &[*h]));
                     }
@@ -419,9 +421,8 @@ mod tests {
     use super::*;
     use crate::collective::Selection;
     use crate::config::llm::{LlmModel, Scope};
-    use crate::stack::Stack;
     use crate::topology::{PresetOptions, preset};
-    use crate::workload::tp::{Query, TensorParallel};
+    use crate::workload::tp::{Pass, Query, TensorParallel};
 
     /// A model with Llama-3.1-70B's layer shapes and only `layers` layers.
     fn short_llama(layers: u64) -> LlmModel {
@@ -492,6 +493,36 @@ mod tests {
             assert_eq!(replay.segments_simulated + replay.segments_reused, 3 * 82, "{stack}");
             assert_eq!(replay.segments_simulated, 7, "{stack}");
         }
+    }
+
+    #[test]
+    fn an_eager_caller_pays_a_launch_on_the_host_and_its_call_cost_on_the_gpu_once() {
+        let mut model = HardwareModel::base();
+        let topo = preset("hgx-h20", &PresetOptions::default(), &model).unwrap();
+        let llm = short_llama(4);
+        let prefill = |model: &HardwareModel, stack: Stack| {
+            let query = Query { prompt: 4096, output: 0, batch: 1 };
+            let setup =
+                TensorParallel::new(&topo, model, &llm, 8, Mode::Nvswitch).unwrap().with_forward(stack, Scope::Layers, "torch").unwrap();
+            setup.simulate_pass(&query, Pass::Prefill, &mut CollectiveCache::new(&topo, model)).unwrap().total()
+        };
+        let set = |model: &mut HardwareModel, call_us: u64, launch_us: u64| {
+            let costs = model.stack.get_mut("torch-eager").unwrap();
+            (costs.collective_call, costs.kernel_launch) = (Time::from_us(call_us), Time::from_us(launch_us));
+        };
+        // (4 layers of 11 kernels and 2 allreduces: 52 launches a pass.)
+        set(&mut model, 10, 5);
+        let base = prefill(&model, Stack::TorchEager);
+        // The prefill's kernels outlast their launches: the hosts run ahead,
+        // and 45 us more a launch delays the pass by the first few launches
+        // only, not by each of its 52.
+        set(&mut model, 10, 50);
+        let later = prefill(&model, Stack::TorchEager) - base;
+        assert!(later <= Time::from_us(2 * 45), "{later:?}");
+        // The caller's cost on the GPU shows in each of the 8 allreduces (2 a
+        // layer), once.
+        set(&mut model, 110, 5);
+        assert_eq!(prefill(&model, Stack::TorchEager), base + Time::from_us(8 * 100));
     }
 
     #[test]

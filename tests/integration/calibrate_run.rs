@@ -62,9 +62,9 @@ fn the_hidden_child_refuses_a_bad_specification_in_one_line() {
 
 #[test]
 fn an_unknown_llm_to_replay_is_named_before_looking_for_a_gpu() {
-    let output = icsim_without_gpu(&["calibrate", "run", "--llm", "llama-9", "--out", unused_folder("no-llm").to_str().unwrap()]);
+    let output = icsim_without_gpu(&["calibrate", "run", "--model", "llama-9", "--out", unused_folder("no-llm").to_str().unwrap()]);
     let line = single_error_line(&output);
-    assert!(line.contains("--llm") && line.contains("llama-9") && line.contains("llama-3.1-70b"), "{line}");
+    assert!(line.contains("--model") && line.contains("llama-9") && line.contains("llama-3.1-70b"), "{line}");
 }
 
 #[test]

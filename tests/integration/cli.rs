@@ -133,7 +133,7 @@ fn fit_writes_an_overlay_with_its_provenance() {
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.contains("[[provenance]]") && text.contains("measurements.jsonl"), "{text}");
     // The overlay loads as a model file.
-    let check = icsim(&["collective", "--sizes", "1MiB", "--model", out.to_str().unwrap()]);
+    let check = icsim(&["collective", "--sizes", "1MiB", "--hardware", out.to_str().unwrap()]);
     assert!(check.status.success(), "{}", stderr(&check));
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -49,7 +49,7 @@ fn print_rows(title: &str, rows: &[&Row]) {
 fn allreduce_rows(model_overlays: &[&str]) -> Vec<Row> {
     let (topo, model) = preset("hgx-h200", Some(2), model_overlays);
     let measured: Vec<Measurement> = h200_measurements().into_iter().filter(|m| m.op == "allreduce").collect();
-    validate::compare(&topo, &model, &measured)
+    validate::compare(&topo, &model, &measured).expect("every row predictable")
 }
 
 fn median_abs(rows: &[&Row]) -> f64 {
@@ -131,7 +131,7 @@ fn the_runners_own_measurements_are_predicted_at_every_gpu_count() {
         let (topo, model) = measured_board(&folder);
         let measured: Vec<Measurement> =
             icsim::calibrate::read_measurements(&folder.join("measurements.jsonl"), &Default::default()).unwrap_or_else(|e| panic!("{e}"));
-        let rows = validate::compare(&topo, &model, &measured);
+        let rows = validate::compare(&topo, &model, &measured).expect("every row predictable");
         let pairs: Vec<(&Measurement, &Row)> = measured.iter().zip(&rows).collect();
         let name = folder.file_name().expect("a folder name").to_string_lossy().into_owned();
 

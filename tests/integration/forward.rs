@@ -1,65 +1,165 @@
-//! Fidelity of the whole forward: the shared Llama-3.1-70B forward at TP=2
-//! on two H200 (prefill of 8192 tokens launched eagerly by PyTorch, a decode
-//! step at a KV length of 8321 replayed from a CUDA graph; without
-//! allreduces, over NVSwitch and over SHM) against the replay of the same
-//! kernels (`scope = layers`, PyTorch's fusion, the rows' stacks). Prints the
-//! table; the rows without allreduces are held to the issue's 5%. The rows
-//! with allreduces also depend on the collective model and are printed.
+//! Fidelity of the whole forward and of its kernels on H200, against what
+//! PyTorch measured (`tools/torch_forward.py`; prefills launched eagerly,
+//! decode steps replayed from a CUDA graph; `scope = layers`, PyTorch's
+//! fusion, each row's stack), replayed on `hgx-h200` with its shipped
+//! overlays. Prints every table. The issue's bounds are held where the
+//! compute model alone sets the time (rows without allreduces); rows with
+//! allreduces also depend on the collective model and are printed with
+//! their statistics (the README says where they miss). The held-back
+//! forwards (`forward-holdout.jsonl`) are never fitted to: their test only
+//! reads them.
 
 use icsim::calibrate::read_measurements;
 use icsim::calibrate::schema::Measurement;
 use icsim::calibrate::validate::{self, Row};
+use icsim::calibrate::{profile, validate::median};
 
 use crate::common::{icsim, preset, shared, succeeded};
 
-/// The issue's bound on a forward's prediction.
+/// The issue's bound on each shared forward row, and on the median of the
+/// forwards of each phase.
 const BOUND: f64 = 0.05;
+/// The issue's bound on the largest error of the forwards of each phase.
+const MAX_BOUND: f64 = 0.10;
 
-fn shared_forward_rows() -> Vec<(Measurement, Row)> {
-    let path = shared().join("calibration/h200x2-nvswitch/llama70b-tp2-forward.jsonl");
-    let measured = read_measurements(&path, &Default::default()).unwrap_or_else(|e| panic!("the shared forward must be readable: {e}"));
-    // Measured with NCCL_NVLS_ENABLE=0, as the runners always run NCCL.
+fn measurements_folder() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/hardware/measurements")
+}
+
+/// The forward rows of `path` predicted on two H200 of `hgx-h200`, printed
+/// as a table under `title`.
+fn forward_table(path: &std::path::Path, title: &str) -> Vec<(Measurement, Row)> {
+    let measured: Vec<Measurement> = read_measurements(path, &Default::default())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .into_iter()
+        .filter(|m| m.op == "llm_forward")
+        .collect();
+    // Measured with NCCL_NVLS_ENABLE=0, as tools/torch_forward.py runs NCCL
+    // (the committed rows say so in their `env`; the shared file's method).
     let (mut topo, model) = preset("hgx-h200", Some(2), &[]);
     topo.policy.nvls = false;
-    let rows = validate::compare(&topo, &model, &measured);
-    println!("\nLlama-3.1-70B forward at TP=2 on 2x H200 (shared), predicted with scope layers, fusion torch:");
-    println!("{:<12} {:<10} {:>12} {:>12} {:>8}", "phase", "allreduce", "measured_ms", "predicted_ms", "error");
+    let rows = validate::compare(&topo, &model, &measured).expect("every forward row is predicted");
+    println!("\n{title} ({}):", path.display());
+    println!(
+        "{:<16} {:>3} {:<12} {:>7} {:>5} {:<9} {:>12} {:>12} {:>8}",
+        "model", "tp", "phase", "tokens", "batch", "allreduce", "measured_ms", "predicted_ms", "error"
+    );
     for (m, r) in measured.iter().zip(&rows) {
-        let predicted = r.predicted_us.map_or("-".into(), |p| format!("{:.2}", p / 1000.0));
+        let predicted = r.predicted_us.map_or("-".into(), |p| format!("{:.3}", p / 1000.0));
         let error = r.error.map_or("-".into(), |e| format!("{:+.1}%", e * 100.0));
-        let phase = m.phase.as_deref().unwrap_or("?");
-        println!("{phase:<12} {:<10} {:>12.2} {predicted:>12} {error:>8}", m.transport.as_deref().unwrap_or("?"), r.measured_us / 1000.0);
+        let tokens = if m.phase.as_deref() == Some("prefill") { m.tokens } else { m.kv_len }.unwrap_or(0);
+        println!(
+            "{:<16} {:>3} {:<12} {:>7} {:>5} {:<9} {:>12.3} {:>12} {:>8}",
+            m.model.as_deref().unwrap_or("?"),
+            m.tp.unwrap_or(1),
+            m.phase.as_deref().unwrap_or("?"),
+            tokens,
+            m.batch.unwrap_or(1),
+            m.transport.as_deref().unwrap_or("?"),
+            r.measured_us / 1000.0,
+            predicted,
+            error
+        );
     }
     measured.into_iter().zip(rows).collect()
 }
 
-/// The error of the row of `phase` without allreduces.
-fn without_allreduce(phase: &str) -> f64 {
-    let rows = shared_forward_rows();
-    let (_, row) = rows
+fn communicates(m: &Measurement) -> bool {
+    m.transport.as_deref() != Some("none")
+}
+
+/// Median and largest absolute error of the rows of `phase` that do (or do
+/// not) communicate, printed; None when there are none.
+fn phase_errors(rows: &[(Measurement, Row)], phase: &str, with_allreduces: bool) -> Option<(f64, f64, usize)> {
+    let errors: Vec<f64> = rows
         .iter()
-        .find(|(m, _)| m.phase.as_deref() == Some(phase) && m.transport.as_deref() == Some("none"))
-        .unwrap_or_else(|| panic!("the shared forward has a {phase} row without allreduces"));
-    row.error.expect("predicted")
+        .filter(|(m, _)| m.phase.as_deref() == Some(phase) && communicates(m) == with_allreduces)
+        .map(|(_, r)| r.error.expect("predicted").abs())
+        .collect();
+    if errors.is_empty() {
+        return None;
+    }
+    let (mid, max) = (median(&errors), errors.iter().copied().fold(0.0, f64::max));
+    let what = if with_allreduces { "with allreduces (collective model too)" } else { "without allreduces" };
+    println!("  {phase:<12} {what:<38} {:>2} rows: median {:.1}%, max {:.1}%", errors.len(), mid * 100.0, max * 100.0);
+    Some((mid, max, errors.len()))
+}
+
+/// The issue's bounds (median 5%, max 10%) on the rows of each phase
+/// without allreduces; the rows with allreduces printed.
+fn assert_forward_bounds(rows: &[(Measurement, Row)]) {
+    for phase in ["prefill", "decode_step"] {
+        phase_errors(rows, phase, true);
+        let (mid, max, _) = phase_errors(rows, phase, false).unwrap_or_else(|| panic!("{phase} rows without allreduces"));
+        assert!(mid <= BOUND && max <= MAX_BOUND, "{phase} without allreduces: median {:.1}%, max {:.1}%", mid * 100.0, max * 100.0);
+    }
 }
 
 #[test]
-fn the_shared_decode_step_without_allreduces_is_within_5_percent() {
-    let error = without_allreduce("decode_step");
-    assert!(error.abs() <= BOUND, "decode step without allreduces: {:+.1}%", error * 100.0);
+fn the_shared_forward_without_allreduces_is_within_5_percent_a_row() {
+    let path = shared().join("calibration/h200x2-nvswitch/llama70b-tp2-forward.jsonl");
+    let rows = forward_table(&path, "Llama-3.1-70B forward at TP=2 on 2x H200 (shared)");
+    assert_eq!(rows.len(), 6);
+    for (m, r) in rows.iter().filter(|(m, _)| !communicates(m)) {
+        let error = r.error.expect("predicted");
+        assert!(error.abs() <= BOUND, "{} without allreduces: {:+.1}%", m.phase.as_deref().unwrap_or("?"), error * 100.0);
+    }
 }
 
-/// Fails today at -5.3%: the four GEMMs alone, fitted to the shared
-/// kernel rows (timed in bursts of ten calls), sum 2.6% under what those
-/// rows measured, and the rest of the layer (norms, residual adds, SiLU,
-/// product) is predicted at 0.6 ms against the 1.0 ms the forward leaves
-/// for it. The runner's profiled forward (tools/torch_forward.py --profile)
-/// says which kernels PyTorch really runs.
 #[test]
-#[ignore = "prefill without allreduces is predicted -5.3% off (bound 5%); see the comment and the README"]
-fn the_shared_prefill_without_allreduces_is_within_5_percent() {
-    let error = without_allreduce("prefill");
-    assert!(error.abs() <= BOUND, "prefill without allreduces: {:+.1}%", error * 100.0);
+fn the_measured_forwards_are_within_the_issues_bounds() {
+    // In sample: the profile of one of these forwards (70B TP=2, 8192)
+    // set PyTorch's kernels and the sustained clock (h200-forward.toml).
+    let rows = forward_table(&measurements_folder().join("h200-forward/forward.jsonl"), "Forwards on H200, in sample");
+    assert_eq!(rows.len(), 32);
+    assert_forward_bounds(&rows);
+}
+
+#[test]
+fn the_held_back_forwards_are_within_the_issues_bounds() {
+    // Out of sample: never fitted to (405B at TP=2, 70B at batch 8, 8B at
+    // 16K tokens).
+    let rows = forward_table(&measurements_folder().join("h200-forward/forward-holdout.jsonl"), "Forwards on H200, held back");
+    assert_eq!(rows.len(), 18);
+    assert_forward_bounds(&rows);
+}
+
+#[test]
+fn the_profiled_kernels_are_predicted() {
+    // In sample: h200-forward.toml's ATen kernels and sustained clock were
+    // worked out from this profile. Which kernels PyTorch launches a layer
+    // (the model's kernels against the profile's launches: a split-K
+    // product and decode attention launch a reduction too, inside what the
+    // runner times as one kernel) and their GPU time.
+    let path = measurements_folder().join("h200-forward/profile.jsonl");
+    let measured = read_measurements(&path, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let (_, model) = preset("hgx-h200", Some(2), &[]);
+    let kinds = profile::compare(&model, &measured).expect("the profile is compared");
+    println!("\nLlama-3.1-70B TP=2 on H200, one layer as PyTorch profiled it ({}):", path.display());
+    println!(
+        "{:<12} {:<13} {:>8} {:>7} {:>12} {:>12} {:>8}",
+        "phase", "kernel", "launches", "kernels", "measured_us", "predicted_us", "error"
+    );
+    for k in &kinds {
+        let error = k.error().map_or("-".into(), |e| format!("{:+.1}%", e * 100.0));
+        println!(
+            "{:<12} {:<13} {:>8} {:>7} {:>12.1} {:>12.1} {:>8}",
+            k.phase, k.kind, k.launches, k.kernels, k.measured_us, k.predicted_us, error
+        );
+    }
+    for phase in ["prefill", "decode_step"] {
+        let of_phase: Vec<&profile::KindRow> = kinds.iter().filter(|k| k.phase == phase).collect();
+        // Every elementwise kernel PyTorch launches is one of the model's, and
+        // the other way round (the prefill's memsets, 1 us each, are not).
+        for k in of_phase.iter().filter(|k| !["matmul", "attention", "memset"].contains(&k.kind.as_str())) {
+            assert_eq!(k.launches, k.kernels as f64, "{phase} {}: launches a layer against the model's kernels", k.kind);
+        }
+        let measured: f64 = of_phase.iter().map(|k| k.measured_us).sum();
+        let predicted: f64 = of_phase.iter().map(|k| k.predicted_us).sum();
+        let error = predicted / measured - 1.0;
+        println!("{phase}: {measured:.0} us measured a layer, {predicted:.0} us predicted ({:+.1}%)", error * 100.0);
+        assert!(error.abs() <= BOUND, "{phase}: the layer's kernels {:+.1}% off the profile", error * 100.0);
+    }
 }
 
 #[test]
@@ -70,15 +170,15 @@ fn validate_predicts_forward_rows_from_the_command_line() {
 }
 
 /// Kernel rows of `measurements` predicted on one GPU of `preset`: every
-/// row, then the median and 90th percentile of the absolute errors.
-fn kernel_errors(folder: &std::path::Path, preset_name: &str, overlays: &[&str]) -> Option<(usize, f64, f64)> {
+/// series, then the median and 90th percentile of all absolute errors.
+fn kernel_errors(folder: &std::path::Path, preset_name: &str, overlays: &[&str]) -> Option<(usize, f64, f64, f64)> {
     let measured = read_measurements(&folder.join("measurements.jsonl"), &Default::default()).unwrap_or_else(|e| panic!("{e}"));
     let kernels: Vec<Measurement> = measured.into_iter().filter(|m| m.op == "kernel").collect();
     if kernels.is_empty() {
         return None;
     }
     let (topo, model) = preset(preset_name, Some(1), overlays);
-    let rows = validate::compare(&topo, &model, &kernels);
+    let rows = validate::compare(&topo, &model, &kernels).expect("every kernel row is predicted");
     let mut errors: Vec<f64> = rows.iter().filter_map(|r| r.error.map(f64::abs)).collect();
     errors.sort_by(f64::total_cmp);
     let summary = validate::summarize(&rows, None, |_| true);
@@ -92,7 +192,8 @@ fn kernel_errors(folder: &std::path::Path, preset_name: &str, overlays: &[&str])
             s.errors.max_abs * 100.0
         );
     }
-    Some((errors.len(), validate::median(&errors), validate::quantile(&errors, 0.9)))
+    let largest = errors.last().copied().unwrap_or(0.0);
+    Some((errors.len(), validate::median(&errors), validate::quantile(&errors, 0.9), largest))
 }
 
 #[test]
@@ -101,8 +202,8 @@ fn the_public_h200_gemms_are_predicted_by_the_curve_fitted_to_them() {
     // sample): a regression guard of the fit, at its own median (6.8%) and
     // 90th percentile (14.7%) plus a margin. The issue's 5% median is for the
     // runner's own kernels (below).
-    let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/hardware/measurements/public-h200-gemm");
-    let (rows, median, p90) = kernel_errors(&folder, "hgx-h200", &["base"]).expect("the public GEMMs");
+    let folder = measurements_folder().join("public-h200-gemm");
+    let (rows, median, p90, _) = kernel_errors(&folder, "pcie-gen5-8gpu", &[]).expect("the public GEMMs");
     println!("public H200 GEMMs: {rows} rows, median {:.1}%, p90 {:.1}%", median * 100.0, p90 * 100.0);
     assert!(rows == 945 && median <= 0.07 && p90 <= 0.15, "median {:.1}%, p90 {:.1}%", median * 100.0, p90 * 100.0);
 }
@@ -111,9 +212,8 @@ fn the_public_h200_gemms_are_predicted_by_the_curve_fitted_to_them() {
 fn the_runners_own_kernels_are_predicted_within_5_percent_median() {
     // Issue 11: kernel prediction median <= 5% over every measured shape,
     // for each committed runner folder with kernel rows.
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/hardware/measurements");
     let mut checked = 0;
-    for entry in std::fs::read_dir(&root).expect("the measurements folder") {
+    for entry in std::fs::read_dir(measurements_folder()).expect("the measurements folder") {
         let folder = entry.expect("a folder entry").path();
         let Ok(system) = std::fs::read_to_string(folder.join("system.json")) else { continue };
         let gpu = serde_json::from_str::<serde_json::Value>(&system).expect("system.json")["gpus"][0]["name"]
@@ -121,10 +221,16 @@ fn the_runners_own_kernels_are_predicted_within_5_percent_median() {
             .unwrap_or("")
             .to_lowercase();
         let Some(board) = ["h200", "h100", "a100", "h20"].iter().find(|g| gpu.contains(*g)).map(|g| format!("hgx-{g}")) else { continue };
-        let Some((rows, median, _)) = kernel_errors(&folder, &board, &[]) else { continue };
-        println!("{}: {rows} kernel rows, median {:.1}%", folder.display(), median * 100.0);
+        let Some((rows, median, p90, max)) = kernel_errors(&folder, &board, &[]) else { continue };
+        println!(
+            "{}: {rows} kernel rows, median {:.1}%, p90 {:.1}%, max {:.1}%",
+            folder.display(),
+            median * 100.0,
+            p90 * 100.0,
+            max * 100.0
+        );
         assert!(median <= BOUND, "{}: kernel median {:.1}% over 5%", folder.display(), median * 100.0);
         checked += rows;
     }
-    println!("{checked} kernel rows of the runner checked (none until `icsim calibrate run --kernels` is committed)");
+    assert!(checked > 0, "the committed runner kernels (h200-kernels) are checked");
 }

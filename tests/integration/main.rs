@@ -2,6 +2,7 @@
 //! end, fidelity against the shared measurements and public figures, and
 //! properties that must hold for any input.
 
+mod bad_input;
 mod calibrate_run;
 mod cli;
 mod common;
@@ -11,4 +12,6 @@ mod import;
 mod llm;
 mod nccl_rules;
 mod properties;
+mod readme;
 mod storage;
+mod sweep;

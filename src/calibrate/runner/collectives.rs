@@ -23,7 +23,9 @@ use crate::units::Bytes;
 
 use super::cuda::{Device, DeviceBuffer, Driver, Stream};
 use super::nccl::{Communicator, DataType, Nccl};
-use super::{ChildMessage, ChildSpec, RunnerError, Timing, microseconds, plan_sizes, size_list};
+use super::protocol::{ChildMessage, ChildSpec};
+use super::sizes::{plan_sizes, size_list};
+use super::{RunnerError, Timing, microseconds};
 
 /// One measured collective call: which, and its size as nccl-tests counts
 /// it; or a whole sequence of allreduces of that size.
@@ -387,7 +389,8 @@ fn enqueue(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibrate::runner::{ChildMessage, NcclSetting, TransportSetting};
+    use crate::calibrate::runner::protocol::ChildMessage;
+    use crate::calibrate::runner::settings::{NcclSetting, TransportSetting};
     use crate::collective::Protocol;
 
     fn timing() -> Timing {

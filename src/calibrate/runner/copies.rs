@@ -6,7 +6,9 @@ use crate::calibrate::schema::Measurement;
 use crate::units::Bytes;
 
 use super::cuda::{Device, Event, Stream};
-use super::{Progress, RunnerError, Timing, microseconds, plan_sizes, size_list};
+use super::progress::Progress;
+use super::sizes::{plan_sizes, size_list};
+use super::{RunnerError, Timing, microseconds};
 
 /// The staging chunk of `staged_0to1`.
 pub const STAGING_CHUNK: usize = 4 << 20;

@@ -57,7 +57,7 @@ impl LogAxis {
 }
 
 /// A number as people write it on an axis: "0.01", "2.5", "300", "1e+06".
-fn number_label(value: f64) -> String {
+pub(super) fn number_label(value: f64) -> String {
     let magnitude = value.abs();
     if magnitude == 0.0 {
         "0".into()

@@ -132,14 +132,19 @@ impl Dump<'_> {
 
     fn unsigned(&self, node: Node, name: &str) -> Result<u32, ImportError> {
         let value = self.required(node, name)?;
-        u32::try_from(value).map_err(|_| self.error(node, format!("<{}> {name}={value} must not be negative", node.tag_name().name())))
+        let tag = node.tag_name().name();
+        match u32::try_from(value) {
+            Ok(value) => Ok(value),
+            Err(_) if value < 0 => Err(self.error(node, format!("<{tag}> {name}={value} must not be negative"))),
+            Err(_) => Err(self.error(node, format!("<{tag}> {name}={value} is too large: at most {}", u32::MAX))),
+        }
     }
 
     /// The link of a `<pci>` element to its parent.
     fn pcie_link(&mut self, pci: Node) -> Result<PcieLink, ImportError> {
         let lanes = match pci.attribute("link_width").map(|w| (w, number(w))) {
             None | Some((_, Some(0))) => UNREPORTED_WIDTH_LANES,
-            Some((_, Some(width))) if width > 0 => width as u32,
+            Some((_, Some(width))) if let Ok(width) = u32::try_from(width) => width,
             Some((text, _)) => return Err(self.error(pci, format!("link_width={text:?} is not a lane count"))),
         };
         let speed = pci.attribute("link_speed").unwrap_or("");
@@ -449,6 +454,18 @@ mod tests {
         assert_eq!((topo.drive_model(drives[0]), topo.drive_model(drives[1])), (Some("gen4"), Some("gen5")));
         let again: TopologyFile = crate::config::parse_toml(Path::new("w.toml"), &super::super::to_toml(&raw)).unwrap();
         assert_eq!(again, raw, "drives survive the written file");
+    }
+
+    #[test]
+    fn counts_beyond_what_a_number_holds_are_called_too_large() {
+        let error = import_text(&TWO_SOCKETS.replacen("count=\"12\"", "count=\"99999999999\"", 1), &ImportOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("dump.xml: line") && error.contains("too large") && !error.contains("negative"), "{error}");
+        // A width that wraps around 2^32 to 16 is not taken for 16.
+        let wide = TWO_SOCKETS.replacen("link_width=\"8\"", "link_width=\"4294967304\"", 1);
+        let raw = import_text(&wide, &ImportOptions::default());
+        assert!(raw.is_err(), "{raw:?}");
     }
 
     #[test]

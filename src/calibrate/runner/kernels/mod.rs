@@ -19,7 +19,7 @@ use crate::config::hardware::HardwareModel;
 use crate::config::llm::LlmModel;
 use crate::stack::Stack;
 use crate::units::{Bytes, Time};
-use crate::workload::compute::Kernel;
+use crate::workload::compute::{Clock, Kernel};
 use crate::workload::forward::{self, Shape};
 
 use super::RunnerError;
@@ -148,7 +148,7 @@ pub fn plan(llms: &[(String, LlmModel)], options: &KernelOptions, model: &Hardwa
                         continue;
                     }
                     let m = if name == "gemm_lm_head" { shape.batch } else { shape.rows() };
-                    let estimate = Kernel::gemm(name, m as f64, k as f64, n as f64, 2.0).time(gpu);
+                    let estimate = Kernel::gemm(name, m as f64, k as f64, n as f64, 2.0).time(gpu, Clock::Burst);
                     add(KernelPoint { name, model: label.clone(), shape, work: Work::Gemm { m, n, k }, estimate });
                 }
             }
@@ -156,7 +156,7 @@ pub fn plan(llms: &[(String, LlmModel)], options: &KernelOptions, model: &Hardwa
                 let shape = Shape { tp, batch: 1, tokens: rows, context: 0 };
                 for (name, work) in elementwise_work(llm, tp, rows) {
                     let Some(kernel) = forward::named_kernel(llm, shape, name) else { continue };
-                    add(KernelPoint { name, model: label.clone(), shape, work, estimate: kernel.time(gpu) });
+                    add(KernelPoint { name, model: label.clone(), shape, work, estimate: kernel.time(gpu, Clock::Burst) });
                 }
             }
         }
@@ -374,7 +374,7 @@ pub fn run(options: &super::RunOptions, kernels: &KernelOptions) -> Result<super
     let devices = super::open_devices(&driver, 1)?;
     let probe = super::probe(&driver, &devices, None, options)?;
     let mut notices = Vec::new();
-    let out = super::write_system_files(&options.out, &probe, &mut notices)?;
+    let out = super::output::write_system_files(&options.out, &probe, &mut notices)?;
     let device = &devices[0];
     let gpu_name = device.name()?;
     let model = HardwareModel::base();
@@ -394,11 +394,11 @@ pub fn run(options: &super::RunOptions, kernels: &KernelOptions) -> Result<super
     }
     let bench = Bench::new(device, &fitting)?;
     let source = format!("{} via icsim {} calibrate run --kernels", bench.libraries()?, env!("CARGO_PKG_VERSION"));
-    let progress = super::Progress::new(fitting.len() as u64);
+    let progress = super::progress::Progress::new(fitting.len() as u64);
     for notice in &notices {
         progress.notice(notice);
     }
-    let mut file = super::MeasurementsFile::open(out.join("measurements.jsonl"), options.append)?;
+    let mut file = super::output::MeasurementsFile::open(out.join("measurements.jsonl"), options.append)?;
     let mut failures = Vec::new();
     for point in &fitting {
         progress.start(&format!("{} {} TP={} rows={}", point.model, point.name, point.shape.tp, point.shape.rows()));
@@ -414,7 +414,7 @@ pub fn run(options: &super::RunOptions, kernels: &KernelOptions) -> Result<super
         }
         progress.advance(1);
     }
-    progress.bar.finish_and_clear();
+    progress.finish();
     if !failures.is_empty() {
         return Err(RunnerError::Failed { total: fitting.len(), failures, out });
     }

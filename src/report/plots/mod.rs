@@ -1,6 +1,7 @@
 //! Figures as PNG or SVG (chosen by the file's extension) with plotters:
-//! stacked bars, log-log lines with marked points, a timeline of lanes, and
-//! measured points against predicted lines. General shapes filled by the
+//! stacked bars, log-log lines with marked points, a timeline of lanes,
+//! measured points against predicted lines, and (in `sweep`) a sweep's
+//! curves, heatmaps and Pareto fronts. General shapes filled by the
 //! caller; nothing here knows what the numbers mean. Text is drawn with the
 //! DejaVu Sans font embedded in the binary (assets/fonts/, Bitstream Vera
 //! licence), so plotting needs no font or graphics package on the machine.
@@ -16,11 +17,14 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 mod axis;
 mod regimes;
+mod sweep;
 
 pub use axis::LogAxis;
+use axis::number_label;
 pub use regimes::{RegimeLines, RegimeSeries, regime_lines};
+pub use sweep::{Curve, Curves, Heatmap, Pareto, XScale, curves, heatmap, pareto};
 
-const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+const FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
 /// Registers the embedded font as plotters' "sans-serif" (once).
 fn register_font() -> Result<(), String> {
@@ -78,24 +82,28 @@ trait Figure {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult;
 }
 
-/// Writes `figure` to `path`: PNG for `.png`, SVG for `.svg`.
+/// Writes `figure` to `path` whole (see `report::files`): PNG for `.png`,
+/// SVG for `.svg`.
 fn save<F: Figure>(figure: &F, path: &Path) -> Result<(), PlotError> {
     let error = |message: String| PlotError { path: path.to_path_buf(), message };
     register_font().map_err(error)?;
     let size = figure.size();
     let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-    let result = match extension {
-        "png" => {
-            let root = BitMapBackend::new(path, size).into_drawing_area();
-            draw_on(figure, &root)
-        }
-        "svg" => {
-            let root = SVGBackend::new(path, size).into_drawing_area();
-            draw_on(figure, &root)
-        }
-        other => Err(format!("unknown figure format {other:?}: use a .png or .svg file name")),
-    };
-    result.map_err(error)
+    if !matches!(extension, "png" | "svg") {
+        return Err(error(format!("unknown figure format {extension:?}: use a .png or .svg file name")));
+    }
+    super::files::replace(
+        path,
+        |temporary| {
+            if extension == "png" {
+                draw_on(figure, &BitMapBackend::new(temporary, size).into_drawing_area())
+            } else {
+                draw_on(figure, &SVGBackend::new(temporary, size).into_drawing_area())
+            }
+        },
+        |e| e.to_string(),
+    )
+    .map_err(error)
 }
 
 fn draw_on<F: Figure, DB: DrawingBackend>(figure: &F, root: &DrawingArea<DB, Shift>) -> DrawResult {
@@ -487,95 +495,4 @@ impl Figure for MeasuredVsPredicted {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n'];
-
-    fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("icsim-plots-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    fn assert_png(path: &Path) {
-        let bytes = std::fs::read(path).unwrap();
-        assert_eq!(bytes[..8], PNG_SIGNATURE, "{}", path.display());
-        assert!(bytes.len() > 5_000, "{} is only {} bytes", path.display(), bytes.len());
-    }
-
-    #[test]
-    fn every_figure_writes_png_and_svg() {
-        let dir = temp_dir("all");
-        let bars = StackedBars {
-            title: "Bars".into(),
-            x_label: "mode".into(),
-            y_label: "time (s)".into(),
-            categories: vec!["a".into(), "b".into()],
-            segments: vec![
-                BarSegment { name: "x".into(), values: vec![1.0, 2.0] },
-                BarSegment { name: "y".into(), values: vec![0.5, 0.1] },
-            ],
-            total_unit: "s".into(),
-        };
-        let series = |name: &str, k: f64| LineSeries {
-            name: name.into(),
-            points: (10..=20).map(|p| (2f64.powi(p), k * 2f64.powi(p) / 1e3)).collect(),
-            marked: vec![(2f64.powi(14), k * 16.384)],
-        };
-        let lines = LogLogLines {
-            title: "Lines".into(),
-            x_label: "size".into(),
-            y_label: "GB/s".into(),
-            x_axis: LogAxis::Bytes,
-            series: vec![series("one", 1.0), series("two", 3.0)],
-            guides: vec![(16384.0, "16 KiB".into())],
-            marked_label: "used".into(),
-        };
-        let kinds = vec![SpanKind { name: "work".into(), height: 0.8, color: color(0) }];
-        let timeline_chart = Timeline {
-            title: "Timeline".into(),
-            x_label: "time (ms)".into(),
-            kinds,
-            panels: vec![TimelinePanel { title: "p".into(), lanes: vec![Lane { name: "GPU0".into(), spans: vec![(0.0, 1.0, 0)] }] }],
-        };
-        let measured = MeasuredVsPredicted {
-            title: "Fit".into(),
-            x_label: "size".into(),
-            y_label: "time (us)".into(),
-            x_axis: LogAxis::Bytes,
-            series: vec![MeasuredSeries {
-                name: "allreduce".into(),
-                measured: vec![(1024.0, 10.0), (1048576.0, 40.0)],
-                predicted: vec![(1048576.0, 42.0), (1024.0, 11.0)],
-            }],
-        };
-        for extension in ["png", "svg"] {
-            let path = |name: &str| dir.join(format!("{name}.{extension}"));
-            stacked_bars(&bars, &path("bars")).unwrap();
-            log_log_lines(&lines, &path("lines")).unwrap();
-            timeline(&timeline_chart, &path("timeline")).unwrap();
-            measured_vs_predicted(&measured, &path("measured")).unwrap();
-        }
-        for name in ["bars", "lines", "timeline", "measured"] {
-            assert_png(&dir.join(format!("{name}.png")));
-            let svg = std::fs::read_to_string(dir.join(format!("{name}.svg"))).unwrap();
-            assert!(svg.starts_with("<svg") && svg.contains("<text"), "{name}.svg");
-        }
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn an_unknown_extension_is_an_error_naming_the_file() {
-        let chart = StackedBars {
-            title: String::new(),
-            x_label: String::new(),
-            y_label: String::new(),
-            categories: vec![],
-            segments: vec![],
-            total_unit: String::new(),
-        };
-        let error = stacked_bars(&chart, Path::new("chart.gif")).unwrap_err().to_string();
-        assert!(error.contains("chart.gif") && error.contains(".png"), "{error}");
-    }
-}
+mod tests;

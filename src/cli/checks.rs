@@ -1,0 +1,80 @@
+//! What the command line says beside results that may not be physical:
+//! warnings about links far outside known hardware, a `warning` field on
+//! each result such a link limits or whose link utilisation passes 1 (which
+//! a correct simulation never gives), and a refusal of times that reached
+//! the end of the simulated clock. Computes no result.
+
+use icsim::config::hardware::HardwareModel;
+use icsim::report::Record;
+use icsim::topology::{Topology, plausible};
+use icsim::units::Time;
+use serde_json::Value;
+
+use super::BadInput;
+
+/// Utilisation above 1 by more than rounding is a bug, not a busy link.
+const UTILISATION_TOLERANCE: f64 = 1e-6;
+
+/// Prints a warning for every link of `topo` far outside known hardware.
+pub fn warn_unusual_links(topo: &Topology, model: &HardwareModel) {
+    for unusual in plausible::unusual_links(topo, model) {
+        eprintln!("warning: {}: {}", topo.name, unusual.why);
+    }
+}
+
+/// What makes `record` (a result on `topo`) doubtful, if anything: its
+/// busiest link (named by its label in the `busiest_link` field) is far
+/// slower than any real part, or a `*_util` field passes 1.
+pub fn doubt(record: &Record, topo: &Topology, model: &HardwareModel) -> Option<String> {
+    let mut reasons = Vec::new();
+    if let Some(Value::String(busiest)) = record.get("busiest_link") {
+        let slow = plausible::unusual_links(topo, model)
+            .into_iter()
+            .any(|u| plausible::is_far_slower(topo, model, u.link) && same_cable(topo, u.link, busiest));
+        if slow {
+            reasons.push(format!("dominated by {busiest}, far slower than any real part"));
+        }
+    }
+    for (field, value) in record {
+        if field.ends_with("_util") && value.as_f64().is_some_and(|u| u > 1.0 + UTILISATION_TOLERANCE) {
+            reasons.push(format!("{field} is {}, above 1: the simulation overcounted this link (a bug; please report it)", value));
+        }
+    }
+    (!reasons.is_empty()).then(|| reasons.join("; "))
+}
+
+/// Whether `label` names `link` or the other direction of its cable.
+fn same_cable(topo: &Topology, link: icsim::network::LinkId, label: &str) -> bool {
+    let l = topo.link(link);
+    topo.links()
+        .iter()
+        .enumerate()
+        .filter(|(_, other)| (other.from, other.to) == (l.from, l.to) || (other.from, other.to) == (l.to, l.from))
+        .any(|(i, _)| topo.link_label(icsim::network::LinkId(i as u32)) == label)
+}
+
+/// Adds a `warning` field to each doubtful record of `records` (results on
+/// the topology `topology_of` gives for a record) and prints it.
+pub fn flag_doubts<'t>(records: &mut [Record], topology_of: impl Fn(&Record) -> Option<(&'t Topology, &'t HardwareModel)>) {
+    for record in records.iter_mut() {
+        let Some((topo, model)) = topology_of(record) else { continue };
+        if let Some(warning) = doubt(record, topo, model) {
+            let name = record.get("label").or_else(|| record.get("size")).map(icsim::report::cell).unwrap_or_default();
+            eprintln!("warning: {name}: {warning}");
+            record.insert("warning".into(), Value::String(warning));
+        }
+    }
+}
+
+/// Refuses a simulated time that reached the end of the clock.
+pub fn within_clock(time: Time, what: &str, topo: &Topology) -> Result<(), BadInput> {
+    if time.is_end() {
+        let slowest = topo.links().iter().map(|l| l.bandwidth).min().map(|b| b.to_string()).unwrap_or_default();
+        return Err(BadInput(format!(
+            "{what} on {} takes longer than the simulated clock's range ({}, about 213 days); its slowest link runs at {slowest}",
+            topo.name,
+            Time::END
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,167 @@
+//! `icsim diff A.toml [B.toml] [--set KEY=VALUE]...`: replays one workload
+//! before and after a change, mode by mode, and prints what it buys: time
+//! saved per phase, tokens/s, cost and energy per token, and the bottleneck
+//! link before and after with every link's utilisation. The library
+//! compares; this prints.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+use clap::Args;
+use rayon::prelude::*;
+use serde_json::Value;
+
+use super::llm::emit;
+use super::parse_format;
+use icsim::config::experiment::{RawExperiment, Source};
+use icsim::config::{parse_toml, read_text};
+use icsim::report::{self, Format, Record, cell};
+use icsim::sweep::change::{Change, Origin};
+use icsim::sweep::cost::CostModel;
+use icsim::sweep::diff::{self, Subject};
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The experiment before the change.
+    before: PathBuf,
+    /// The experiment after it (default: the first, with the --set changes).
+    after: Option<PathBuf>,
+    /// A change by key, applied to the second experiment (repeatable):
+    /// tp=4, transport=shm, topology=h20-nvlink-mesh, query.batch=8,
+    /// topology.nvlink_links=12, topology.nvlink_bandwidth=50GB/s,
+    /// topology.pcie_generation=gen5, topology.host_memory_bandwidth=400GB/s,
+    /// hardware.<a key of models/hardware/base.toml>=VALUE.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// A cost file (the keys of a sweep's [cost] table) over
+    /// models/cost/default.toml.
+    #[arg(long, value_name = "FILE")]
+    cost: Option<PathBuf>,
+    /// How many links to list per comparison, busiest first.
+    #[arg(long, default_value_t = 8)]
+    links: usize,
+    /// table or json.
+    #[arg(long, default_value = "table", value_parser = parse_format)]
+    format: Format,
+}
+
+fn read(path: &Path) -> Result<RawExperiment> {
+    Ok(parse_toml(path, &read_text(path)?)?)
+}
+
+pub fn run(args: DiffArgs) -> Result<()> {
+    if args.after.is_none() && args.set.is_empty() {
+        bail!("nothing to compare: give a second experiment, or a change with --set KEY=VALUE");
+    }
+    let before_raw = read(&args.before)?;
+    let after_path = args.after.clone().unwrap_or_else(|| args.before.clone());
+    let after_raw = match &args.after {
+        Some(path) => {
+            let raw = read(path)?;
+            diff::check_same_workload(&before_raw, &raw, path)?;
+            raw
+        }
+        None => before_raw.clone(),
+    };
+    let command_line = PathBuf::from("command line");
+    let here = PathBuf::from(".");
+    let changes = args
+        .set
+        .iter()
+        .map(|text| Change::parse_assignment(text, Origin { path: &command_line, at: "--set", base_dir: &here }))
+        .collect::<Result<Vec<Change>, _>>()?;
+    let cost = match &args.cost {
+        Some(path) => CostModel::from_file(path)?,
+        None => CostModel::load(None, Path::new("models/cost/default.toml"), "")?,
+    };
+    let (before_source, after_source) = (Source::File(args.before.clone()), Source::File(after_path.clone()));
+    let before = Subject { raw: &before_raw, source: &before_source, changes: &[] };
+    let after = Subject { raw: &after_raw, source: &after_source, changes: &changes };
+    let mut described: Vec<String> = args.after.iter().map(|p| p.display().to_string()).collect();
+    described.extend(changes.iter().map(Change::describe));
+    let change = described.join(", ");
+    let pairs = before.pairs(&after);
+    let unmatched: Vec<String> = pairs.iter().filter(|(_, o)| o.is_none()).map(|(m, _)| before.label(*m)).collect();
+    let compared: Vec<Record> = pairs
+        .par_iter()
+        .filter_map(|&(m, o)| o.map(|o| (m, o)))
+        .map(|(m, o)| diff::compare(&before.side(m, &cost), &after.side(o, &cost), &change))
+        .collect();
+    if compared.is_empty() {
+        bail!("no mode of {} has a mode of the same label in {}: label them alike", args.before.display(), after_path.display());
+    }
+    match args.format {
+        Format::Json => emit(&report::render(&compared, Format::Json))?,
+        _ => emit(&compared.iter().map(|c| table(c, args.links)).collect::<Vec<_>>().join("\n"))?,
+    }
+    if !unmatched.is_empty() {
+        eprintln!("not compared (no mode of that label after the change): {}", unmatched.join(", "));
+    }
+    Ok(())
+}
+
+fn text(value: Option<&Value>) -> String {
+    value.map_or("-".into(), cell)
+}
+
+fn percent(value: Option<&Value>) -> Value {
+    value.and_then(Value::as_f64).map_or(Value::Null, |share| format!("{:+.1}%", 100.0 * share).into())
+}
+
+/// One comparison as people read it.
+fn table(compared: &Record, links: usize) -> String {
+    let side = |name: &str| match compared.get(&format!("mode_{name}")) {
+        Some(mode) => format!("{} ({}) on {}", text(compared.get(name)), cell(mode), text(compared.get(&format!("topology_{name}")))),
+        None => text(compared.get(name)),
+    };
+    let mut out = format!("{} -> {} ({})\n", side("before"), side("after"), text(compared.get("change")));
+    for which in ["before", "after"] {
+        if let Some(error) = compared.get(&format!("{which}_error")).filter(|e| !e.is_null()) {
+            out += &format!("  {which}: cannot run: {}\n", cell(error));
+        }
+    }
+    if compared.contains_key("before_error") {
+        return out;
+    }
+    let rows = |name: &str, fields: &[&str], rename: &[(&str, &str)]| -> Vec<Record> {
+        compared
+            .get(name)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object)
+            .map(|row| {
+                fields
+                    .iter()
+                    .map(|&field| {
+                        let value =
+                            if field == "saved_share" { percent(row.get(field)) } else { row.get(field).cloned().unwrap_or_default() };
+                        let title = rename.iter().find(|(from, _)| *from == field).map_or(field, |(_, to)| to);
+                        (title.to_string(), value)
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    out += &report::render(
+        &rows("phases", &["phase", "before_ms", "after_ms", "saved_ms", "saved_share"], &[("saved_share", "saved")]),
+        Format::Table,
+    );
+    out += "\n";
+    out += &report::render(&rows("rates", &["metric", "before", "after", "change"], &[]), Format::Table);
+    let util = |name: &str| compared.get(name).and_then(Value::as_f64).map_or("-".into(), |u| format!("{:.1}% busy", 100.0 * u));
+    let moved = compared.get("bottleneck_moved") == Some(&Value::Bool(true));
+    out += &format!(
+        "\nbottleneck before: {} ({})\nbottleneck after:  {} ({}){}\n",
+        text(compared.get("bottleneck_before")),
+        util("bottleneck_before_util"),
+        text(compared.get("bottleneck_after")),
+        util("bottleneck_after_util"),
+        if moved { ": the bottleneck moved" } else { ": the same link" }
+    );
+    let mut listed = rows("links", &["link", "kind_before", "util_before", "kind_after", "util_after"], &[]);
+    listed.truncate(links);
+    out += "links, utilisation over the query's communication time (busiest first):\n";
+    out += &report::render(&listed, Format::Table);
+    out
+}

@@ -1,0 +1,105 @@
+//! `icsim sweep SWEEP.toml [--jobs N] [--shard I/N]` and `icsim sweep merge
+//! DIR...`: runs a sweep's points (or one shard of them) with a progress
+//! bar, writes results.csv, results.jsonl and sweep.json, and for a whole
+//! sweep (or merged shards) ranks the points and draws the plots. The
+//! library does the work.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use clap::{Args, Subcommand};
+
+use super::llm::emit;
+use super::progress_bar;
+use icsim::report::Record;
+use icsim::sweep::axes::Shard;
+use icsim::sweep::output::{self, Manifest};
+use icsim::sweep::{Sweep, figures, run as runner};
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct SweepArgs {
+    #[command(subcommand)]
+    command: Option<SweepCommand>,
+    /// The sweep file (TOML: a base experiment, [[axis]] or [[point]]
+    /// tables, [goal], [cost], [[plot]]).
+    #[arg(required = true)]
+    sweep: Option<PathBuf>,
+    /// Threads (default: every core).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Run only the I-th of N slices of the points (I from 1 to N), for a
+    /// batch scheduler's array of jobs; join them with `icsim sweep merge`.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<Shard>,
+    /// Output folder (default: the sweep's output_dir, and
+    /// <output_dir>/shard-I-of-N for a shard).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum SweepCommand {
+    /// Join the output folders of every shard of one sweep into one result,
+    /// ranked and plotted.
+    Merge {
+        /// The shards' output folders.
+        #[arg(required = true, num_args = 1..)]
+        dirs: Vec<PathBuf>,
+        /// Output folder (default: the sweep's output_dir).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+}
+
+pub fn run(args: SweepArgs) -> Result<()> {
+    if let Some(SweepCommand::Merge { dirs, out }) = args.command {
+        let (manifest, rows) = output::merge(&dirs).map_err(anyhow::Error::msg)?;
+        let dir = out.unwrap_or_else(|| manifest.output_dir.clone());
+        emit(&format!("merged {} shards of {}\n", dirs.len(), manifest.sweep.display()))?;
+        return finish(&manifest, rows, &dir);
+    }
+    let Some(path) = args.sweep else { bail!("name a sweep file, or `merge` and the shards' folders") };
+    if args.jobs == Some(0) {
+        bail!("--jobs 0: give 1 or more threads (or leave it out for every core)");
+    }
+    let sweep = Sweep::load(&path)?;
+    let shard = args.shard.unwrap_or(Shard::WHOLE);
+    let points = runner::shard_points(&sweep, shard);
+    let threads = args.jobs.unwrap_or_else(rayon::current_num_threads);
+    let bar = progress_bar(points.len() as u64, "sweeping {bar:40} {pos}/{len} points, {per_sec}, {eta} left");
+    let started = Instant::now();
+    let rows = runner::run(&sweep, &points, args.jobs, &|| bar.inc(1));
+    bar.finish_and_clear();
+    let rows = rows.map_err(anyhow::Error::msg)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let which = if shard == Shard::WHOLE { String::new() } else { format!(" (shard {shard} of {} points)", sweep.len()) };
+    emit(&format!(
+        "{}: {} points{which} in {seconds:.1} s on {threads} threads ({:.0} points/s)\n",
+        path.display(),
+        rows.len(),
+        rows.len() as f64 / seconds.max(1e-9)
+    ))?;
+    let manifest = Manifest::of(&sweep, shard);
+    if shard == Shard::WHOLE {
+        let dir = args.out.unwrap_or_else(|| sweep.output_dir.clone());
+        return finish(&manifest, rows, &dir);
+    }
+    let dir = args.out.unwrap_or_else(|| sweep.output_dir.join(format!("shard-{}-of-{}", shard.index, shard.count)));
+    let written = output::write(&dir, &manifest, &rows).map_err(anyhow::Error::msg)?;
+    emit(&format!("wrote {}\njoin the shards with: icsim sweep merge <their folders> (all {} of them)\n", names(&written), shard.count))
+}
+
+/// Ranks a whole sweep's rows, writes them, draws the plots, prints the summary.
+fn finish(manifest: &Manifest, mut rows: Vec<Record>, dir: &std::path::Path) -> Result<()> {
+    let goal = manifest.goal().map_err(anyhow::Error::msg)?;
+    output::rank(&goal, &mut rows);
+    let mut written = output::write(dir, manifest, &rows).map_err(anyhow::Error::msg)?;
+    written.extend(figures::write_plots(dir, manifest, &rows).map_err(anyhow::Error::msg)?);
+    emit(&format!("\n{}\nwrote {}\n", output::summary(manifest, &rows, &goal), names(&written)))
+}
+
+fn names(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,193 @@
+//! The compute part of a GPU's entry in the hardware model
+//! (`[gpu.NAME.compute]`): how close each kind of kernel comes to the
+//! roofline, the fraction of the matrix rate kept inside a whole forward,
+//! and the measured kernels that have their own achieved rates and floors
+//! (`[gpu.NAME.compute.kernel.KIND]` for the inference engines' fused
+//! kernels, `[gpu.NAME.compute.aten.KIND]` for PyTorch's eager operators).
+//! Plain data and its validation; the roofline itself is
+//! `workload::compute`'s.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ConfigError, ConfigResult, check_range};
+use crate::units::{Bandwidth, Time};
+
+/// Whose implementation runs a forward's elementwise kernels: its achieved
+/// rates are that library's (`[gpu.NAME.compute.kernel]` or `.aten`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Library {
+    /// An inference engine's own vectorized kernels (vLLM's layernorm and
+    /// activation kernels; the runner's NVRTC kernels stand for them).
+    #[default]
+    Fused,
+    /// PyTorch's eager ATen operators, one kernel an op, reading the views
+    /// the model code leaves (SiLU and the product read the gate and up
+    /// halves of one projection's output through strided views).
+    Aten,
+}
+
+impl Library {
+    pub fn name(self) -> &'static str {
+        match self {
+            Library::Fused => "fused",
+            Library::Aten => "aten",
+        }
+    }
+
+    /// Its table under `[gpu.NAME.compute]`.
+    pub fn table(self) -> &'static str {
+        match self {
+            Library::Fused => "kernel",
+            Library::Aten => "aten",
+        }
+    }
+}
+
+/// A measured kernel's own achieved rates, in place of its class's (each
+/// field optional: what is absent is the class's).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelEfficiency {
+    /// Achieved fraction of the GPU's `memory_bandwidth`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<f64>,
+    /// Fixed time on the GPU (ramp-up and drain of one launch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<Time>,
+    /// Achieved rate, as a fraction of the GPU's `memory_bandwidth` (above
+    /// 1: faster than HBM), at which the kernel streams a working set that
+    /// fits in the GPU's L2 cache (`l2_cache`); absent: its HBM rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2: Option<f64>,
+    /// What one thread block streams, for a kernel giving each row its own
+    /// block (norms): with few rows, a row's bytes at this rate bound it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_rate: Option<Bandwidth>,
+}
+
+/// How close real kernels come to the roofline, per kind of kernel; fitted
+/// where measured (`icsim calibrate fit` on `op: kernel` rows). A kernel
+/// takes its floor plus its arithmetic at `bf16_tflops` x the compute
+/// fraction and its traffic at `memory_bandwidth` x the memory fraction,
+/// blended (see `blend`); the launch regime (a gap in a graph, a host cost
+/// when eager) is the caller's, in `[stack.*]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComputeEfficiency {
+    /// Achieved fraction of `bf16_tflops` by matrix products with many rows
+    /// (compute-bound: prefill).
+    pub matmul: f64,
+    /// Achieved fraction of `memory_bandwidth` by matrix products with few
+    /// rows (bandwidth-bound: a decode step streams the weights).
+    pub matmul_memory: f64,
+    /// Fixed time of one matrix product on the GPU (ramp-up and drain).
+    pub matmul_floor: Time,
+    /// Achieved fraction of `bf16_tflops` by fused attention with many
+    /// queries (prefill).
+    pub attention: f64,
+    /// Achieved fraction of `memory_bandwidth` by attention reading the KV
+    /// cache for few queries (decode).
+    pub attention_memory: f64,
+    pub attention_floor: Time,
+    /// Achieved fraction of `memory_bandwidth` by elementwise and
+    /// normalization kernels (norms, residual adds, activations, rotary,
+    /// KV-cache writes, embedding lookups, sampling) without their own entry.
+    pub elementwise: f64,
+    pub elementwise_floor: Time,
+    /// What one thread block streams, for kernels giving each row its own
+    /// block (norms) without their own entry.
+    pub row_rate: Bandwidth,
+    /// Achieved fraction of `memory_bandwidth` by a copy within the GPU.
+    pub memory: f64,
+    /// How sharply the compute and memory bounds meet: a kernel's roofline
+    /// time is (compute^p + memory^p)^(1/p) for p = `blend` (1: the sum of
+    /// the two; large: the longer of them, the plain roofline).
+    pub blend: f64,
+    /// Fraction of the matrix rate that matrix products and attention keep
+    /// inside a whole forward pass, against the short bursts of one kernel
+    /// that `matmul` and `attention` are fitted to (a power-limited clock
+    /// over a long pass on a model's operands).
+    pub sustained: f64,
+    /// Measured fused kernels with their own rates, by kind (`rms_norm`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel: BTreeMap<String, KernelEfficiency>,
+    /// Measured PyTorch (ATen) kernels with their own rates, by kind.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub aten: BTreeMap<String, KernelEfficiency>,
+}
+
+impl ComputeEfficiency {
+    /// The measured kernels of `library`.
+    pub fn kernels(&self, library: Library) -> &BTreeMap<String, KernelEfficiency> {
+        match library {
+            Library::Fused => &self.kernel,
+            Library::Aten => &self.aten,
+        }
+    }
+
+    /// The measured kernels of `library`, to change.
+    pub fn kernels_mut(&mut self, library: Library) -> &mut BTreeMap<String, KernelEfficiency> {
+        match library {
+            Library::Fused => &mut self.kernel,
+            Library::Aten => &mut self.aten,
+        }
+    }
+
+    /// Checks every fraction and rate; `prefix` is the table's key
+    /// (`gpu.h200.compute`).
+    pub fn validate(&self, path: &Path, prefix: &str) -> ConfigResult<()> {
+        let key = |field: &str| format!("{prefix}.{field}");
+        for (field, value) in [
+            ("matmul", self.matmul),
+            ("matmul_memory", self.matmul_memory),
+            ("attention", self.attention),
+            ("attention_memory", self.attention_memory),
+            ("elementwise", self.elementwise),
+            ("memory", self.memory),
+            ("sustained", self.sustained),
+        ] {
+            check_range(path, &key(field), value, 0.01..=1.0)?;
+        }
+        check_range(path, &key("blend"), self.blend, 1.0..=64.0)?;
+        if self.row_rate.0 == 0 {
+            return Err(ConfigError::invalid(path, key("row_rate"), "must be positive"));
+        }
+        for library in [Library::Fused, Library::Aten] {
+            for (kind, own) in self.kernels(library) {
+                let key = |field: &str| format!("{prefix}.{}.{kind}.{field}", library.table());
+                if let Some(memory) = own.memory {
+                    check_range(path, &key("memory"), memory, 0.01..=1.0)?;
+                }
+                if let Some(l2) = own.l2 {
+                    check_range(path, &key("l2"), l2, 0.01..=10.0)?;
+                }
+                if own.row_rate.is_some_and(|rate| rate.0 == 0) {
+                    return Err(ConfigError::invalid(path, key("row_rate"), "must be positive"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::hardware::HardwareModel;
+
+    #[test]
+    fn measured_kernels_are_read_by_library_and_bad_values_named() {
+        let mut compute = HardwareModel::base().gpu["h200"].compute.clone();
+        compute.aten.insert("rms_norm".into(), KernelEfficiency { memory: Some(0.5), ..Default::default() });
+        assert_eq!(compute.kernels(Library::Aten)["rms_norm"].memory, Some(0.5));
+        assert!(!compute.kernels(Library::Fused).contains_key("rms_norm") || compute.kernel["rms_norm"].memory != Some(0.5));
+        compute.validate(Path::new("m.toml"), "gpu.h200.compute").unwrap();
+        compute.aten.insert("silu".into(), KernelEfficiency { l2: Some(20.0), ..Default::default() });
+        let error = compute.validate(Path::new("m.toml"), "gpu.h200.compute").unwrap_err().to_string();
+        assert!(error.contains("gpu.h200.compute.aten.silu.l2") && error.contains("0.01 to 10"), "{error}");
+    }
+}

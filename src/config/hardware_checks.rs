@@ -1,0 +1,196 @@
+//! The checks a hardware model passes after its overlays are merged: every
+//! rate, size and count more than zero, efficiencies and NCCL's constants
+//! in their ranges, names that refer to what the model holds. Errors name
+//! the last file merged and the key. Reads nothing, changes nothing.
+
+use std::path::Path;
+
+use super::hardware::HardwareModel;
+use super::{ConfigError, ConfigResult, check_range};
+
+impl HardwareModel {
+    /// Every quantity that must be more than zero (rates, sizes, counts),
+    /// by key: a zero rate would divide by zero, a zero size never end.
+    fn positive_quantities(&self) -> Vec<(String, f64)> {
+        let mut out: Vec<(String, f64)> = Vec::new();
+        let mut add = |key: String, value: f64| out.push((key, value));
+        for (name, g) in &self.pcie {
+            add(format!("pcie.{name}.lane_rate"), g.lane_rate.bytes_per_sec());
+            add(format!("pcie.{name}.nccl_x16_gbps"), g.nccl_x16_gbps);
+        }
+        for (name, g) in &self.nvlink {
+            add(format!("nvlink.{name}.link_rate"), g.link_rate.bytes_per_sec());
+        }
+        for (name, h) in &self.host {
+            add(format!("host.{name}.socket_link"), h.socket_link.bytes_per_sec());
+            add(format!("host.{name}.memory_channels"), f64::from(h.memory_channels));
+            add(format!("host.{name}.memory_channel_rate"), h.memory_channel_rate.bytes_per_sec());
+            add(format!("host.{name}.nccl_socket_gbps"), h.nccl_socket_gbps);
+        }
+        for (name, g) in &self.gpu {
+            add(format!("gpu.{name}.memory"), g.memory.as_f64());
+            add(format!("gpu.{name}.memory_bandwidth"), g.memory_bandwidth.bytes_per_sec());
+            add(format!("gpu.{name}.bf16_tflops"), g.bf16_tflops);
+            add(format!("gpu.{name}.pcie_lanes"), f64::from(g.pcie_lanes));
+        }
+        for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
+            add(format!("protocol.{name}.chunk"), p.chunk.as_f64());
+            add(format!("protocol.{name}.slices_per_chunk"), f64::from(p.slices_per_chunk));
+        }
+        add("shm.copy_chunk".into(), self.shm.copy_chunk.as_f64());
+        add("shm.slots".into(), f64::from(self.shm.slots));
+        add("nvls.channels".into(), f64::from(self.nvls.channels));
+        add("nvls.chunk".into(), self.nvls.chunk.as_f64());
+        add("nccl.max_channels".into(), f64::from(self.nccl.max_channels));
+        add("nccl.ll128_factor".into(), self.nccl.ll128_factor);
+        add("nccl.tree_factor".into(), self.nccl.tree_factor);
+        for (name, arch) in &self.nccl.arch {
+            add(format!("nccl.arch.{name}.nvlink_gbps"), arch.nvlink_gbps);
+            add(format!("nccl.arch.{name}.ll_max_gbps"), arch.ll_max_gbps);
+            add(format!("nccl.arch.{name}.ll128_channel_max_gbps"), arch.ll128_channel_max_gbps);
+            add(format!("nccl.arch.{name}.tree_channel_max_gbps"), arch.tree_channel_max_gbps);
+            add(format!("nccl.arch.{name}.tree_ll128_channel_max_gbps"), arch.tree_ll128_channel_max_gbps);
+            add(format!("nccl.arch.{name}.search_speeds"), arch.search_speeds.iter().copied().fold(f64::INFINITY, f64::min));
+        }
+        out
+    }
+
+    pub(super) fn validate(&self, path: &Path) -> ConfigResult<()> {
+        for (key, value) in self.positive_quantities() {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(ConfigError::invalid(path, key, format!("{value} is not allowed: must be more than zero")));
+            }
+        }
+        if self.nccl.max_channels > crate::config::experiment::MAX_CHANNELS {
+            return Err(ConfigError::invalid(
+                path,
+                "nccl.max_channels",
+                format!("{} is more than NCCL's {} (MAXCHANNELS)", self.nccl.max_channels, crate::config::experiment::MAX_CHANNELS),
+            ));
+        }
+        for (name, arch) in &self.nccl.arch {
+            check_range(path, &format!("nccl.arch.{name}.nvls_efficiency"), arch.nvls_efficiency, 0.0..=1.0)?;
+        }
+        for (name, g) in &self.pcie {
+            check_range(path, &format!("pcie.{name}.efficiency"), g.efficiency, 0.05..=1.0)?;
+        }
+        for (name, g) in &self.nvlink {
+            check_range(path, &format!("nvlink.{name}.efficiency"), g.efficiency, 0.05..=1.0)?;
+        }
+        for (name, h) in &self.host {
+            check_range(path, &format!("host.{name}.memory_efficiency"), h.memory_efficiency, 0.05..=1.0)?;
+            check_range(path, &format!("host.{name}.root_complex_p2p_factor"), h.root_complex_p2p_factor, 0.05..=1.0)?;
+            if h.vendor != "intel" && h.vendor != "amd" {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("host.{name}.vendor"),
+                    format!("{:?} is not allowed: use \"intel\" or \"amd\"", h.vendor),
+                ));
+            }
+        }
+        for (name, g) in &self.gpu {
+            let key = |field: &str| format!("gpu.{name}.{field}");
+            if !self.nvlink.contains_key(&g.nvlink_generation) && g.nvlink_links > 0 {
+                return Err(ConfigError::invalid(
+                    path,
+                    key("nvlink_generation"),
+                    format!("unknown generation {:?}; known: {:?}", g.nvlink_generation, self.nvlink.keys()),
+                ));
+            }
+            if !self.pcie.contains_key(&g.pcie_generation) {
+                return Err(ConfigError::invalid(
+                    path,
+                    key("pcie_generation"),
+                    format!("unknown generation {:?}; known: {:?}", g.pcie_generation, self.pcie.keys()),
+                ));
+            }
+            g.compute.validate(path, &key("compute"))?;
+        }
+        for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
+            check_range(path, &format!("protocol.{name}.wire_factor"), p.wire_factor, 1.0..=4.0)?;
+            for (class, cost) in [("nvlink", &p.nvlink), ("pcie", &p.pcie), ("shm", &p.shm)] {
+                if cost.channel_rate.is_some_and(|rate| rate.0 == 0) {
+                    return Err(ConfigError::invalid(path, format!("protocol.{name}.{class}.channel_rate"), "must be positive"));
+                }
+            }
+            if p.slices_per_chunk == 0 || p.chunk.0 == 0 {
+                return Err(ConfigError::invalid(path, format!("protocol.{name}"), "chunk and slices_per_chunk must be positive"));
+            }
+        }
+        for stack in crate::stack::STACKS {
+            if !self.stack.contains_key(stack.name()) {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("stack.{stack}"),
+                    "missing: every stack needs collective_call and kernel_launch",
+                ));
+            }
+        }
+        super::storage::validate_model(path, self)?;
+        check_range(path, "contention.sharpness", self.contention.sharpness, 0.5..=50.0)?;
+        for (name, g) in &self.pcie {
+            check_range(path, &format!("pcie.{name}.host_read_efficiency"), g.host_read_efficiency, 0.01..=1.0)?;
+        }
+        for arch in self.cta.keys() {
+            for protocol in crate::collective::PROTOCOLS {
+                self.cta_rates(arch, protocol).map_err(|message| ConfigError::invalid(path, format!("cta.{arch}"), message))?;
+            }
+        }
+        check_range(path, "nvls.efficiency_vs_nccl", self.nvls.efficiency_vs_nccl, 0.01..=1.2)?;
+        check_range(path, "direct.efficiency", self.direct.efficiency, 0.01..=1.0)?;
+        if self.shm.slots == 0 {
+            return Err(ConfigError::invalid(path, "shm.slots", "must be at least 1"));
+        }
+        for (key, triple) in [
+            ("ring_base_us", &self.nccl.ring_base_us),
+            ("tree_base_us", &self.nccl.tree_base_us),
+            ("ring_nvlink_hop_us", &self.nccl.ring_nvlink_hop_us),
+            ("tree_nvlink_hop_us", &self.nccl.tree_nvlink_hop_us),
+            ("ring_pcie_hop_us", &self.nccl.ring_pcie_hop_us),
+            ("tree_pcie_hop_us", &self.nccl.tree_pcie_hop_us),
+        ] {
+            for (protocol, value) in [("ll", triple.ll), ("ll128", triple.ll128), ("simple", triple.simple)] {
+                check_range(path, &format!("nccl.{key}.{protocol}"), value, 0.0..=1e6)?;
+            }
+        }
+        check_range(path, "nccl.nvls_latency_us", self.nccl.nvls_latency_us, 0.0..=1e6)?;
+        for (name, table) in [
+            ("ll", &self.nccl.tree_correction.ll),
+            ("ll128", &self.nccl.tree_correction.ll128),
+            ("simple", &self.nccl.tree_correction.simple),
+        ] {
+            if table.len() != 23 {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("nccl.tree_correction.{name}"),
+                    format!("needs 23 factors (64 B to 256 MiB), has {}", table.len()),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::hardware::{HardwareModel, ModelSource};
+
+    #[test]
+    fn rates_sizes_and_counts_of_zero_are_refused_by_key() {
+        let dir = std::env::temp_dir().join(format!("icsim-zero-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("zero.toml");
+        for (overlay, key) in [
+            ("[gpu.h200]\nbf16_tflops = 0.0\n", "gpu.h200.bf16_tflops"),
+            ("[pcie.gen5]\nlane_rate = \"0B/s\"\n", "pcie.gen5.lane_rate"),
+            ("[nvls]\nchannels = 0\n", "nvls.channels"),
+            ("[gpu.h200]\nmemory_bandwidth = \"0B/s\"\n", "gpu.h200.memory_bandwidth"),
+            ("[nccl]\nmax_channels = 65\n", "nccl.max_channels"),
+        ] {
+            std::fs::write(&file, overlay).unwrap();
+            let error = HardwareModel::load(&[ModelSource::File(file.clone())]).unwrap_err().to_string();
+            assert!(error.contains("zero.toml") && error.contains(&format!("key `{key}`")), "{error}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

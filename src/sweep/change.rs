@@ -1,0 +1,424 @@
+//! What-if changes by key (`tp=4`, `topology.nvlink_links=12`,
+//! `hardware.nvlink.gen4.link_rate=50GB/s`): one vocabulary for sweep axes,
+//! listed points and `icsim diff --set`. Checks a key and its value (errors
+//! name the file, the key and what is allowed), applies experiment keys to a
+//! raw experiment, and hardware and link keys as a [`topology::Edit`]: a
+//! model overlay before the topology is built, then link changes to what was
+//! built. Simulates nothing.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::collective::Selection;
+use crate::config::experiment::{MAX_CHANNELS, RawExperiment};
+use crate::config::hardware::{HardwareModel, ModelSource};
+use crate::config::llm::LlmModel;
+use crate::config::{ConfigError, ConfigResult};
+use crate::network::LinkId;
+use crate::stack::Stack;
+use crate::topology::{self, LinkKind, LinkRates, Topology};
+use crate::transport::Mode;
+use crate::units::Bandwidth;
+
+/// What a change sets.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Key {
+    Model,
+    Tp,
+    Topology,
+    Gpus,
+    Gpu,
+    Transport,
+    Allreduce,
+    Stack,
+    Channels,
+    Prompt,
+    Output,
+    Batch,
+    /// Every NVLink link's rate per link and per direction.
+    NvlinkBandwidth,
+    /// NVLink links per GPU.
+    NvlinkLinks,
+    /// Every PCIe link's generation.
+    PcieGeneration,
+    /// Peak memory bandwidth of each socket.
+    HostMemoryBandwidth,
+    /// A value of the hardware model, by its dotted path below `hardware.`.
+    Hardware(String),
+}
+
+/// The kinds of value a key takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Count {
+        min: u64,
+        max: u64,
+    },
+    Text,
+    Bandwidth,
+    /// Whatever the hardware model's key holds (checked by loading it).
+    Any,
+}
+
+/// The named keys, what they take and what they are (for axis titles).
+const NAMED: &[(Key, &str, Kind, &str)] = &[
+    (Key::Model, "model", Kind::Text, "LLM"),
+    (Key::Tp, "tp", Kind::Count { min: 1, max: 1 << 16 }, "TP degree"),
+    (Key::Topology, "topology", Kind::Text, "topology"),
+    (Key::Gpus, "gpus", Kind::Count { min: 1, max: 1 << 16 }, "GPUs used"),
+    (Key::Gpu, "gpu", Kind::Text, "GPU model"),
+    (Key::Transport, "transport", Kind::Text, "transport"),
+    (Key::Allreduce, "allreduce", Kind::Text, "allreduce choice"),
+    (Key::Stack, "stack", Kind::Text, "caller stack"),
+    (Key::Channels, "channels", Kind::Count { min: 1, max: MAX_CHANNELS as u64 }, "NCCL channels"),
+    (Key::Prompt, "query.prompt", Kind::Count { min: 1, max: 1 << 24 }, "prompt tokens"),
+    (Key::Output, "query.output", Kind::Count { min: 0, max: 1 << 24 }, "generated tokens"),
+    (Key::Batch, "query.batch", Kind::Count { min: 1, max: 1 << 16 }, "sequences in a batch"),
+    (Key::NvlinkBandwidth, "topology.nvlink_bandwidth", Kind::Bandwidth, "NVLink rate per link, per direction"),
+    (Key::NvlinkLinks, "topology.nvlink_links", Kind::Count { min: 1, max: 64 }, "NVLink links per GPU"),
+    (Key::PcieGeneration, "topology.pcie_generation", Kind::Text, "PCIe generation"),
+    (Key::HostMemoryBandwidth, "topology.host_memory_bandwidth", Kind::Bandwidth, "host memory bandwidth per socket, peak"),
+];
+
+/// What a sweep column is, for axis titles: "TP degree (tp)".
+pub fn describe_column(name: &str) -> String {
+    match NAMED.iter().find(|(_, key, _, _)| *key == name) {
+        Some((_, _, _, what)) => format!("{what} ({name})"),
+        None if name == super::LABEL => "mode of the base experiment (label)".to_string(),
+        None => name.to_string(),
+    }
+}
+
+const HARDWARE_PREFIX: &str = "hardware.";
+
+/// Every key a change may name, for messages.
+pub fn allowed_keys() -> String {
+    let named: Vec<&str> = NAMED.iter().map(|(_, name, _, _)| *name).collect();
+    format!("{}, or hardware.<a key of models/hardware/base.toml> (e.g. hardware.nvlink.gen4.link_rate)", named.join(", "))
+}
+
+impl Key {
+    /// The key as written.
+    pub fn name(&self) -> String {
+        match self {
+            Key::Hardware(path) => format!("{HARDWARE_PREFIX}{path}"),
+            named => {
+                NAMED.iter().find(|(k, _, _, _)| k == named).map(|(_, name, _, _)| name.to_string()).expect("every named key is listed")
+            }
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Key, String> {
+        if let Some((key, _, _, _)) = NAMED.iter().find(|(_, name, _, _)| *name == text) {
+            return Ok(key.clone());
+        }
+        match text.strip_prefix(HARDWARE_PREFIX) {
+            Some(path) if !path.is_empty() && path.split('.').all(|part| !part.is_empty()) => Ok(Key::Hardware(path.to_string())),
+            _ => Err(format!("unknown key {text:?}; allowed: {}", allowed_keys())),
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        NAMED.iter().find(|(k, _, _, _)| k == self).map_or(Kind::Any, |(_, _, kind, _)| *kind)
+    }
+}
+
+/// A checked value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Count(u64),
+    /// Text; a file named relative to the file that named it is stored with
+    /// that folder joined.
+    Text(String),
+    Bandwidth(Bandwidth),
+    /// A hardware model value, as TOML.
+    Toml(toml::Value),
+}
+
+/// One change: a key, its checked value, and the value as the user wrote
+/// it (what tables and plots show).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub key: Key,
+    pub value: Value,
+    pub shown: serde_json::Value,
+}
+
+/// Where a change was written, for messages and relative files.
+#[derive(Debug, Clone, Copy)]
+pub struct Origin<'a> {
+    /// The file (or "command line").
+    pub path: &'a Path,
+    /// The key the change sits under, as the user wrote it
+    /// (`axis[1].values[2]`, `--set`).
+    pub at: &'a str,
+    /// Files the change names are relative to this folder.
+    pub base_dir: &'a Path,
+}
+
+impl Origin<'_> {
+    fn invalid(&self, message: impl Into<String>) -> ConfigError {
+        ConfigError::invalid(self.path, self.at, message)
+    }
+}
+
+/// Reads `VALUE` of a command line `KEY=VALUE` as TOML where it is a
+/// number, a boolean or a quoted string, and as plain text otherwise.
+pub fn parse_value_text(text: &str) -> toml::Value {
+    format!("v = {text}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut table| table.remove("v"))
+        .filter(|value| !value.is_table() && !value.is_array())
+        .unwrap_or_else(|| toml::Value::String(text.to_string()))
+}
+
+/// Whether a topology or model name is a file rather than a shipped name.
+pub fn names_a_file(name: &str) -> bool {
+    name.ends_with(".toml") || name.ends_with(".txt") || name.ends_with(".xml") || name.contains('/')
+}
+
+impl Change {
+    /// Checks `value` for `key`, written at `origin`.
+    pub fn new(key: Key, value: &toml::Value, origin: Origin) -> ConfigResult<Change> {
+        let name = key.name();
+        let shown = match value {
+            toml::Value::Integer(i) => json!(i),
+            toml::Value::Float(f) => json!(f),
+            toml::Value::Boolean(b) => json!(b),
+            toml::Value::String(s) => json!(s),
+            other => return Err(origin.invalid(format!("{name} takes one value, not {other}"))),
+        };
+        let value = match key.kind() {
+            Kind::Count { min, max } => match value.as_integer().and_then(|i| u64::try_from(i).ok()) {
+                Some(count) if (min..=max).contains(&count) => Value::Count(count),
+                _ => return Err(origin.invalid(format!("{name} = {value} is not allowed: an integer from {min} to {max}"))),
+            },
+            Kind::Bandwidth => match value.as_str().map(str::parse::<Bandwidth>) {
+                Some(Ok(rate)) if rate.0 > 0 => Value::Bandwidth(rate),
+                Some(Err(error)) => return Err(origin.invalid(format!("{name}: {error}"))),
+                _ => return Err(origin.invalid(format!("{name} = {value} is not allowed: a bandwidth above zero, as \"25GB/s\""))),
+            },
+            Kind::Text => {
+                let text = value.as_str().ok_or_else(|| origin.invalid(format!("{name} = {value} is not allowed: {name} takes text")))?;
+                Value::Text(check_text(&key, text, origin).map_err(|message| origin.invalid(format!("{name}: {message}")))?)
+            }
+            Kind::Any => {
+                let change = Change { key: key.clone(), value: Value::Toml(value.clone()), shown: shown.clone() };
+                let overlay = overlay(&[&change], origin.path).expect("a hardware change makes an overlay");
+                HardwareModel::load(&[overlay]).map_err(|error| origin.invalid(format!("{name}: {}", hardware_message(&error))))?;
+                return Ok(change);
+            }
+        };
+        Ok(Change { key, value, shown })
+    }
+
+    /// Parses `KEY=VALUE` from the command line.
+    pub fn parse_assignment(text: &str, origin: Origin) -> ConfigResult<Change> {
+        let (key, value) =
+            text.split_once('=').ok_or_else(|| origin.invalid(format!("{text:?} is not KEY=VALUE; keys: {}", allowed_keys())))?;
+        let key = Key::parse(key.trim()).map_err(|message| origin.invalid(message))?;
+        Change::new(key, &parse_value_text(value.trim()), origin)
+    }
+
+    /// `key=value` as the user wrote it.
+    pub fn describe(&self) -> String {
+        let value = match &self.shown {
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        format!("{}={value}", self.key.name())
+    }
+}
+
+/// The message of a model that would not load, without the in-memory
+/// overlay's label (the caller names the key).
+fn hardware_message(error: &ConfigError) -> String {
+    match error {
+        ConfigError::Invalid { key, message, .. } => format!("{key}: {message}"),
+        ConfigError::Syntax { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn check_text(key: &Key, text: &str, origin: Origin) -> Result<String, String> {
+    let base = HardwareModel::base();
+    // Absolute, so that an experiment does not read it beside its own file.
+    let file = |text: &str| {
+        let path = origin.base_dir.join(text);
+        std::path::absolute(&path).unwrap_or(path)
+    };
+    let known = |names: Vec<&String>| names.into_iter().map(String::as_str).collect::<Vec<_>>().join(", ");
+    match key {
+        Key::Model => {
+            let name = if names_a_file(text) { file(text).to_string_lossy().into_owned() } else { text.to_string() };
+            LlmModel::load(&name).map_err(|error| hardware_message(&error))?;
+            Ok(name)
+        }
+        Key::Topology if names_a_file(text) => {
+            let path = file(text);
+            if path.is_file() { Ok(path.to_string_lossy().into_owned()) } else { Err(format!("no topology file {}", path.display())) }
+        }
+        Key::Topology => {
+            let presets: Vec<&str> = topology::PRESETS.iter().map(|(name, _)| *name).collect();
+            if presets.contains(&text) {
+                Ok(text.to_string())
+            } else {
+                Err(format!("unknown topology {text:?}: use a preset ({}) or a topology file", presets.join(", ")))
+            }
+        }
+        Key::Gpu if !base.gpu.contains_key(text) => Err(format!("unknown GPU model {text:?}; known: {}", known(base.gpu.keys().collect()))),
+        Key::PcieGeneration if !base.pcie.contains_key(text) => {
+            Err(format!("unknown PCIe generation {text:?}; known: {}", known(base.pcie.keys().collect())))
+        }
+        Key::Transport => text.parse::<Mode>().map(|_| text.to_string()),
+        Key::Allreduce => text.parse::<Selection>().map(|_| text.to_string()),
+        Key::Stack => text.parse::<Stack>().map(|_| text.to_string()),
+        _ => Ok(text.to_string()),
+    }
+}
+
+/// The hardware model overlay of the `hardware.*` changes, later ones
+/// winning, named `<path> (what-if changes)` in messages.
+fn overlay(changes: &[&Change], path: &Path) -> Option<ModelSource> {
+    let mut root = toml::Table::new();
+    for change in changes {
+        let (Key::Hardware(dotted), Value::Toml(value)) = (&change.key, &change.value) else { continue };
+        let parts: Vec<&str> = dotted.split('.').collect();
+        let (last, parents) = parts.split_last().expect("a hardware key has a path");
+        let mut table = &mut root;
+        for part in parents {
+            let entry = table.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if !entry.is_table() {
+                *entry = toml::Value::Table(toml::Table::new());
+            }
+            table = entry.as_table_mut().expect("made a table above");
+        }
+        table.insert(last.to_string(), value.clone());
+    }
+    (!root.is_empty()).then(|| ModelSource::Text {
+        label: PathBuf::from(format!("{} (what-if changes)", path.display())),
+        text: toml::to_string(&root).expect("a table of scalars prints"),
+    })
+}
+
+/// Sets `changes`' experiment keys in `raw`, in every mode; hardware and
+/// link keys are left to [`edit`].
+pub fn apply(changes: &[&Change], raw: &mut RawExperiment) {
+    for change in changes {
+        let count = |value: &Value| match value {
+            Value::Count(count) => *count,
+            other => unreachable!("a count key holds a count, not {other:?}"),
+        };
+        let text = |value: &Value| match value {
+            Value::Text(text) => text.clone(),
+            other => unreachable!("a text key holds text, not {other:?}"),
+        };
+        let value = &change.value;
+        match change.key {
+            Key::Model => raw.model = text(value),
+            Key::Tp => {
+                raw.tp = count(value) as u32;
+                raw.modes.iter_mut().for_each(|m| m.tp = Some(count(value) as u32));
+            }
+            Key::Topology => {
+                raw.topology = text(value);
+                raw.modes.iter_mut().for_each(|m| m.topology = Some(text(value)));
+            }
+            Key::Gpus => raw.modes.iter_mut().for_each(|m| m.gpus = Some(count(value) as u32)),
+            Key::Gpu => raw.modes.iter_mut().for_each(|m| m.gpu = Some(text(value))),
+            Key::Transport => raw.modes.iter_mut().for_each(|m| m.transport = text(value)),
+            Key::Allreduce => raw.modes.iter_mut().for_each(|m| m.allreduce = Some(text(value))),
+            Key::Stack => raw.modes.iter_mut().for_each(|m| m.stack = Some(text(value))),
+            Key::Channels => raw.modes.iter_mut().for_each(|m| m.channels = Some(count(value) as u32)),
+            Key::Prompt => raw.query.prompt = count(value),
+            Key::Output => raw.query.output = count(value),
+            Key::Batch => raw.query.batch = count(value),
+            Key::NvlinkBandwidth | Key::NvlinkLinks | Key::PcieGeneration | Key::HostMemoryBandwidth | Key::Hardware(_) => {}
+        }
+    }
+}
+
+/// The hardware and link keys of `changes` as an edit of every topology an
+/// experiment resolves.
+pub fn edit<'c>(changes: &[&'c Change], path: &Path) -> HardwareEdit<'c> {
+    let link = changes.iter().copied().filter(|c| is_link_key(&c.key)).collect();
+    HardwareEdit { overlay: overlay(changes, path), link }
+}
+
+fn is_link_key(key: &Key) -> bool {
+    matches!(key, Key::NvlinkBandwidth | Key::NvlinkLinks | Key::PcieGeneration | Key::HostMemoryBandwidth)
+}
+
+/// Hardware model and link changes, applied while a topology is resolved.
+#[derive(Debug, Clone)]
+pub struct HardwareEdit<'c> {
+    overlay: Option<ModelSource>,
+    link: Vec<&'c Change>,
+}
+
+impl topology::Edit for HardwareEdit<'_> {
+    fn overlay(&self) -> Option<ModelSource> {
+        self.overlay.clone()
+    }
+
+    fn built(&self, topo: &mut Topology, model: &mut HardwareModel) -> Result<(), String> {
+        for change in &self.link {
+            rescale_links(topo, model, change)?;
+        }
+        Ok(())
+    }
+}
+
+/// Applies one link change to every link it concerns, and to the model
+/// values NCCL's tuner reads about them (the model's link rates, the GPU's
+/// NVLink count and PCIe generation, the host's memory channels), so that
+/// the tuner sees the hardware the flows run on.
+fn rescale_links(topo: &mut Topology, model: &mut HardwareModel, change: &Change) -> Result<(), String> {
+    let gpu_key = topo.gpu_model.clone();
+    let host_key = topo.host.clone();
+    for index in 0..topo.links().len() {
+        let id = LinkId(index as u32);
+        let link = topo.link(id).clone();
+        let (kind, bandwidth, latency) = match (&change.key, &change.value, &link.kind) {
+            (Key::NvlinkBandwidth, Value::Bandwidth(rate), LinkKind::NvLink { generation, .. }) => {
+                let per_link = model.nvlink(generation)?.link_rate;
+                (link.kind.clone(), link.bandwidth.scaled(rate.0 as f64 / per_link.0 as f64), link.latency)
+            }
+            (Key::NvlinkLinks, Value::Count(count), LinkKind::NvLink { generation, links }) => {
+                let per_gpu = u64::from(model.gpu(&gpu_key)?.nvlink_links);
+                if per_gpu == 0 {
+                    return Err(format!("GPU model {gpu_key} has no NVLink links to scale"));
+                }
+                let scaled = ((u64::from(*links) * count + per_gpu / 2) / per_gpu).max(1) as u32;
+                let kind = LinkKind::NvLink { generation: generation.clone(), links: scaled };
+                (kind, link.bandwidth.scaled(*count as f64 / per_gpu as f64), link.latency)
+            }
+            (Key::PcieGeneration, Value::Text(generation), LinkKind::Pcie { lanes, .. }) => {
+                let (bandwidth, latency) = LinkRates { model }.pcie(generation, *lanes)?;
+                (LinkKind::Pcie { generation: generation.clone(), lanes: *lanes }, bandwidth, latency)
+            }
+            (Key::HostMemoryBandwidth, Value::Bandwidth(peak), LinkKind::MemoryBus { .. }) => {
+                (link.kind.clone(), peak.scaled(model.host(&host_key)?.memory_efficiency), link.latency)
+            }
+            _ => continue,
+        };
+        topo.set_link(id, kind, bandwidth, latency);
+    }
+    match (&change.key, &change.value) {
+        (Key::NvlinkBandwidth, Value::Bandwidth(rate)) => model.nvlink.values_mut().for_each(|g| g.link_rate = *rate),
+        (Key::NvlinkLinks, Value::Count(count)) => gpu_mut(model, &gpu_key)?.nvlink_links = *count as u32,
+        (Key::PcieGeneration, Value::Text(generation)) => gpu_mut(model, &gpu_key)?.pcie_generation = generation.clone(),
+        (Key::HostMemoryBandwidth, Value::Bandwidth(peak)) => {
+            let host = model.host.get_mut(&host_key).ok_or_else(|| format!("unknown host platform {host_key:?}"))?;
+            host.memory_channel_rate = Bandwidth(peak.0 / u64::from(host.memory_channels.max(1)));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn gpu_mut<'m>(model: &'m mut HardwareModel, key: &str) -> Result<&'m mut crate::config::hardware::GpuModel, String> {
+    model.gpu.get_mut(key).ok_or_else(|| format!("unknown GPU model {key:?}"))
+}

@@ -1,0 +1,198 @@
+//! "What does this change buy me": one workload replayed before and after a
+//! change (a second experiment, or changes by key), mode by mode: the time
+//! saved per phase, the generated tokens per second gained, the cost and
+//! energy per token, the busiest link before and after, and every link's
+//! utilisation over the query's communication time on both sides.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::change::Change;
+use super::cost::{Bill, CostModel};
+use super::run::{derived, reason, replay, resolve};
+use crate::config::experiment::{RawExperiment, Source};
+use crate::config::{ConfigError, ConfigResult};
+use crate::report::Record;
+
+/// One side of a comparison: a mode of an experiment, replayed.
+#[derive(Debug, Clone)]
+pub struct Side {
+    pub label: String,
+    /// The replay's record with throughput and cost, and each link's use;
+    /// or why the mode cannot run.
+    pub outcome: Result<(Record, Vec<LinkUse>), String>,
+}
+
+/// How busy one link was: bytes over its capacity times the query's
+/// communication time (what `busiest_link_util` reports for the busiest).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkUse {
+    /// "GPU0 -> nvswitch": links are matched across the two sides by their ends.
+    pub ends: String,
+    /// "NVLink gen4 x18".
+    pub kind: String,
+    pub utilisation: f64,
+}
+
+/// An experiment to compare: its raw form, where it was read from, and the
+/// changes made to it.
+pub struct Subject<'a> {
+    pub raw: &'a RawExperiment,
+    pub source: &'a Source,
+    pub changes: &'a [Change],
+}
+
+impl Subject<'_> {
+    /// The label of mode `mode`.
+    pub fn label(&self, mode: usize) -> String {
+        let raw = &self.raw.modes[mode];
+        raw.label.clone().unwrap_or_else(|| raw.transport.clone())
+    }
+
+    /// Replays mode `mode` alone.
+    pub fn side(&self, mode: usize, cost: &CostModel) -> Side {
+        let mut raw = self.raw.clone();
+        raw.modes = vec![raw.modes[mode].clone()];
+        let changes: Vec<&Change> = self.changes.iter().collect();
+        let outcome = resolve(&raw, self.source, &changes, &self.source.path())
+            .map_err(crate::Error::from)
+            .and_then(|experiment| replay(&experiment).map(|result| (experiment, result)))
+            .map_err(|error| reason(&error))
+            .map(|(experiment, result)| {
+                let (run, mode) = (&experiment.modes[0], &result.modes[0]);
+                let mut record = mode.record(&result.model, &result.query);
+                record.extend(derived(&record, &Bill::of(&run.topology), cost));
+                let comm = mode.replay.comm();
+                let links = run
+                    .topology
+                    .links()
+                    .iter()
+                    .zip(&mode.replay.link_usage)
+                    .filter(|(_, usage)| usage.bytes.0 > 0 && comm.0 > 0)
+                    .map(|(link, usage)| LinkUse {
+                        ends: format!("{} -> {}", run.topology.node(link.from).name, run.topology.node(link.to).name),
+                        kind: link.kind.to_string(),
+                        utilisation: usage.bytes.as_f64() / (link.bandwidth.bytes_per_sec() * comm.as_secs()),
+                    })
+                    .collect();
+                (record, links)
+            });
+        Side { label: self.label(mode), outcome }
+    }
+
+    /// Which mode of `other` each of this subject's modes is compared with:
+    /// the one mode of each, or the modes of the same label.
+    pub fn pairs(&self, other: &Subject) -> Vec<(usize, Option<usize>)> {
+        if self.raw.modes.len() == 1 && other.raw.modes.len() == 1 {
+            return vec![(0, Some(0))];
+        }
+        (0..self.raw.modes.len()).map(|m| (m, (0..other.raw.modes.len()).find(|&o| other.label(o) == self.label(m)))).collect()
+    }
+}
+
+/// Refuses to compare two experiments of different workloads (LLM or
+/// query): the second's key is named.
+pub fn check_same_workload(before: &RawExperiment, after: &RawExperiment, after_path: &Path) -> ConfigResult<()> {
+    let differs = |key: &str, a: String, b: String| {
+        (a != b).then(|| {
+            ConfigError::invalid(
+                after_path,
+                key,
+                format!("{b} differs from the first experiment's {a}: a diff replays one workload on both; make them equal, or change it with --set {key}=..."),
+            )
+        })
+    };
+    let (a, b) = (&before.query, &after.query);
+    let found = differs("model", before.model.clone(), after.model.clone())
+        .or_else(|| differs("query.prompt", a.prompt.to_string(), b.prompt.to_string()))
+        .or_else(|| differs("query.output", a.output.to_string(), b.output.to_string()))
+        .or_else(|| differs("query.batch", a.batch.to_string(), b.batch.to_string()));
+    found.map_or(Ok(()), Err)
+}
+
+/// The phases a diff reports, as (name, the record fields summed).
+const PHASES: [(&str, &[&str]); 5] = [
+    ("prefill (time to first token)", &["ttft_ms"]),
+    ("prefill communication", &["prefill_comm_ms"]),
+    ("decode", &["decode_compute_ms", "decode_comm_ms"]),
+    ("decode communication", &["decode_comm_ms"]),
+    ("whole query", &["total_ms"]),
+];
+
+/// Per-token figures compared (higher is better only for the first).
+const RATES: [&str; 4] = ["tokens_per_s", "tokens_per_s_per_gpu", "usd_per_million_tokens", "joules_per_token"];
+
+fn number(record: &Record, field: &str) -> Option<f64> {
+    record.get(field).and_then(Value::as_f64)
+}
+
+/// One comparison as a JSON object (the `--format json` interface).
+pub fn compare(before: &Side, after: &Side, change: &str) -> Record {
+    let mut out = json!({ "before": before.label, "after": after.label, "change": change }).as_object().cloned().expect("an object");
+    let (a, b) = match (&before.outcome, &after.outcome) {
+        (Ok(a), Ok(b)) => (a, b),
+        (a, b) => {
+            out.insert("before_error".into(), json!(a.as_ref().err()));
+            out.insert("after_error".into(), json!(b.as_ref().err()));
+            return out;
+        }
+    };
+    let ((a, a_links), (b, b_links)) = (a, b);
+    for side in ["mode", "topology", "transport", "gpu"] {
+        out.insert(format!("{side}_before"), a.get(side).cloned().unwrap_or_default());
+        out.insert(format!("{side}_after"), b.get(side).cloned().unwrap_or_default());
+    }
+    let phases: Vec<Value> = PHASES
+        .iter()
+        .map(|(name, fields)| {
+            let sum = |r: &Record| fields.iter().map(|f| number(r, f).unwrap_or(0.0)).sum::<f64>();
+            let (x, y) = (sum(a), sum(b));
+            json!({ "phase": name, "before_ms": x, "after_ms": y, "saved_ms": x - y, "saved_share": (x > 0.0).then(|| (x - y) / x) })
+        })
+        .collect();
+    out.insert("phases".into(), Value::Array(phases));
+    let rates: Vec<Value> = RATES
+        .iter()
+        .map(|field| {
+            let (x, y) = (number(a, field), number(b, field));
+            json!({ "metric": field, "before": x, "after": y, "change": x.zip(y).map(|(x, y)| y - x) })
+        })
+        .collect();
+    out.insert("rates".into(), Value::Array(rates));
+    let busiest = |r: &Record| (r.get("busiest_link").and_then(Value::as_str).map(String::from), number(r, "busiest_link_util"));
+    let ((a_link, a_util), (b_link, b_util)) = (busiest(a), busiest(b));
+    let ends_of = |label: &Option<String>| label.as_ref().map(|l| l.split(" (").next().unwrap_or(l).to_string());
+    out.insert("bottleneck_before".into(), json!(a_link));
+    out.insert("bottleneck_before_util".into(), json!(a_util));
+    out.insert("bottleneck_after".into(), json!(b_link));
+    out.insert("bottleneck_after_util".into(), json!(b_util));
+    out.insert("bottleneck_moved".into(), json!(ends_of(&a_link) != ends_of(&b_link)));
+    let mut ends: Vec<&str> = Vec::new();
+    for link in a_links.iter().chain(b_links) {
+        if !ends.contains(&link.ends.as_str()) {
+            ends.push(&link.ends);
+        }
+    }
+    let mut links: Vec<(&str, Option<&LinkUse>, Option<&LinkUse>)> =
+        ends.iter().map(|&e| (e, a_links.iter().find(|l| l.ends == e), b_links.iter().find(|l| l.ends == e))).collect();
+    let peak = |entry: &(&str, Option<&LinkUse>, Option<&LinkUse>)| {
+        entry.1.map_or(0.0, |l| l.utilisation).max(entry.2.map_or(0.0, |l| l.utilisation))
+    };
+    // The two bottlenecks first, then the busiest.
+    let bottlenecks = [ends_of(&a_link), ends_of(&b_link)];
+    let rank = |entry: &(&str, Option<&LinkUse>, Option<&LinkUse>)| !bottlenecks.contains(&Some(entry.0.to_string()));
+    links.sort_by(|p, q| rank(p).cmp(&rank(q)).then(peak(q).total_cmp(&peak(p))).then(p.0.cmp(q.0)));
+    let links: Vec<Value> = links
+        .iter()
+        .map(|(ends, x, y)| {
+            json!({
+                "link": ends,
+                "kind_before": x.map(|l| l.kind.clone()), "util_before": x.map(|l| l.utilisation),
+                "kind_after": y.map(|l| l.kind.clone()), "util_after": y.map(|l| l.utilisation),
+            })
+        })
+        .collect();
+    out.insert("links".into(), Value::Array(links));
+    out
+}

@@ -1,0 +1,254 @@
+//! Bad input of every kind, end to end: each gives exit code 2 and one
+//! error line naming the file or flag, the key, and what is allowed; none
+//! panics or runs past a deadline (which bounds its time, and so its memory).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest a refusal may take: refusing is checking, not simulating.
+const DEADLINE: Duration = Duration::from_secs(20);
+
+/// A folder of input files for one test.
+struct Inputs(PathBuf);
+
+impl Inputs {
+    fn new(name: &str) -> Inputs {
+        let dir = std::env::temp_dir().join(format!("icsim-bad-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Inputs(dir)
+    }
+
+    /// Writes `text` as `name` and returns its path as an argument.
+    fn file(&self, name: &str, text: &str) -> String {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for Inputs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs icsim with `args` from the crate root, stopping it at the deadline;
+/// returns its exit code and standard error.
+fn run(args: &[String]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_icsim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("CUDA_VISIBLE_DEVICES", "-1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("icsim starts");
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("icsim can be waited for") {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+            return (status.code(), stderr);
+        }
+        if started.elapsed() > DEADLINE {
+            // Stops only the process this test started.
+            let _ = child.kill();
+            panic!("icsim {args:?} ran past {DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Checks that `args` is refused as bad input with one error line holding
+/// every one of `expected`.
+fn refused(what: &str, args: &[&str], expected: &[&str]) {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let (code, stderr) = run(&args);
+    assert!(!stderr.contains("panicked"), "{what}: icsim panicked: {stderr}");
+    assert_eq!(code, Some(2), "{what}: exit code {code:?}, expected 2 for bad input: {stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{what}: expected one error line: {stderr}");
+    for needle in expected {
+        assert!(errors[0].contains(needle), "{what}: {needle:?} missing from {:?}", errors[0]);
+    }
+}
+
+const KERNEL_ROW: &str =
+    r#"{"schema":1,"system":"x","tp":2,"gpu":"NVIDIA H200","op":"kernel","kernel":"gemm_down","tokens":8192,"time_us":2931.98}"#;
+
+fn experiment(extra_top: &str, query: &str, mode: &str) -> String {
+    format!(
+        "model = \"llama-3.1-70b\"\ntp = 8\ntopology = \"hgx-h20\"\n{extra_top}\n[query]\nprompt = 8192\noutput = 256\n{query}\n[[mode]]\ntransport = \"nvswitch\"\n{mode}\n"
+    )
+}
+
+/// Two H100 under one socket, then `links`.
+fn topology(links: &str) -> String {
+    let mut text = String::from("name = \"two\"\ngpu = \"h100\"\nhost = \"spr-2s\"\n");
+    for (name, kind) in [("cpu0", "cpu"), ("mem0", "memory"), ("GPU0", "gpu"), ("GPU1", "gpu")] {
+        text += &format!("[[node]]\nname = \"{name}\"\nkind = \"{kind}\"\n");
+    }
+    for (from, to, kind) in [("cpu0", "mem0", "memory"), ("GPU0", "cpu0", "pcie"), ("GPU1", "cpu0", "pcie")] {
+        text += &format!("[[link]]\nfrom = \"{from}\"\nto = \"{to}\"\nkind = \"{kind}\"\n");
+    }
+    text + links
+}
+
+const NVLINK: &str = "[[link]]\nfrom = \"GPU0\"\nto = \"GPU1\"\nkind = \"nvlink\"\n";
+
+fn validate(file: &str) -> Vec<&str> {
+    vec!["calibrate", "validate", file, "--topology", "hgx-h200", "--gpus", "2"]
+}
+
+#[test]
+fn bad_measurements_are_refused_by_file_line_and_key() {
+    let inputs = Inputs::new("measurements");
+    let row = |from: &str, to: &str| inputs.file(&format!("{}.jsonl", to.len()), &KERNEL_ROW.replace(from, to));
+    let tp0 = row(r#""tp":2"#, r#""tp":0"#);
+    refused("a kernel row with tp 0", &validate(&tp0), &[&tp0, "line 1: tp", "allowed 1"]);
+    let fit = ["calibrate", "fit", &tp0, "--topology", "hgx-h200", "--gpus", "2", "--out", "/nonexistent/x.toml"];
+    refused("fitting a kernel row with tp 0", &fit, &["line 1: tp"]);
+    let huge = row(r#""tp":2"#, r#""tp":2,"bytes":18446744073709551615"#);
+    refused("a measured size beyond any GPU", &validate(&huge), &[&huge, "line 1: bytes", "GB"]);
+    let int3 = row(r#""tp":2"#, r#""tp":2,"dtype":"int3""#);
+    refused("an element type NCCL lacks", &validate(&int3), &[&int3, "line 1: dtype", "bfloat16"]);
+    let forever = row(r#""time_us":2931.98"#, r#""time_us":1e300"#);
+    refused("a time beyond the clock", &validate(&forever), &[&forever, "line 1: time_us"]);
+    let tokens = row(r#""tokens":8192"#, r#""tokens":0"#);
+    refused("a kernel of no tokens", &validate(&tokens), &[&tokens, "line 1: tokens"]);
+    let empty = inputs.file("empty.jsonl", "\n# nothing\n");
+    refused("an empty measurements file", &validate(&empty), &[&empty, "no measurement"]);
+    let array = inputs.file("array.jsonl", "[1,2,3]\n");
+    refused("a JSON line that is no object", &validate(&array), &[&array, "line 1", "not a JSON object"]);
+    let ranks = inputs.file(
+        "ranks.jsonl",
+        "# four ranks\n{\"schema\":1,\"op\":\"allreduce\",\"bytes\":1024,\"time_us\":10,\"ranks\":4,\"transport\":\"nvswitch\"}\n",
+    );
+    refused("a row the topology cannot run", &validate(&ranks), &[&ranks, "line 2", "4 ranks"]);
+    let table = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/all_reduce_perf_8gpu.txt")).unwrap();
+    let nccl_tests = inputs.file("all_reduce_perf.txt", &table.replacen("           8  ", "18446744073709551615  ", 1));
+    refused("a nccl-tests row beyond any GPU", &validate(&nccl_tests), &[&nccl_tests, "line 20: bytes"]);
+    let good = inputs.file("good.jsonl", KERNEL_ROW);
+    refused("an unknown --before overlay", &[&validate(&good)[..], &["--before", "h200x9"]].concat(), &["--before", "h200-fit"]);
+}
+
+#[test]
+fn bad_experiments_and_llm_files_are_refused_by_file_and_key() {
+    let inputs = Inputs::new("experiments");
+    let cases: [(&str, String, &[&str]); 8] = [
+        ("a prompt beyond the context", experiment("", "", "").replace("prompt = 8192", "prompt = 10000000"), &["query.prompt", "131072"]),
+        ("an output beyond the context", experiment("", "", "").replace("output = 256", "output = 100000000"), &["query.output"]),
+        ("a batch whose KV cache no GPU holds", experiment("", "batch = 2147483648", ""), &["query.batch", "KV cache"]),
+        ("an unknown overlay", experiment("models = [\"h200x9\"]", "", ""), &["key `models`", "h200-fit"]),
+        ("an unknown transport", experiment("", "", "").replace("\"nvswitch\"", "\"pcie\""), &["mode[0].transport", "nvswitch"]),
+        ("more channels than NCCL runs", experiment("channels = 65", "", ""), &["key `channels`", "64"]),
+        ("a misspelt key", experiment("", "", "").replace("prompt =", "promt ="), &["promt", "prompt"]),
+        ("a TP the GPUs cannot split", experiment("", "", "tp = 3"), &["mode[0].tp", "allowed"]),
+    ];
+    for (index, (what, text, expected)) in cases.iter().enumerate() {
+        let path = inputs.file(&format!("exp{index}.toml"), text);
+        refused(what, &["run", &path, "--out", "/nonexistent/out"], &[&[path.as_str()][..], expected].concat());
+    }
+    let shipped = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/llm/llama-3.1-8b.toml")).unwrap();
+    for (what, from, to, key) in [
+        ("an LLM with no heads", "heads = 32", "heads = 0", "heads"),
+        ("an LLM element of 3 bytes", "dtype_bytes = 2", "dtype_bytes = 3", "dtype_bytes"),
+        ("an LLM wider than any", "hidden = 4096", "hidden = 4611686018427387904", "hidden"),
+    ] {
+        let path = inputs.file(&format!("{key}.toml"), &shipped.replace(from, to));
+        refused(what, &["llm", "--model", &path, "--tp", "8"], &[&path, &format!("key `{key}`")]);
+    }
+}
+
+#[test]
+fn bad_topologies_are_refused_by_file_and_key() {
+    let inputs = Inputs::new("topologies");
+    let show = |file: &str| vec!["topo".to_string(), "show".to_string(), file.to_string()];
+    for (what, links, key) in [
+        ("a link from a node to itself", "[[link]]\nfrom = \"GPU0\"\nto = \"GPU0\"\nkind = \"nvlink\"\n".to_string(), "link[3].to"),
+        ("a second link between a pair", format!("{NVLINK}links = 2\n{NVLINK}links = 2\n"), "link[4].to"),
+        (
+            "a PCIe width that does not exist",
+            "[[link]]\nfrom = \"GPU0\"\nto = \"GPU1\"\nkind = \"pcie\"\nlanes = 3\n".into(),
+            "link[3].lanes",
+        ),
+        ("four billion NVLinks", format!("{NVLINK}links = 4000000000\n"), "link[3].links"),
+        ("a link to no node", "[[link]]\nfrom = \"GPU0\"\nto = \"GPU9\"\nkind = \"nvlink\"\n".into(), "link[3].to"),
+        ("a zero bandwidth", format!("{NVLINK}bandwidth = \"0B/s\"\n"), "link[3].bandwidth"),
+    ] {
+        let path = inputs.file(&format!("{}.toml", key.replace(['[', ']', '.'], "-")), &topology(&links));
+        let args = show(&path);
+        refused(what, &args.iter().map(String::as_str).collect::<Vec<_>>(), &[&path, key]);
+    }
+    let mut many = String::from("name = \"many\"\ngpu = \"h100\"\nhost = \"spr-2s\"\n");
+    for gpu in 0..=4096 {
+        many += &format!("[[node]]\nname = \"GPU{gpu}\"\nkind = \"gpu\"\n");
+    }
+    let path = inputs.file("many.toml", &many);
+    refused("more GPUs than a topology holds", &["topo", "show", &path], &[&path, "4096"]);
+    let mangled = inputs.file("topo.txt", "\u{1b}[4mGPU0\tGPU1\nGPU0\t X \tNV18\ngarbage\n");
+    refused("a mangled nvidia-smi capture", &["collective", "--topology", &mangled], &[&mangled]);
+    let notes = inputs.file("notes.txt", "these are my notes\n");
+    refused("a text file that is no topology", &["collective", "--topology", &notes], &[&notes, "not a topology", "nvidia-smi"]);
+    let xml = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nccl-topo-h200x2.xml")).unwrap();
+    let count = xml.find("count=\"").expect("the dump has NVLinks");
+    let end = xml[count + 7..].find('"').unwrap() + count + 7;
+    let huge = inputs.file("dump.xml", &format!("{}count=\"99999999999{}", &xml[..count], &xml[end..]));
+    refused("an NVLink count beyond any number", &["topo", "import", &huge], &[&huge, "too large"]);
+    refused("an endless file", &["topo", "show", "/dev/zero"], &["/dev/zero", "64 MiB"]);
+    let overlay = inputs.file("zero.toml", "[gpu.h200]\nbf16_tflops = 0.0\n");
+    refused("a hardware overlay with no compute", &["collective", "--hardware", &overlay], &[&overlay, "gpu.h200.bf16_tflops"]);
+    let slow = inputs.file("slow.toml", &topology(&format!("{NVLINK}bandwidth = \"1B/s\"\n")));
+    let slow_run = ["collective", "--topology", &slow, "--transport", "nvlink", "--algo", "ring", "--sizes", "32MiB"];
+    refused("a link so slow the clock runs out", &slow_run, &["32MiB", "1B/s", "213 days"]);
+}
+
+#[test]
+fn bad_flags_are_refused_by_flag() {
+    for (what, args, expected) in [
+        ("a size no GPU holds", &["collective", "--sizes", "1TiB"][..], &["--sizes 1TiB", "141.0 GB"][..]),
+        ("a size in scientific notation", &["collective", "--sizes", "1e30GiB"], &["--sizes", "no exponents"]),
+        ("more GPUs than the board has", &["collective", "--gpus", "9"], &["--gpus", "1 to 8"]),
+        ("an unknown overlay", &["collective", "--hardware", "nosuch"], &["--hardware", "h200-fit"]),
+        ("an unknown llm transport", &["llm", "--tp", "8", "--transport", "foo"], &["--transport", "all"]),
+        ("a prompt beyond the context", &["llm", "--tp", "8", "--prompt", "200000"], &["--prompt", "131072"]),
+        ("an empty prompt", &["llm", "--tp", "8", "--prompt", "0"], &["--prompt"]),
+        ("an unknown LLM", &["llm", "--tp", "8", "--model", "llama-9"], &["--model", "llama-3.1-70b"]),
+        ("a runner prompt beyond the context", &["calibrate", "run", "--prompt", "200000", "--out", "/nonexistent"], &["--prompt 200000"]),
+    ] {
+        refused(what, args, expected);
+    }
+}
+
+#[test]
+fn bad_storage_inputs_are_refused_by_file_and_key() {
+    let inputs = Inputs::new("storage");
+    for (index, (what, storage, expected)) in [
+        ("a whole model no GPU holds", "load = \"whole\"", &["key `storage.load`", "96.0 GB"][..]),
+        ("more drives than a server takes", "drives = 100000", &["key `storage.drives`", "256"]),
+        ("a sweep of no drives", "load = \"shard\"\nsweep = [0, 2]", &["key `storage.sweep`", "1 to 256"]),
+        ("an endless sweep", &format!("load = \"shard\"\nsweep = [{}]", vec!["1"; 65].join(", ")), &["key `storage.sweep`", "64"]),
+        ("an unknown drive class", "drive = \"gen9\"", &["key `storage.drive`", "gen5"]),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let path = inputs.file(&format!("storage{index}.toml"), &format!("{}\n[storage]\n{storage}\n", experiment("", "", "")));
+        refused(what, &["run", &path, "--out", "/nonexistent/out"], &[&[path.as_str()][..], expected].concat());
+    }
+    for (index, (what, overlay, expected)) in [
+        ("a drive faster than its own link", "[nvme.gen4]\nread = \"100GB/s\"\n", &["key `nvme.gen4.read`", "gen4 x4"][..]),
+        ("a drive that never answers", "[nvme.gen5]\nread_latency = \"2s\"\n", &["key `nvme.gen5.read_latency`"]),
+        ("I/Os smaller than the fitted costs know", "[storage]\ngds_io = \"4KiB\"\n", &["key `storage.gds_io`", "64KiB"]),
+        ("a stripe unit of one byte", "[storage]\nraid_chunk = \"1B\"\n", &["key `storage.raid_chunk`"]),
+        ("a CPU cost beyond the clock", "[storage]\nbounce_cpu_per_mib = \"1000s\"\n", &["key `storage.bounce_cpu_per_mib`"]),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let path = inputs.file(&format!("overlay{index}.toml"), overlay);
+        refused(what, &["collective", "--hardware", &path], &[&[path.as_str()][..], expected].concat());
+    }
+}

@@ -1,0 +1,164 @@
+//! `icsim sweep` and `icsim diff` end to end: the same CSV whatever the
+//! thread count and however the points are sharded, merge errors, every
+//! shipped sweep, sweep file errors, and what a diff names as the
+//! bottleneck before and after.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common::{assert_png, failed, icsim, succeeded};
+
+const SMALL: &str = "tests/data/sweeps/small.toml";
+
+/// A fresh folder for one test's files, under cargo's temporary folder.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sweep-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    dir
+}
+
+fn run(args: &[&str]) -> String {
+    succeeded(&icsim(args))
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn one_and_two_threads_write_the_same_csv_and_four_merged_shards_too() {
+    let dir = scratch("shards");
+    let out = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let stdout = run(&["sweep", SMALL, "--jobs", "1", "--out", &out("one")]);
+    assert!(stdout.contains("12 points: 8 ran, 4 cannot run") && stdout.contains("TP=8 cannot run"), "{stdout}");
+    run(&["sweep", SMALL, "--jobs", "2", "--out", &out("two")]);
+    let csv = read(&dir.join("one/results.csv"));
+    assert_eq!(csv, read(&dir.join("two/results.csv")), "--jobs 1 and --jobs 2");
+    assert_eq!(csv.lines().count(), 13, "a header and 12 points");
+    for shard in 1..=4 {
+        run(&["sweep", SMALL, "--shard", &format!("{shard}/4"), "--out", &out(&format!("shard-{shard}"))]);
+    }
+    let shards: Vec<String> = (1..=4).map(|s| out(&format!("shard-{s}"))).collect();
+    let mut args = vec!["sweep", "merge"];
+    args.extend(shards.iter().map(String::as_str).rev());
+    let merged = out("merged");
+    args.extend(["--out", &merged]);
+    let stdout = run(&args);
+    assert!(stdout.contains("merged 4 shards"), "{stdout}");
+    assert_eq!(read(&dir.join("merged/results.csv")), csv, "4 shards merged against one run");
+    assert_eq!(read(&dir.join("merged/results.jsonl")), read(&dir.join("one/results.jsonl")));
+    for plot in ["ttft", "share", "pareto"] {
+        assert_png(&dir.join(format!("merged/{plot}.png")));
+    }
+    // A missing shard, or one given twice, is refused.
+    let error = failed(&icsim(&["sweep", "merge", &shards[0], &shards[1], &shards[2]]));
+    assert!(error.contains("missing shards 4/4"), "{error}");
+    let error = failed(&icsim(&["sweep", "merge", &shards[0], &shards[0]]));
+    assert!(error.contains("shard 1/4 is given twice"), "{error}");
+}
+
+#[test]
+fn every_shipped_sweep_loads_and_the_small_ones_run_with_their_plots() {
+    let dir = scratch("shipped");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/sweeps"))
+        .expect("configs/sweeps/")
+        .map(|entry| entry.expect("a folder entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "{files:?}");
+    for file in &files {
+        let sweep = icsim::sweep::Sweep::load(file).unwrap_or_else(|e| panic!("{e}"));
+        let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+        if name == "capacity-10k" {
+            assert_eq!(sweep.len(), 10_000, "the README's sweep");
+            continue;
+        }
+        let out = dir.join(&name);
+        let stdout = run(&["sweep", &file.to_string_lossy(), "--out", &out.to_string_lossy()]);
+        assert!(stdout.contains("0 cannot run"), "{name}: {stdout}");
+        for plot in &sweep.plots {
+            let plot = plot.name.as_ref().unwrap_or_else(|| panic!("{name}: name every plot"));
+            assert_png(&out.join(format!("{plot}.png")));
+        }
+    }
+}
+
+#[test]
+fn the_vendor_comparison_draws_both_series_in_one_plot() {
+    let dir = scratch("vendor");
+    run(&["sweep", "configs/sweeps/vendor-tp2-batch.toml", "--out", &dir.to_string_lossy()]);
+    let svg = read(&dir.join("tokens-per-gpu.svg"));
+    for name in ["icsim, nvswitch", "icsim, point-to-point", "NVIDIA model, NVSwitch", "NVIDIA model, point-to-point"] {
+        assert!(svg.contains(name), "{name} in the legend");
+    }
+}
+
+#[test]
+fn a_bad_sweep_file_stops_with_the_file_the_key_and_what_is_allowed() {
+    let dir = scratch("bad");
+    let file = dir.join("bad.toml");
+    let text = read(Path::new(env!("CARGO_MANIFEST_DIR")).join(SMALL).as_path()).replace("key = \"tp\"", "key = \"tensor_parallel\"");
+    std::fs::write(&file, text).unwrap();
+    let error = failed(&icsim(&["sweep", &file.to_string_lossy()]));
+    assert!(
+        error.contains("bad.toml: key `axis[0].key`") && error.contains("\"tensor_parallel\"") && error.contains("query.batch"),
+        "{error}"
+    );
+    let error = failed(&icsim(&["diff", "configs/sweeps/base/h20-nvswitch.toml", "--set", "topology.nvlink_links=0"]));
+    assert!(error.contains("command line: key `--set`") && error.contains("from 1 to 64"), "{error}");
+}
+
+fn diff(args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["diff"];
+    all.extend(args);
+    all.extend(["--format", "json"]);
+    let document: Value = serde_json::from_str(&run(&all)).expect("JSON");
+    document["results"].as_array().cloned().expect("a results array")
+}
+
+fn phase<'a>(compared: &'a Value, name: &str) -> &'a Value {
+    compared["phases"].as_array().unwrap().iter().find(|p| p["phase"] == name).unwrap_or_else(|| panic!("phase {name}"))
+}
+
+#[test]
+fn diff_names_the_bottleneck_before_and_after() {
+    // NVSwitch against the H20's NVLink mesh: the switch port gives way to a pair link.
+    let [mesh] = &diff(&["configs/sweeps/base/h20-nvswitch.toml", "--set", "topology=h20-nvlink-mesh", "--set", "transport=nvlink"])[..]
+    else {
+        panic!("one mode")
+    };
+    assert_eq!(mesh["bottleneck_before"], "GPU0 -> nvswitch (NVLink gen4 x18)");
+    assert_eq!(mesh["bottleneck_after"], "GPU0 -> GPU1 (NVLink gen4 x2)");
+    assert_eq!(mesh["bottleneck_moved"], true);
+    let ttft = phase(mesh, "prefill (time to first token)");
+    assert!(ttft["saved_ms"].as_f64().unwrap() < 0.0, "the mesh is slower to the first token: {ttft}");
+    // PCIe Gen4 against Gen5 for SHM: the switch uplink gives way to the socket link.
+    let compared = diff(&["configs/sweeps/base/h20-pcie.toml", "--set", "topology.pcie_generation=gen5"]);
+    let shm = compared.iter().find(|c| c["before"] == "shm").expect("the shm mode");
+    assert_eq!(shm["bottleneck_before"], "pcie-sw0 -> cpu0 (PCIe gen4 x16)");
+    assert_eq!(shm["bottleneck_after"], "cpu0 -> cpu1 (socket link)");
+    let ttft = phase(shm, "prefill (time to first token)");
+    assert!(ttft["saved_ms"].as_f64().unwrap() > 0.0 && ttft["saved_share"].as_f64().unwrap() > 0.05, "{ttft}");
+    let links = shm["links"].as_array().unwrap();
+    assert!(links.iter().any(|l| l["kind_before"] == "PCIe gen4 x16" && l["kind_after"] == "PCIe gen5 x16"), "{links:?}");
+    // The table says the same in words.
+    let table = run(&["diff", "configs/sweeps/base/h20-pcie.toml", "--set", "topology.pcie_generation=gen5"]);
+    assert!(table.contains("bottleneck before: pcie-sw0 -> cpu0 (PCIe gen4 x16)") && table.contains("the bottleneck moved"), "{table}");
+    assert!(table.contains("saved") && table.contains("usd_per_million_tokens"), "{table}");
+}
+
+#[test]
+fn diff_of_two_files_compares_modes_of_a_label_and_refuses_different_workloads() {
+    // The H20 board against the H200 TP=2 file: their `nvswitch` modes pair up.
+    let compared = diff(&["configs/sweeps/base/h20-nvswitch.toml", "configs/sweeps/base/h200-tp2.toml"]);
+    assert_eq!(compared.len(), 1);
+    assert_eq!((&compared[0]["topology_before"], &compared[0]["topology_after"]), (&Value::from("hgx-h20"), &Value::from("hgx-h200")));
+    let dir = scratch("workload");
+    let other = dir.join("short.toml");
+    std::fs::write(&other, read(Path::new("configs/sweeps/base/h20-nvswitch.toml")).replace("prompt = 8192", "prompt = 4096")).unwrap();
+    let error = failed(&icsim(&["diff", "configs/sweeps/base/h20-nvswitch.toml", &other.to_string_lossy()]));
+    assert!(error.contains("short.toml: key `query.prompt`") && error.contains("one workload"), "{error}");
+}
