@@ -147,6 +147,7 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
         fusion: Some(args.fusion.clone()),
         query: RawQuery { prompt: args.prompt, output: args.output, batch: args.batch },
         modes: transports.into_iter().map(|transport| RawMode { transport, ..RawMode::default() }).collect(),
+        storage: None,
     };
     let mut experiment = Experiment::resolve(raw, Source::CommandLine)?;
     if all {
@@ -317,5 +318,5 @@ fn table(result: &ExperimentResult, records: &[Record]) -> String {
         "the busiest link: most bytes for its capacity over the communication time",
         project(records, &["label", "busiest_link", "busiest_link_util"]),
     );
-    text
+    text + &super::storage::sections(result, records)
 }

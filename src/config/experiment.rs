@@ -59,6 +59,8 @@ pub struct RawExperiment {
     pub query: RawQuery,
     #[serde(rename = "mode", default)]
     pub modes: Vec<RawMode>,
+    /// Drives, a weight load before the query, storage traffic during it.
+    pub storage: Option<super::storage::RawStorage>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -170,6 +172,7 @@ pub struct Experiment {
     pub query: Query,
     pub output_dir: Option<PathBuf>,
     pub modes: Vec<ModeRun>,
+    pub storage: Option<super::storage::StorageSpec>,
 }
 
 impl Experiment {
@@ -245,8 +248,25 @@ impl Experiment {
             }
             modes.push(run);
         }
+        let storage = raw.storage.as_ref().map(|s| s.resolve(&source)).transpose()?;
+        if let Some(spec) = &storage {
+            if spec.kv_offload.is_some() && query.output == 0 {
+                return Err(source.invalid(
+                    None,
+                    "storage.kv_offload",
+                    "the KV cache is written out while decode runs: set query.output to 1 or more",
+                ));
+            }
+            for run in &mut modes {
+                run.topology = spec.layout.apply(&run.topology, &run.hardware).map_err(|message| {
+                    let key = if message.contains("unknown drive") { "storage.drive" } else { "storage.placement" };
+                    source.invalid(None, key, format!("mode[{}] on {}: {message}", run.index, run.topology.name))
+                })?;
+                super::storage::check_fits(spec, &llm, run).map_err(|(key, message)| source.invalid(None, key, message))?;
+            }
+        }
         let output_dir = raw.output_dir.as_deref().map(|dir| relative_to(&base_dir, dir));
-        Ok(Experiment { source, description: raw.description, llm, query, output_dir, modes })
+        Ok(Experiment { source, description: raw.description, llm, query, output_dir, modes, storage })
     }
 }
 

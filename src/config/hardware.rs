@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use super::compute::{ComputeEfficiency, KernelEfficiency, Library};
+use super::storage::{DriveModel, StorageModel};
 use super::{ConfigError, ConfigResult, merge_tables, parse_toml, read_text};
 use crate::units::{Bandwidth, Bytes, Time};
 
@@ -348,6 +349,10 @@ pub struct HardwareModel {
     pub copy_overhead: BTreeMap<String, Time>,
     /// What a copy engine takes to start a transfer, before its bytes flow.
     pub copy_setup: Time,
+    /// NVMe drive classes, by key (`gen4`, `gen5`, ...).
+    pub nvme: BTreeMap<String, DriveModel>,
+    /// How storage I/O is cut up and what it costs the CPU.
+    pub storage: StorageModel,
     #[serde(default)]
     pub provenance: Vec<Provenance>,
 }

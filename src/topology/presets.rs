@@ -221,6 +221,9 @@ fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, St
         }
         GpuFabric::None => {}
     }
+    if let Some(layout) = super::preset_drives(board.name) {
+        topo.attach_drives(&layout, model).map_err(|e| e.to_string())?;
+    }
     topo.validate().map_err(|e| e.to_string())?;
     Ok(topo)
 }

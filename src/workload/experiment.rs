@@ -87,12 +87,14 @@ pub struct ExperimentResult {
     /// A prefill layer of the mode with the shortest time to first token,
     /// then of the one with the longest (one if they are the same).
     pub timelines: Vec<LayerTimeline>,
+    /// Each mode's storage results, where the experiment has `[storage]`.
+    pub storage: Vec<super::storage::experiment::StorageRun>,
 }
 
 /// Units of work `run` reports progress in.
 pub fn steps(experiment: &Experiment, options: &RunOptions) -> u64 {
     let modes = experiment.modes.len() as u64;
-    modes * (1 + options.sweep.len() as u64) + if options.timelines { 2 } else { 0 }
+    modes * (1 + options.sweep.len() as u64) + if options.timelines { 2 } else { 0 } + super::storage::experiment::steps(experiment)
 }
 
 /// Sets every mode up, refusing what its topology cannot do before anything
@@ -184,7 +186,8 @@ pub fn run(experiment: &Experiment, options: &RunOptions, progress: &(dyn Fn() +
             })
             .collect::<Result<_, _>>()?;
     }
-    Ok(ExperimentResult { model: experiment.llm.name.clone(), query, modes, timelines })
+    let storage = super::storage::experiment::run(experiment, &setups, progress)?;
+    Ok(ExperimentResult { model: experiment.llm.name.clone(), query, modes, timelines, storage })
 }
 
 fn sweep_point(experiment: &Experiment, setup: &TensorParallel, index: usize, bytes: Bytes) -> Result<SweepPoint, crate::Error> {
@@ -289,7 +292,11 @@ impl ModeResult {
 
 impl ExperimentResult {
     pub fn records(&self) -> Vec<Record> {
-        self.modes.iter().map(|m| m.record(&self.model, &self.query)).collect()
+        let mut records: Vec<Record> = self.modes.iter().map(|m| m.record(&self.model, &self.query)).collect();
+        for (record, (storage, mode)) in records.iter_mut().zip(self.storage.iter().zip(&self.modes)) {
+            record.extend(super::storage::experiment::fields(storage, mode.replay.ttft()));
+        }
+        records
     }
 }
 

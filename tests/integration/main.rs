@@ -14,4 +14,5 @@ mod nccl_rules;
 mod physics;
 mod properties;
 mod readme;
+mod storage;
 mod sweep;
