@@ -1,6 +1,7 @@
 //! Turning results into what people read: aligned tables, CSV and JSON from
 //! one list of records, and (in `plots`) figures. Computes nothing.
 
+pub mod experiment;
 pub mod files;
 pub mod plots;
 
