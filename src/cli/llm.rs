@@ -10,9 +10,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use super::{checks, figures, parse_format, progress_bar};
-use icsim::config::experiment::{Experiment, RawExperiment, RawMode, RawQuery, Source};
+use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::{self, Format, Record};
-use icsim::workload::experiment::{self, ExperimentResult, RunOptions};
+use icsim::workload::experiment::{self, Experiment, ExperimentResult, RunOptions};
 
 /// The experiment a plain `icsim` (or `cargo run`) runs.
 pub const DEFAULT_EXPERIMENT: &str = "configs/default.toml";
@@ -193,7 +193,7 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
     for (run, mode) in experiment.modes.iter().zip(&result.modes) {
         checks::within_clock(mode.replay.total(), &format!("the query under {}", run.label), &run.topology)?;
     }
-    let mut records = result.records();
+    let mut records = report::experiment::records(&result);
     checks::flag_doubts(&mut records, |record| {
         let run = experiment.modes.iter().find(|run| record.get("label").and_then(|l| l.as_str()) == Some(run.label.as_str()))?;
         Some((&run.topology, &run.hardware))

@@ -23,7 +23,7 @@ mod tree;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::config::hardware::{HardwareModel, Protocol as ProtocolModel};
+use crate::config::hardware::HardwareModel;
 use crate::engine::{self, TaskGraph};
 use crate::network::LinkUsage;
 use crate::stack::Stack;
@@ -31,6 +31,7 @@ use crate::topology::{NodeId, Topology};
 use crate::transport::{Mode, TransportError};
 use crate::units::{Bytes, Time};
 
+pub use crate::config::protocol::{PROTOCOLS, Protocol};
 pub use nccl::RingGraph;
 pub use plan::Plan;
 
@@ -111,48 +112,6 @@ impl FromStr for Algorithm {
             "oneshot" => Ok(Algorithm::OneShot),
             "twoshot" => Ok(Algorithm::TwoShot),
             other => Err(format!("unknown algorithm {other:?}: use auto, ring, tree, nvls, oneshot or twoshot")),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    Ll,
-    Ll128,
-    Simple,
-}
-
-pub const PROTOCOLS: [Protocol; 3] = [Protocol::Ll, Protocol::Ll128, Protocol::Simple];
-
-impl fmt::Display for Protocol {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Protocol::Ll => "ll",
-            Protocol::Ll128 => "ll128",
-            Protocol::Simple => "simple",
-        })
-    }
-}
-
-impl FromStr for Protocol {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "ll" => Ok(Protocol::Ll),
-            "ll128" => Ok(Protocol::Ll128),
-            "simple" => Ok(Protocol::Simple),
-            other => Err(format!("unknown protocol {other:?}: use auto, simple, ll or ll128")),
-        }
-    }
-}
-
-impl Protocol {
-    pub fn model(self, model: &HardwareModel) -> &ProtocolModel {
-        match self {
-            Protocol::Ll => &model.protocol.ll,
-            Protocol::Ll128 => &model.protocol.ll128,
-            Protocol::Simple => &model.protocol.simple,
         }
     }
 }

@@ -479,8 +479,8 @@ impl HardwareModel {
 
     /// The thread-block rates of architecture `arch` ("sm90") for `protocol`,
     /// following `like` (at most a few levels) and applying its speedup.
-    pub fn cta_rates(&self, arch: &str, protocol: crate::collective::Protocol) -> Result<CtaRates, String> {
-        use crate::collective::Protocol as P;
+    pub fn cta_rates(&self, arch: &str, protocol: super::protocol::Protocol) -> Result<CtaRates, String> {
+        use super::protocol::Protocol as P;
         let mut key = arch.to_string();
         let mut factor = 1.0;
         for _ in 0..4 {
@@ -510,7 +510,7 @@ impl HardwareModel {
     }
 
     /// The thread-block rates of a GPU model for `protocol`.
-    pub fn gpu_cta_rates(&self, gpu: &GpuModel, protocol: crate::collective::Protocol) -> Result<CtaRates, String> {
+    pub fn gpu_cta_rates(&self, gpu: &GpuModel, protocol: super::protocol::Protocol) -> Result<CtaRates, String> {
         self.cta_rates(&format!("sm{}", gpu.arch), protocol)
     }
 

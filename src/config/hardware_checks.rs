@@ -132,7 +132,7 @@ impl HardwareModel {
             check_range(path, &format!("pcie.{name}.host_read_efficiency"), g.host_read_efficiency, 0.01..=1.0)?;
         }
         for arch in self.cta.keys() {
-            for protocol in crate::collective::PROTOCOLS {
+            for protocol in super::protocol::PROTOCOLS {
                 self.cta_rates(arch, protocol).map_err(|message| ConfigError::invalid(path, format!("cta.{arch}"), message))?;
             }
         }

@@ -1,21 +1,17 @@
 //! The storage parts of icsim's files: NVMe drive classes (`[nvme.<key>]`
 //! in the hardware model), how storage I/O is cut up and what it costs the
 //! CPU (`[storage]` in the hardware model), and an experiment's `[storage]`
-//! section. Raw serde types and their validation only; nothing here builds
-//! a topology or simulates.
+//! section. Raw serde types and the hardware model's checks only; the
+//! workload resolves an experiment's section (`workload::storage::spec`).
+//! Nothing here builds a topology or simulates.
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::experiment::{ModeRun, Source};
 use super::hardware::HardwareModel;
-use super::llm::LlmModel;
 use super::{ConfigError, ConfigResult, check_range};
-use crate::storage::{STORAGE_PATHS, StoragePath};
-use crate::topology::{DriveLayout, Placement, Topology};
 use crate::units::{Bandwidth, Bytes, Time};
-use crate::workload::storage::{ArrayKind, JobTarget, LoadKind, OffloadTarget, Striping, shard_bytes, weight_bytes};
 
 /// One class of NVMe drive. Its rates are the vendor's sequential figures,
 /// which are measured through the drive's own PCIe link and so already
@@ -163,124 +159,4 @@ pub struct RawStorage {
     /// Where the prompt's KV cache is written while decode runs: "host",
     /// "drive" or "none".
     pub kv_offload: Option<String>,
-}
-
-/// A validated `[storage]` section.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StorageSpec {
-    /// Drives to put on every mode's topology instead of its own.
-    pub layout: LayoutChange,
-    /// The drives each GPU uses and how its files lie on them.
-    pub drives: JobTarget,
-    /// What is loaded before the query, if anything.
-    pub load: Option<LoadKind>,
-    pub paths: Vec<StoragePath>,
-    /// Drive counts of the load-time plot.
-    pub sweep: Vec<u32>,
-    pub checkpoint: bool,
-    pub kv_offload: Option<OffloadTarget>,
-}
-
-/// What a `[storage]` section changes about a topology's drives.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LayoutChange {
-    pub drives: Option<u32>,
-    pub drive: Option<String>,
-    pub placement: Option<Placement>,
-}
-
-impl LayoutChange {
-    /// `topo`'s drives with this change applied (its own where nothing
-    /// changes); the error says what is wrong, for the caller to name a key.
-    pub fn apply(&self, topo: &Topology, model: &HardwareModel) -> Result<Topology, String> {
-        if *self == LayoutChange::default() {
-            return Ok(topo.clone());
-        }
-        let current = topo.drive_layout();
-        let layout = DriveLayout {
-            count: self.drives.unwrap_or(current.count),
-            drive: self.drive.clone().unwrap_or(current.drive),
-            placement: self.placement.unwrap_or(current.placement),
-        };
-        model.drive(&layout.drive)?;
-        topo.with_drives(&layout, model).map_err(|e| e.to_string())
-    }
-}
-
-/// Most drives a `[storage]` section may put on a server.
-pub const MAX_DRIVES: u32 = 256;
-/// Most drive counts in `storage.sweep`: each is a load simulated for
-/// every path and mode.
-pub const MAX_SWEEP_POINTS: usize = 64;
-
-/// What each GPU of `run` reads or writes (the load, a checkpoint of its
-/// shard) must fit in its memory; the error is (key, message).
-pub fn check_fits(spec: &StorageSpec, llm: &LlmModel, run: &ModeRun) -> Result<(), (&'static str, String)> {
-    let gpu = run.hardware.gpu(&run.topology.gpu_model).map_err(|m| ("storage", m))?;
-    let tp = u64::from(run.tp);
-    let mut moved = Vec::new();
-    if let Some(kind) = spec.load {
-        let bytes = if kind == LoadKind::Whole { weight_bytes(llm) } else { shard_bytes(llm, tp) };
-        moved.push(("storage.load", bytes));
-    }
-    if spec.checkpoint {
-        moved.push(("storage.checkpoint", shard_bytes(llm, tp)));
-    }
-    match moved.into_iter().find(|(_, bytes)| *bytes > gpu.memory) {
-        Some((key, bytes)) => Err((
-            key,
-            format!(
-                "mode[{}]: {:.1} GB of weights on each GPU at TP={} is more than a {} holds ({:.1} GB): load each GPU's shard, or raise tp",
-                run.index,
-                bytes.as_f64() / 1e9,
-                run.tp,
-                gpu.name,
-                gpu.memory.as_f64() / 1e9
-            ),
-        )),
-        None => Ok(()),
-    }
-}
-
-impl RawStorage {
-    /// Validates the section; keys are named as `storage.<key>`.
-    pub fn resolve(&self, source: &Source) -> ConfigResult<StorageSpec> {
-        let invalid = |key: &str, message: String| source.invalid(None, &format!("storage.{key}"), message);
-        let count_ok = |key: &str, n: u32, low: u32| {
-            if (low..=MAX_DRIVES).contains(&n) { Ok(()) } else { Err(invalid(key, format!("{n} drives: use {low} to {MAX_DRIVES}"))) }
-        };
-        if let Some(n) = self.drives {
-            count_ok("drives", n, 0)?;
-        }
-        let sweep = self.sweep.clone().unwrap_or_default();
-        if sweep.len() > MAX_SWEEP_POINTS {
-            return Err(invalid("sweep", format!("{} drive counts: at most {MAX_SWEEP_POINTS}", sweep.len())));
-        }
-        for &n in &sweep {
-            count_ok("sweep", n, 1)?;
-        }
-        let placement = self.placement.as_deref().map(str::parse).transpose().map_err(|m: String| invalid("placement", m))?;
-        let array = self.array.as_deref().map(str::parse).transpose().map_err(|m: String| invalid("array", m))?.unwrap_or(ArrayKind::Local);
-        let striping =
-            self.striping.as_deref().map(str::parse).transpose().map_err(|m: String| invalid("striping", m))?.unwrap_or(Striping::Raid0);
-        // "none" turns a part off.
-        let given = |text: &Option<String>| text.clone().filter(|t| t != "none");
-        let load = given(&self.load).map(|t| t.parse()).transpose().map_err(|m: String| invalid("load", m))?;
-        let kv_offload = given(&self.kv_offload).map(|t| t.parse()).transpose().map_err(|m: String| invalid("kv_offload", m))?;
-        let paths = match &self.paths {
-            Some(names) => {
-                names.iter().map(|n| n.parse()).collect::<Result<Vec<StoragePath>, String>>().map_err(|m| invalid("paths", m))?
-            }
-            None => STORAGE_PATHS.to_vec(),
-        };
-        if paths.is_empty() {
-            return Err(invalid("paths", "no storage path: list one or more of \"gds\", \"bounce\"".into()));
-        }
-        if load.is_none() && (!sweep.is_empty()) {
-            return Err(invalid("sweep", "a sweep of drive counts times a load: set storage.load = \"shard\" or \"whole\"".into()));
-        }
-        let layout = LayoutChange { drives: self.drives, drive: self.drive.clone(), placement };
-        let drives = JobTarget::drives(array, striping);
-        Ok(StorageSpec { layout, drives, load, paths, sweep, checkpoint: self.checkpoint.unwrap_or(false), kv_offload })
-    }
 }

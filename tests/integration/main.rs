@@ -9,6 +9,7 @@ mod common;
 mod fidelity;
 mod forward;
 mod import;
+mod layout;
 mod llm;
 mod nccl_rules;
 mod physics;

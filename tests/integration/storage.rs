@@ -7,7 +7,6 @@
 use std::path::Path;
 
 use icsim::collective::{Algorithm, Choice, Op, Plan, Protocol, Request};
-use icsim::config::experiment::Experiment;
 use icsim::config::hardware::HardwareModel;
 use icsim::engine::TaskGraph;
 use icsim::network::Path as Route;
@@ -15,6 +14,7 @@ use icsim::storage::{Direction, StorageError, StoragePath};
 use icsim::topology::{DriveLayout, Placement, Topology, load_file};
 use icsim::transport::Mode;
 use icsim::units::Bytes;
+use icsim::workload::experiment::Experiment;
 use icsim::workload::storage::{ArrayKind, Job, JobTarget, contend, simulate};
 
 use crate::common::{assert_png, icsim_in, preset, succeeded};

@@ -4,24 +4,23 @@
 //! the drive count (for the plot), and the prompt's KV cache written out
 //! while decode runs, in one task graph with the decode steps' compute and
 //! allreduces. Independent runs go over
-//! threads, results in input order. Turns results into record fields.
+//! threads, results in input order. The results are data: `report` turns
+//! them into record fields.
 
 use rayon::prelude::*;
-use serde_json::json;
 
-use crate::config::experiment::{Experiment, ModeRun};
-use crate::config::storage::StorageSpec;
 use crate::engine::{TaskGraph, TaskId};
 use crate::network::Path;
-use crate::report::Record;
 use crate::storage::{Direction, StoragePath};
 use crate::topology::Topology;
-use crate::units::{Bytes, Time};
+use crate::units::Bytes;
 use crate::workload::cache::CollectiveCache;
 use crate::workload::compute::Launch;
+use crate::workload::experiment::{Experiment, ModeRun};
 use crate::workload::replay::Collectives;
 use crate::workload::tp::{Pass, Query, TensorParallel};
 
+use super::spec::StorageSpec;
 use super::{Contention, Job, JobRun, JobTarget, OffloadTarget, contend, kv_bytes_per_gpu, simulate};
 
 /// Decode steps simulated at most while a KV cache is written out.
@@ -266,45 +265,4 @@ impl Decode<'_> {
         }
         Ok(sync)
     }
-}
-
-/// Record fields of one mode's storage results (the names are part of the
-/// `--format json` interface).
-pub fn fields(run: &StorageRun, ttft: Time) -> Record {
-    let mut record = Record::new();
-    let mut put = |key: String, value: serde_json::Value| {
-        record.insert(key, value);
-    };
-    put("drives".into(), json!(run.drives));
-    put("drive".into(), json!(run.drive));
-    if run.transfers.iter().any(|t| t.operation == Operation::Load) {
-        put("load_gb_per_gpu".into(), json!(run.bytes_per_gpu.as_f64() / 1e9));
-    }
-    for Transfer { operation, path, run: done } in &run.transfers {
-        let key = |field: &str| format!("{}_{path}_{field}", operation.name());
-        put(key("s"), json!(done.time.as_secs()));
-        if *operation == Operation::Load {
-            put(key("then_ttft_s"), json!((done.time + ttft).as_secs()));
-        }
-        put(key("gbps"), json!(done.gbps()));
-        put(key("transport"), json!(done.transport));
-        put(key("bound"), json!(done.bound_by()));
-        put(key("busiest_link"), json!(done.limit.as_ref().map(|l| l.0.clone())));
-        put(key("busiest_link_util"), json!(done.limit.as_ref().map(|l| l.2)));
-        put(key("cpu_cores"), json!(done.cpu_cores));
-        put(key("host_memory_gbps"), json!(done.host_memory_gbps));
-    }
-    for offload in &run.offloads {
-        let (t, c) = (&offload.target, &offload.contention);
-        put("kv_offload_gb_per_gpu".into(), json!(offload.bytes_per_gpu.as_f64() / 1e9));
-        put(format!("kv_{t}_ms"), json!(c.storage_with.as_ms()));
-        put(format!("kv_{t}_alone_ms"), json!(c.storage_alone.as_ms()));
-        put(format!("kv_{t}_decode_steps"), json!(offload.steps));
-        put(format!("kv_{t}_decode_ms"), json!(c.other_with.as_ms()));
-        put(format!("kv_{t}_decode_alone_ms"), json!(c.other_alone.as_ms()));
-        put(format!("kv_{t}_decode_slowdown"), json!(c.other_slowdown()));
-        put(format!("kv_{t}_offload_slowdown"), json!(c.storage_slowdown()));
-        put(format!("kv_{t}_shared_link"), json!(c.shared.as_ref().map(|s| s.label.clone())));
-    }
-    record
 }

@@ -8,6 +8,7 @@
 
 mod contention;
 pub mod experiment;
+pub mod spec;
 
 use std::fmt;
 use std::str::FromStr;
