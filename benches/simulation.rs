@@ -16,7 +16,7 @@ use icsim::units::{Bandwidth, Bytes, Time};
 struct Idle;
 
 impl Fabric<()> for Idle {
-    fn start(&mut self, _: Time, _: TaskId, _: &(), _: Bytes, _: Option<Bandwidth>) {
+    fn start(&mut self, _: Time, _: TaskId, _: &(), _: Bytes, _: Option<Bandwidth>, _: u32) {
         unreachable!("the graph has no transfers")
     }
     fn next_event_time(&mut self) -> Option<Time> {

@@ -6,13 +6,14 @@
 //!
 //! Vocabulary after SimGrid's solver: a link is a *constraint* (its capacity),
 //! a flow a *variable* (its rate); a flow's own rate cap is a constraint that
-//! only it takes part in.
+//! only it takes part in. A flow may stand for several identical flows on
+//! the same path (its copies: identical channels simulated once); each copy
+//! gets the share one of them would, and the flow takes them all from its
+//! links.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 
-use crate::engine::{Fabric, TaskId};
+use crate::engine::{EventQueue, Fabric, TaskId};
 use crate::units::{Bandwidth, Bytes, Time};
 
 /// Index of a directed link (one direction of a cable, or a shared resource
@@ -65,14 +66,19 @@ struct Flow {
     transfer: TaskId,
     links: Arc<[LinkId]>,
     latency: Time,
+    /// Bytes of one copy.
     bytes: Bytes,
-    /// Bytes still to leave the source, as of `updated`.
+    copies: u32,
+    /// Bytes of one copy still to leave the source, as of `updated`.
     remaining: f64,
+    /// Rate of one copy.
     rate: f64,
     /// The rate the solver is computing (scratch of `fill_progressively`).
     next_rate: f64,
     cap: f64,
     updated: Time,
+    /// When its scheduled event is due.
+    due: Time,
     /// Bumped whenever the flow's scheduled event changes; stale heap entries
     /// carry an older generation and are skipped when popped.
     generation: u32,
@@ -85,18 +91,19 @@ struct Flow {
 struct LinkState {
     capacity: f64,
     flows: Vec<u32>,
-    /// Sum of the rates of the flows on the link.
+    /// Sum of the rates of the flows on the link, every copy counted.
     allocated: f64,
     usage: LinkUsage,
     busy_since: Time,
     mark: u64,
-    // Scratch for progressive filling.
+    // Scratch for progressive filling: capacity left, and copies of
+    // flows not yet frozen.
     spare: f64,
     unfrozen: u32,
 }
 
-/// A scheduled flow event: (time, sequence, flow slot, generation).
-type FlowEvent = Reverse<(Time, u64, u32, u32)>;
+/// A scheduled flow event: (flow slot, generation).
+type FlowEvent = (u32, u32);
 
 /// The flow network: links with capacities and the flows crossing them.
 #[derive(Debug, Clone)]
@@ -104,12 +111,15 @@ pub struct Network {
     links: Vec<LinkState>,
     flows: Vec<Flow>,
     free_slots: Vec<u32>,
-    events: BinaryHeap<FlowEvent>,
-    sequence: u64,
+    /// Flow events by time, then the order they were scheduled in.
+    events: EventQueue<FlowEvent>,
+    /// Scratch: the events of the instant being handled.
+    due: Vec<FlowEvent>,
     /// Epoch for the "visited" marks of the component search.
     epoch: u64,
     scratch_links: Vec<u32>,
     scratch_flows: Vec<u32>,
+    scratch_seeds: Vec<LinkId>,
     /// Re-solve every flow on every change: the slow reference the
     /// incremental solver is tested against.
     full_recompute: bool,
@@ -139,11 +149,12 @@ impl Network {
             links,
             flows: Vec::new(),
             free_slots: Vec::new(),
-            events: BinaryHeap::new(),
-            sequence: 0,
+            events: EventQueue::new(),
+            due: Vec::new(),
             epoch: 0,
             scratch_links: Vec::new(),
             scratch_flows: Vec::new(),
+            scratch_seeds: Vec::new(),
             full_recompute: false,
         }
     }
@@ -164,16 +175,17 @@ impl Network {
         self.links.iter().map(|l| l.usage).collect()
     }
 
-    /// Current rate of every draining flow on `link`, bytes per second.
+    /// Current rate of every draining flow on `link` (of each of its
+    /// copies), bytes per second.
     pub fn rates_on(&self, link: LinkId) -> impl Iterator<Item = f64> + '_ {
         self.links[link.index()].flows.iter().map(|&f| self.flows[f as usize].rate)
     }
 
-    /// Sum of the rates on `link` over its capacity: at most 1 (within the
-    /// solver's tolerance) at every instant.
+    /// Sum of the rates on `link`, every copy counted, over its capacity: at
+    /// most 1 (within the solver's tolerance) at every instant.
     pub fn load(&self, link: LinkId) -> f64 {
         let state = &self.links[link.index()];
-        self.rates_on(link).sum::<f64>() / state.capacity
+        state.flows.iter().map(|&f| self.flows[f as usize].total_rate()).sum::<f64>() / state.capacity
     }
 
     fn allocate(&mut self, flow: Flow) -> u32 {
@@ -193,22 +205,25 @@ impl Network {
     fn schedule(&mut self, slot: u32, at: Time) {
         let flow = &mut self.flows[slot as usize];
         flow.generation = flow.generation.wrapping_add(1);
-        self.events.push(Reverse((at, self.sequence, slot, flow.generation)));
-        self.sequence += 1;
+        flow.due = at;
+        self.events.push(at, (slot, flow.generation));
     }
 
-    fn start_flow(&mut self, now: Time, transfer: TaskId, path: &Path, bytes: Bytes, rate_cap: Option<Bandwidth>) {
+    fn start_flow(&mut self, now: Time, transfer: TaskId, path: &Path, bytes: Bytes, rate_cap: Option<Bandwidth>, copies: u32) {
+        assert!(copies > 0, "a transfer stands for at least one copy");
         let cap = rate_cap.map_or(f64::INFINITY, |c| c.bytes_per_sec());
         let flow = Flow {
             transfer,
             links: path.links.clone(),
             latency: path.latency,
             bytes,
+            copies,
             remaining: bytes.as_f64(),
             rate: 0.0,
             next_rate: 0.0,
             cap,
             updated: now,
+            due: now,
             generation: 0,
             phase: Phase::Draining,
             mark: 0,
@@ -226,11 +241,12 @@ impl Network {
         // Fast path: a capped flow that fits in the spare capacity of every
         // link it crosses runs at its cap and changes no one else's share
         // (a saturated link, the only kind that limits others, has no spare).
+        let demand = cap * f64::from(copies);
         let fits = !self.full_recompute
             && cap.is_finite()
             && path.links.iter().all(|l| {
                 let state = &self.links[l.index()];
-                state.allocated + cap <= state.capacity * (1.0 - SHARE_TOLERANCE)
+                state.allocated + demand <= state.capacity * (1.0 - SHARE_TOLERANCE)
             });
         for &link in path.links.iter() {
             let state = &mut self.links[link.index()];
@@ -239,7 +255,7 @@ impl Network {
             }
             state.flows.push(slot);
             if fits {
-                state.allocated += cap;
+                state.allocated += demand;
             }
         }
         if fits {
@@ -248,8 +264,11 @@ impl Network {
             self.schedule(slot, at);
             return;
         }
-        let seeds: Vec<LinkId> = path.links.to_vec();
+        let mut seeds = std::mem::take(&mut self.scratch_seeds);
+        seeds.clear();
+        seeds.extend_from_slice(&path.links);
         self.reshare(now, &seeds);
+        self.scratch_seeds = seeds;
     }
 
     /// Settles every flow of the component around `seeds` at `now` and gives
@@ -302,11 +321,20 @@ impl Network {
         self.fill_progressively(&component_links, &component_flows);
 
         // Flows whose share changed: bring their remaining bytes up to `now`
-        // at the old rate, then reschedule. The others keep their event.
+        // at the old rate, then reschedule. The others keep their event, and
+        // so does a flow whose last byte leaves now: it has drained (what
+        // floating point leaves of its bytes would finish it a picosecond
+        // late, apart from identical flows finishing with it).
         for &slot in &component_flows {
             let flow = &mut self.flows[slot as usize];
             debug_assert!(flow.next_rate > 0.0, "every flow gets a positive share");
             if flow.rate > 0.0 && (flow.next_rate - flow.rate).abs() <= flow.rate * SHARE_TOLERANCE {
+                continue;
+            }
+            if flow.rate > 0.0 && flow.due == now {
+                flow.remaining = 0.0;
+                flow.updated = now;
+                flow.rate = flow.next_rate;
                 continue;
             }
             let elapsed = (now - flow.updated).as_secs();
@@ -317,7 +345,7 @@ impl Network {
             self.schedule(slot, now + Time(drain_ps as u64));
         }
         for &link in &component_links {
-            let allocated = self.links[link as usize].flows.iter().map(|&f| self.flows[f as usize].rate).sum();
+            let allocated = self.links[link as usize].flows.iter().map(|&f| self.flows[f as usize].total_rate()).sum();
             self.links[link as usize].allocated = allocated;
         }
         self.scratch_links = component_links;
@@ -326,12 +354,15 @@ impl Network {
 
     /// Max-min fairness by progressive filling: raise all unfrozen rates
     /// together until a link (or a flow's own cap) is full, freeze the flows
-    /// it limits, repeat.
+    /// it limits, repeat. A flow's copies count one by one, and each takes
+    /// its share from the link's spare capacity as a flow of its own would.
     fn fill_progressively(&mut self, component_links: &[u32], component_flows: &[u32]) {
         for &link in component_links {
+            let state = &self.links[link as usize];
+            let copies = state.flows.iter().map(|&f| self.flows[f as usize].copies).sum();
             let state = &mut self.links[link as usize];
             state.spare = state.capacity;
-            state.unfrozen = state.flows.len() as u32;
+            state.unfrozen = copies;
         }
         let mut unfrozen = component_flows.len();
         while unfrozen > 0 {
@@ -368,16 +399,20 @@ impl Network {
                 unfrozen -= 1;
                 for l in flow.links.iter() {
                     let state = &mut self.links[l.index()];
-                    state.spare = (state.spare - share).max(0.0);
-                    state.unfrozen -= 1;
+                    for _ in 0..flow.copies {
+                        state.spare = (state.spare - share).max(0.0);
+                    }
+                    state.unfrozen -= flow.copies;
                 }
             }
         }
     }
 
-    fn drain_finished(&mut self, now: Time, slot: u32) {
+    /// A flow's last byte has left: it frees its links, and finishes once
+    /// that byte has arrived (at once, over a path without latency).
+    fn drain_finished(&mut self, now: Time, slot: u32, finished: &mut Vec<TaskId>) {
         let links = self.flows[slot as usize].links.clone();
-        let rate = self.flows[slot as usize].rate;
+        let rate = self.flows[slot as usize].total_rate();
         // Fast path: if none of its links was saturated, none was anyone's
         // bottleneck, and no other share changes when it leaves.
         let saturated = self.full_recompute
@@ -399,63 +434,84 @@ impl Network {
         flow.rate = 0.0;
         flow.remaining = 0.0;
         let latency = flow.latency;
-        self.schedule(slot, now + latency);
-        let touched: Vec<LinkId> = links.iter().copied().filter(|l| !self.links[l.index()].flows.is_empty()).collect();
+        if latency == Time::ZERO {
+            self.arrived(slot, finished);
+        } else {
+            self.schedule(slot, now + latency);
+        }
+        let mut touched = std::mem::take(&mut self.scratch_seeds);
+        touched.clear();
+        touched.extend(links.iter().copied().filter(|l| !self.links[l.index()].flows.is_empty()));
         if saturated && !touched.is_empty() {
             self.reshare(now, &touched);
         }
+        self.scratch_seeds = touched;
     }
 
     fn arrived(&mut self, slot: u32, finished: &mut Vec<TaskId>) {
         let flow = &mut self.flows[slot as usize];
+        let bytes = Bytes(flow.bytes.0 * u64::from(flow.copies));
         for link in flow.links.iter() {
-            self.links[link.index()].usage.bytes += flow.bytes;
+            self.links[link.index()].usage.bytes += bytes;
         }
         flow.phase = Phase::Free;
         finished.push(flow.transfer);
         self.free_slots.push(slot);
     }
 
-    /// Drops heap entries that a reshare has superseded.
-    fn skip_stale(&mut self) {
-        while let Some(&Reverse((_, _, slot, generation))) = self.events.peek() {
-            let flow = &self.flows[slot as usize];
-            if flow.generation == generation && flow.phase != Phase::Free {
-                return;
-            }
-            self.events.pop();
-        }
+    /// Whether an event was superseded (a reshare moved it, or its flow
+    /// is gone).
+    fn is_stale(&self, (slot, generation): FlowEvent) -> bool {
+        let flow = &self.flows[slot as usize];
+        flow.generation != generation || flow.phase == Phase::Free
+    }
+}
+
+impl Flow {
+    /// The rate of all its copies together.
+    fn total_rate(&self) -> f64 {
+        self.rate * f64::from(self.copies)
     }
 }
 
 impl Fabric<Path> for Network {
-    fn start(&mut self, now: Time, transfer: TaskId, path: &Path, bytes: Bytes, rate_cap: Option<Bandwidth>) {
-        self.start_flow(now, transfer, path, bytes, rate_cap);
+    fn start(&mut self, now: Time, transfer: TaskId, path: &Path, bytes: Bytes, rate_cap: Option<Bandwidth>, copies: u32) {
+        self.start_flow(now, transfer, path, bytes, rate_cap, copies);
     }
 
     fn next_event_time(&mut self) -> Option<Time> {
-        self.skip_stale();
-        self.events.peek().map(|Reverse((t, _, _, _))| *t)
+        let flows = &self.flows;
+        self.events.drop_stale(|&(slot, generation)| {
+            let flow = &flows[slot as usize];
+            flow.generation != generation || flow.phase == Phase::Free
+        });
+        self.events.next_time()
     }
 
     fn advance(&mut self, now: Time, finished: &mut Vec<TaskId>) -> u64 {
         let mut handled = 0;
-        loop {
-            self.skip_stale();
-            let Some(&Reverse((t, _, slot, _))) = self.events.peek() else {
-                break;
-            };
-            if t != now {
-                break;
-            }
-            self.events.pop();
-            handled += 1;
-            match self.flows[slot as usize].phase {
-                Phase::Draining => self.drain_finished(now, slot),
-                Phase::Arriving => self.arrived(slot, finished),
-                Phase::Free => unreachable!("freed flows have no live events"),
+        let mut due = std::mem::take(&mut self.due);
+        // Events handled now may schedule more for now: those come after.
+        while self.events.next_time() == Some(now) {
+            self.events.pop_earliest(&mut due);
+            for &event in &due {
+                if self.is_stale(event) {
+                    continue;
+                }
+                let slot = event.0;
+                handled += 1;
+                match self.flows[slot as usize].phase {
+                    Phase::Draining => {
+                        self.drain_finished(now, slot, finished);
+                        // Arrived at once: its arrival is an event all the same.
+                        handled += u64::from(self.flows[slot as usize].phase == Phase::Free);
+                    }
+                    Phase::Arriving => self.arrived(slot, finished),
+                    Phase::Free => unreachable!("freed flows have no live events"),
+                }
             }
         }
+        self.due = due;
         handled
     }
 }

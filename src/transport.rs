@@ -3,11 +3,12 @@
 //! topology's paths. Knows nothing of collectives: a collective asks for a
 //! [`Pipe`] per connection and sends pieces down it.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::str::FromStr;
 
 use crate::config::hardware::HardwareModel;
-use crate::engine::{TaskGraph, TaskId};
+use crate::engine::{Builder, TaskGraph, TaskId, TaskRef};
 use crate::network::Path;
 use crate::topology::{Medium, NodeId, NodeKind, P2pDenied, Relation, Topology};
 use crate::units::{Bandwidth, Bytes, Time};
@@ -200,7 +201,9 @@ pub struct PipeRules {
 }
 
 /// A connection in use: the order of what was sent down it, so that pieces
-/// leave one after another and the staging buffer never overflows.
+/// leave one after another and the staging buffer never overflows. A pipe
+/// may stand for several identical connections on the same path (its
+/// copies: identical channels), each piece then for as many identical ones.
 #[derive(Debug, Clone)]
 pub struct Pipe {
     connection: Connection,
@@ -214,17 +217,51 @@ pub struct Pipe {
     handover_delay: Time,
     overhead: Time,
     slots: usize,
-    last_write: Option<TaskId>,
-    last_transfer: Option<TaskId>,
-    deliveries: Vec<TaskId>,
+    copies: u32,
+    last_write: Option<TaskRef>,
+    last_transfer: Option<TaskRef>,
+    /// The last `slots` deliveries, oldest first.
+    deliveries: VecDeque<TaskRef>,
 }
 
 fn links_only(path: &Path) -> Path {
     Path { links: path.links.clone(), latency: Time::ZERO }
 }
 
+/// Most tasks a piece waits for: what made it ready, the pipe's last leg,
+/// and a free slot of the staging buffer.
+const MOST_WAITS: usize = 4;
+
+/// A short list of tasks to wait for, without allocating.
+struct Waits {
+    tasks: [TaskRef; MOST_WAITS],
+    len: usize,
+}
+
+impl Waits {
+    fn new(ready: Option<TaskRef>) -> Waits {
+        let mut waits = Waits { tasks: [TaskRef::from(TaskId(0)); MOST_WAITS], len: 0 };
+        waits.extend(ready);
+        waits
+    }
+    fn extend(&mut self, task: Option<TaskRef>) {
+        if let Some(task) = task {
+            self.tasks[self.len] = task;
+            self.len += 1;
+        }
+    }
+    fn as_slice(&self) -> &[TaskRef] {
+        &self.tasks[..self.len]
+    }
+}
+
 impl Pipe {
     pub fn new(connection: Connection, rules: PipeRules, model: &HardwareModel) -> Pipe {
+        Pipe::with_copies(connection, rules, model, 1)
+    }
+
+    /// A pipe standing for `copies` identical connections.
+    pub fn with_copies(connection: Connection, rules: PipeRules, model: &HardwareModel, copies: u32) -> Pipe {
         let (links, write_links, delivery_delay, handover_delay) = match &connection {
             Connection::Direct { path, .. } => (links_only(path), None, path.latency + rules.latency, Time::ZERO),
             Connection::Staged { write, read } if rules.streaming => {
@@ -246,59 +283,67 @@ impl Pipe {
             handover_delay,
             overhead: rules.overhead,
             slots: model.shm.slots as usize,
+            copies,
             last_write: None,
             last_transfer: None,
-            deliveries: Vec::new(),
+            deliveries: VecDeque::new(),
         }
     }
 
-    fn delay_unless_zero(graph: &mut TaskGraph<Path>, delay: Time, after: TaskId) -> TaskId {
+    fn delay_unless_zero(graph: &mut dyn Builder<Path>, delay: Time, after: TaskRef) -> TaskRef {
         if delay == Time::ZERO { after } else { graph.delay(delay, &[after]) }
     }
 
-    /// Sends `bytes` (as they go on the wire) once `ready` has finished,
-    /// each flow held to `cap`; returns the task after which the bytes are
-    /// at the receiver.
-    pub fn send(&mut self, graph: &mut TaskGraph<Path>, bytes: Bytes, cap: Option<Bandwidth>, ready: &[TaskId]) -> TaskId {
-        let mut after: Vec<TaskId> = ready.to_vec();
+    /// Sends `bytes` (as they go on the wire) once `ready` has finished (a
+    /// stream's piece with nothing to wait for leaves when the stream
+    /// starts), each flow held to `cap`; returns the task after which the
+    /// bytes are at the receiver.
+    pub fn send(&mut self, graph: &mut dyn Builder<Path>, bytes: Bytes, cap: Option<Bandwidth>, ready: Option<TaskRef>) -> TaskRef {
+        let mut after = Waits::new(ready);
         let first_leg = if self.write_links.is_some() { self.last_write } else { self.last_transfer };
         after.extend(first_leg);
         if self.write_links.is_some() && self.deliveries.len() >= self.slots {
             // The staging buffer has `slots` pieces; wait for one to empty.
-            after.push(self.deliveries[self.deliveries.len() - self.slots]);
+            after.extend(self.deliveries.front().copied());
         }
         if self.overhead > Time::ZERO {
-            after = vec![graph.delay(self.overhead, &after)];
+            after = Waits::new(Some(graph.delay(self.overhead, after.as_slice())));
         }
+        let copies = self.copies;
         let transferred = match (&self.connection, &self.write_links) {
-            (Connection::Direct { rate_cap, .. }, _) => graph.transfer(self.links.clone(), bytes, min_cap(cap, *rate_cap), &after),
-            (Connection::Staged { .. }, None) => graph.transfer(self.links.clone(), bytes, cap, &after),
+            (Connection::Direct { rate_cap, .. }, _) => {
+                graph.transfer(self.links.clone(), bytes, min_cap(cap, *rate_cap), copies, after.as_slice())
+            }
+            (Connection::Staged { .. }, None) => graph.transfer(self.links.clone(), bytes, cap, copies, after.as_slice()),
             (Connection::Staged { .. }, Some(write_links)) => {
                 // Write into a free slot of the staging buffer, hand it over,
                 // then the receiver reads it out: two copies, pipelined.
-                let written = graph.transfer(write_links.clone(), bytes, cap, &after);
+                let written = graph.transfer(write_links.clone(), bytes, cap, copies, after.as_slice());
                 self.last_write = Some(written);
                 let handed_over = Self::delay_unless_zero(graph, self.handover_delay, written);
-                let mut read_after = vec![handed_over];
+                let mut read_after = Waits::new(Some(handed_over));
                 read_after.extend(self.last_transfer);
-                graph.transfer(self.links.clone(), bytes, cap, &read_after)
+                graph.transfer(self.links.clone(), bytes, cap, copies, read_after.as_slice())
             }
         };
         self.last_transfer = Some(transferred);
         let delivered = Self::delay_unless_zero(graph, self.delivery_delay, transferred);
-        self.deliveries.push(delivered);
+        if self.deliveries.len() == self.slots {
+            self.deliveries.pop_front();
+        }
+        self.deliveries.push_back(delivered);
         delivered
     }
 
     /// When the sender last finished pushing bytes (its thread block is
     /// free again), if anything was sent.
-    pub fn last_push(&self) -> Option<TaskId> {
+    pub fn last_push(&self) -> Option<TaskRef> {
         self.last_transfer
     }
 
     /// The last delivery, if anything was sent.
-    pub fn last_delivery(&self) -> Option<TaskId> {
-        self.deliveries.last().copied()
+    pub fn last_delivery(&self) -> Option<TaskRef> {
+        self.deliveries.back().copied()
     }
 }
 
@@ -327,10 +372,11 @@ pub fn add_copy(
     };
     let mut pipe = Pipe::new(connection, PipeRules::default(), model);
     let pieces = bytes.0.div_ceil(chunk.0).max(1);
+    let ready = graph.join(after).into();
     for piece in bytes.split_even(pieces) {
-        pipe.send(graph, piece, None, after);
+        pipe.send(graph, piece, None, Some(ready));
     }
-    Ok(pipe.last_delivery().expect("at least one piece is sent"))
+    Ok(graph.task_of(pipe.last_delivery().expect("at least one piece is sent")))
 }
 
 #[cfg(test)]
@@ -365,18 +411,27 @@ mod tests {
     #[test]
     fn the_p2p_rule_follows_the_pcie_path_on_every_preset_whatever_nvlink_joins() {
         for (name, _) in crate::topology::PRESETS {
-            let topo = topology(name);
+            // Eight GPUs of every preset (a rack's first four superchips).
+            let options = PresetOptions { gpus: Some(8), gpu: None };
+            let topo = preset(name, &options, &HardwareModel::base()).unwrap();
             let gpus = topo.gpus();
             let mut refused_pairs = 0;
             for &a in gpus {
                 for &b in gpus.iter().filter(|&&b| b != a) {
+                    let connection = connect(&topo, a, b, Mode::P2p);
+                    if topo.path(a, b, Medium::Pcie).is_none() {
+                        // GB200 superchips: no PCIe path joins them at all.
+                        assert!(matches!(connection, Err(TransportError::Unavailable { .. })), "{name}: {a:?} -> {b:?}");
+                        continue;
+                    }
                     let across = topo.node(a).socket != topo.node(b).socket;
-                    let refused = matches!(connect(&topo, a, b, Mode::P2p), Err(TransportError::P2pRefused { .. }));
+                    let refused = matches!(connection, Err(TransportError::P2pRefused { .. }));
                     assert_eq!(refused, across && !topo.policy.p2p_across_sockets, "{name}: {a:?} -> {b:?}");
                     refused_pairs += usize::from(refused);
                 }
             }
-            if !topo.policy.p2p_across_sockets {
+            let two_socket_board = name.starts_with("hgx") || name.starts_with("pcie") || name.starts_with("h20");
+            if two_socket_board && !topo.policy.p2p_across_sockets {
                 assert_eq!(refused_pairs, 2 * 4 * 4, "{name}: half of the 8 GPUs on each socket");
             }
         }

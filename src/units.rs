@@ -114,10 +114,13 @@ impl Bytes {
     /// Splits `self` into `parts` pieces whose sizes differ by at most one
     /// byte and add up to `self` exactly (the larger pieces first).
     pub fn split_even(self, parts: u64) -> impl Iterator<Item = Bytes> {
+        (0..parts).map(move |i| self.even_part(parts, i))
+    }
+    /// Piece `index` of [`Bytes::split_even`] into `parts`, on its own.
+    pub fn even_part(self, parts: u64, index: u64) -> Bytes {
         assert!(parts > 0, "cannot split bytes into zero parts");
-        let base = self.0 / parts;
-        let extra = self.0 % parts;
-        (0..parts).map(move |i| Bytes(base + u64::from(i < extra)))
+        assert!(index < parts, "piece {index} of {parts}");
+        Bytes(self.0 / parts + u64::from(index < self.0 % parts))
     }
     /// Human-readable with a decimal fraction ("1.50 GiB"), for tables.
     pub fn human(self) -> String {

@@ -18,6 +18,7 @@ mod nvls;
 mod plan;
 pub mod rate;
 mod ring;
+mod symmetry;
 mod tree;
 
 use std::fmt;
@@ -33,7 +34,8 @@ use crate::units::{Bytes, Time};
 
 pub use crate::config::protocol::{PROTOCOLS, Protocol};
 pub use nccl::RingGraph;
-pub use plan::Plan;
+pub use plan::{Body, Plan};
+pub use symmetry::Symmetry;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -309,12 +311,24 @@ pub fn simulate(topo: &Topology, model: &HardwareModel, request: Request) -> Res
     plan_and_simulate(topo, model, request, Selection::Nccl).map(|(_, outcome)| outcome)
 }
 
-/// Simulates a resolved plan alone on an idle network.
+/// Simulates a resolved plan alone on an idle network, identical channels
+/// and ranks simulated once.
 pub fn simulate_plan(topo: &Topology, model: &HardwareModel, plan: &Plan) -> Result<Outcome, CollectiveError> {
+    simulate_plan_with(topo, model, plan, Symmetry::ChannelsAndRanks)
+}
+
+/// Simulates a resolved plan alone on an idle network, using as much of
+/// its symmetry as `symmetry` allows (`Symmetry::None`: every channel and
+/// rank, the reference the others are tested against).
+pub fn simulate_plan_with(topo: &Topology, model: &HardwareModel, plan: &Plan, symmetry: Symmetry) -> Result<Outcome, CollectiveError> {
     let mut graph = TaskGraph::new();
-    plan.build(topo, model, &mut graph, &[])?;
+    let (_, mirrored) = plan.build_alone(topo, model, &mut graph, symmetry)?;
     let mut network = topo.network();
     let schedule = engine::run(&graph, &mut network);
+    let mut usage = network.usage();
+    for (simulated, mirror) in mirrored {
+        usage[mirror.index()] = usage[simulated.index()];
+    }
     Ok(Outcome {
         op: plan.request.op,
         bytes: plan.request.bytes,
@@ -326,7 +340,7 @@ pub fn simulate_plan(topo: &Topology, model: &HardwareModel, plan: &Plan) -> Res
         channels: plan.channels,
         nccl_estimate_us: plan.nccl_estimate_us,
         note: plan.note.clone(),
-        usage: network.usage(),
+        usage,
         events: schedule.events,
     })
 }

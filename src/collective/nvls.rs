@@ -1,18 +1,33 @@
-//! NVLS allreduce as a task graph: the reduction happens inside the NVSwitch.
-//! Each GPU pushes its buffer to the switch once and gets the reduced result
-//! back once; chunks are pipelined over NCCL's NVLS channels. Besides its
-//! buffer a GPU also sends and receives its own 1/n shard once (the
-//! multimem load-reduce and multicast store of NCCL's NVLS kernels), so
-//! each way carries (1 + 1/n) of the buffer.
+//! NVLS allreduce as a stream of tasks: the reduction happens inside the
+//! NVSwitch. Each GPU pushes its buffer to the switch once and gets the
+//! reduced result back once; chunks are pipelined over NCCL's NVLS
+//! channels. Besides its buffer a GPU also sends and receives its own 1/n
+//! shard once (the multimem load-reduce and multicast store of NCCL's NVLS
+//! kernels), so each way carries (1 + 1/n) of the buffer. A channel is a
+//! lane of the stream and a chunk a batch.
+//!
+//! Every rank does the same with each chunk. When every GPU's port into
+//! the switch is alike and nothing else crosses them, one rank stands for
+//! all: its pushes finish when everyone's do (src/collective/symmetry.rs).
 
-use crate::engine::{TaskGraph, TaskId};
+use crate::engine::{Builder, Generator, Stream, TaskRef};
 use crate::network::Path;
 use crate::units::{Bandwidth, Bytes};
 
-pub struct NvlsPlan {
-    /// Data bytes each channel handles.
-    pub channel_bytes: Vec<Bytes>,
-    /// Per rank: its link into the switch, and out of it.
+/// One simulated channel: its data bytes and how many identical channels
+/// it stands for.
+#[derive(Debug, Clone, Copy)]
+pub struct NvlsChannel {
+    pub bytes: Bytes,
+    pub copies: u32,
+}
+
+#[derive(Debug)]
+pub struct NvlsStream {
+    /// Ranks of the call (the shard each sends and receives is 1/ranks).
+    pub ranks: usize,
+    pub channels: Vec<NvlsChannel>,
+    /// Per simulated rank: its path into the switch, and out of it.
     pub up: Vec<Path>,
     pub down: Vec<Path>,
     pub chunk: Bytes,
@@ -32,32 +47,70 @@ pub fn chunk(max: Bytes, bytes: Bytes, channels: usize, ranks: usize) -> Bytes {
     Bytes(chunk)
 }
 
-pub fn build(plan: &NvlsPlan, graph: &mut TaskGraph<Path>, start: TaskId) -> Vec<TaskId> {
-    let n = plan.up.len();
-    let mut ends = Vec::new();
-    for &channel_bytes in &plan.channel_bytes {
-        let mut last_up: Vec<TaskId> = vec![start; n];
-        let mut last_down: Vec<Option<TaskId>> = vec![None; n];
-        let chunks = channel_bytes.0.div_ceil(plan.chunk.0).max(1);
-        for chunk in channel_bytes.split_even(chunks) {
-            let wire = Bytes(chunk.0 + chunk.0.div_ceil(n as u64));
-            let pushed: Vec<TaskId> = (0..n)
-                .map(|r| {
-                    let task = graph.transfer(plan.up[r].clone(), wire, Some(plan.channel_cap), &[last_up[r]]);
-                    last_up[r] = task;
-                    task
-                })
-                .collect();
-            let reduced = graph.join(&pushed);
-            for (down, last) in plan.down.iter().zip(last_down.iter_mut()) {
-                let mut after = vec![reduced];
-                after.extend(*last);
-                *last = Some(graph.transfer(down.clone(), wire, Some(plan.channel_cap), &after));
-            }
-        }
-        ends.extend(last_down.into_iter().flatten());
+impl Stream<Path> for NvlsStream {
+    fn generator(&self) -> Box<dyn Generator<Path> + '_> {
+        let simulated = self.up.len();
+        let lanes = self
+            .channels
+            .iter()
+            .map(|_| ChannelRun { chunks_sent: 0, last_up: vec![None; simulated], last_down: vec![None; simulated], pushed: Vec::new() })
+            .collect();
+        Box::new(NvlsRun { nvls: self, lanes })
     }
-    ends
+}
+
+struct ChannelRun {
+    chunks_sent: u64,
+    /// Per simulated rank: its last push and its last pull.
+    last_up: Vec<Option<TaskRef>>,
+    last_down: Vec<Option<TaskRef>>,
+    /// Scratch: the pushes of the chunk being added.
+    pushed: Vec<TaskRef>,
+}
+
+struct NvlsRun<'s> {
+    nvls: &'s NvlsStream,
+    lanes: Vec<ChannelRun>,
+}
+
+impl Generator<Path> for NvlsRun<'_> {
+    fn lanes(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// One chunk: every rank pushes it, the switch reduces it, every rank
+    /// pulls the result.
+    fn next_batch(&mut self, lane: usize, graph: &mut dyn Builder<Path>) -> bool {
+        let nvls = self.nvls;
+        let channel = nvls.channels[lane];
+        let run = &mut self.lanes[lane];
+        let chunks = channel.bytes.0.div_ceil(nvls.chunk.0).max(1);
+        if run.chunks_sent == chunks {
+            return false;
+        }
+        let chunk = channel.bytes.even_part(chunks, run.chunks_sent);
+        run.chunks_sent += 1;
+        let wire = Bytes(chunk.0 + chunk.0.div_ceil(nvls.ranks as u64));
+        let cap = Some(nvls.channel_cap);
+        run.pushed.clear();
+        for (up, last) in nvls.up.iter().zip(run.last_up.iter_mut()) {
+            let after: &[TaskRef] = match last {
+                Some(task) => std::slice::from_ref(task),
+                None => &[],
+            };
+            let task = graph.transfer(up.clone(), wire, cap, channel.copies, after);
+            *last = Some(task);
+            run.pushed.push(task);
+        }
+        // One rank standing for all: the switch reduces when its push is in.
+        let reduced = if let [pushed] = run.pushed[..] { pushed } else { graph.join(&run.pushed) };
+        for (down, last) in nvls.down.iter().zip(run.last_down.iter_mut()) {
+            let mut after = vec![reduced];
+            after.extend(*last);
+            *last = Some(graph.transfer(down.clone(), wire, cap, channel.copies, &after));
+        }
+        true
+    }
 }
 
 #[cfg(test)]

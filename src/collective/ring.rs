@@ -1,13 +1,15 @@
-//! Ring collectives as task graphs, the way NCCL runs them: the buffer is
-//! split over channels as NCCL deals it out; each channel walks its ring in
-//! loops of `ranks` chunks; every chunk is cut into slices, and a slice
+//! Ring collectives as streams of tasks, the way NCCL runs them: the buffer
+//! is split over channels as NCCL deals it out; each channel walks its ring
+//! in loops of `ranks` chunks; every chunk is cut into slices, and a slice
 //! moves one hop per step, as soon as it has arrived and the connection is
 //! free, at the channel's rate (src/collective/rate.rs).
 //! Allreduce is a reduce-scatter (n-1 steps) then an all-gather (n-1 steps);
 //! each loop ends with a receive-only primitive (the copy out of the
-//! receive buffer), which ends the call on the last loop.
+//! receive buffer), which ends the call on the last loop. A channel is a
+//! lane of the stream and a step a batch: tasks exist for about two steps
+//! of each channel at a time, whatever the size.
 
-use crate::engine::{TaskGraph, TaskId};
+use crate::engine::{Builder, Generator, Stream, TaskRef};
 use crate::network::Path;
 use crate::transport::Pipe;
 use crate::units::{Bandwidth, Bytes, Time};
@@ -26,15 +28,22 @@ pub struct StepRates {
     pub receive: Bandwidth,
 }
 
+/// One simulated channel: its data bytes (of the buffer, or of one rank's
+/// part for all-gather and reduce-scatter) and its pipes, `pipes[i]` from
+/// ring position i to i+1 (standing for as many identical channels as the
+/// pipes have copies).
+#[derive(Debug, Clone)]
+pub struct RingChannel {
+    pub bytes: Bytes,
+    pub pipes: Vec<Pipe>,
+}
+
 /// Everything a ring needs, resolved.
-pub struct RingPlan<'p> {
+#[derive(Debug)]
+pub struct RingStream {
     pub op: Op,
     pub ranks: usize,
-    /// Data bytes each used channel handles (of the buffer, or of one
-    /// rank's part for all-gather and reduce-scatter).
-    pub channel_bytes: Vec<Bytes>,
-    /// Per used channel: its pipes, `pipes[c][i]` from ring position i to i+1.
-    pub pipes: &'p mut [Vec<Pipe>],
+    pub channels: Vec<RingChannel>,
     pub chunk: Bytes,
     pub slices_per_chunk: u32,
     pub min_slice: Bytes,
@@ -55,82 +64,125 @@ fn slices(piece: Bytes, slices_per_chunk: u32, min_slice: Bytes) -> impl Iterato
     piece.split_even(count)
 }
 
-/// A channel's share of one loop: `ranks` pieces of at most `chunk` bytes.
-/// All-reduce splits the channel's bytes into loops of `ranks` chunks;
-/// all-gather and reduce-scatter move the channel's part of every rank's
-/// data, a chunk of each rank's per loop.
-fn loops(op: Op, ranks: usize, channel_bytes: Bytes, chunk: Bytes) -> Vec<Vec<Bytes>> {
-    let n = ranks as u64;
-    let mut out = Vec::new();
+/// A channel's next loop, taken from its `remaining` bytes: `ranks` pieces
+/// of at most `chunk` bytes. All-reduce splits the channel's bytes into
+/// loops of `ranks` chunks; all-gather and reduce-scatter move the
+/// channel's part of every rank's data, a chunk of each rank's per loop.
+/// None when no bytes remain.
+fn next_loop(op: Op, ranks: usize, remaining: &mut Bytes, chunk: Bytes) -> Option<Vec<Bytes>> {
+    if remaining.0 == 0 {
+        return None;
+    }
     match op {
         Op::AllGather | Op::ReduceScatter => {
-            let mut remaining = channel_bytes;
-            while remaining.0 > 0 {
-                let piece = remaining.min(chunk);
-                remaining = remaining - piece;
-                out.push(vec![piece; ranks]);
-            }
+            let piece = (*remaining).min(chunk);
+            *remaining = *remaining - piece;
+            Some(vec![piece; ranks])
         }
         Op::AllReduce | Op::Broadcast => {
-            let mut remaining = channel_bytes;
-            while remaining.0 > 0 {
-                let loop_bytes = remaining.min(chunk * n);
-                remaining = remaining - loop_bytes;
-                out.push(loop_bytes.split_even(n).collect());
-            }
+            let loop_bytes = (*remaining).min(chunk * ranks as u64);
+            *remaining = *remaining - loop_bytes;
+            Some(loop_bytes.split_even(ranks as u64).collect())
         }
     }
-    out
 }
 
-/// Adds the ring to `graph`, starting after `start`; returns the tasks whose
-/// completion ends it.
-pub fn build(plan: &mut RingPlan<'_>, graph: &mut TaskGraph<Path>, start: TaskId) -> Vec<TaskId> {
-    let n = plan.ranks;
-    let steps = plan.rates.steps;
-    let reduce_scatter_steps = match plan.op {
-        Op::AllReduce | Op::ReduceScatter => n - 1,
-        Op::AllGather | Op::Broadcast => 0,
-    };
-    let mut ends = Vec::new();
-    for (channel, &channel_bytes) in plan.channel_bytes.iter().enumerate() {
-        // The receiver's final primitive (the copy out), per ring position.
-        let mut copied_out: Vec<Option<TaskId>> = vec![None; n];
-        for pieces in loops(plan.op, n, channel_bytes, plan.chunk) {
-            let piece_slices: Vec<Vec<Bytes>> =
-                pieces.iter().map(|&p| slices(p, plan.slices_per_chunk, plan.min_slice).collect()).collect();
-            // arrived[i][j]: slice j of the piece that ring position i holds
-            // for the next step has arrived there.
-            let mut arrived: Vec<Vec<TaskId>> = vec![Vec::new(); n];
-            for step in 0..steps {
-                let cap = plan.rates.send;
-                let mut next_arrived: Vec<Vec<TaskId>> = vec![Vec::new(); n];
-                for (position, ready_slices) in arrived.iter().enumerate() {
-                    let piece = piece_sent(position, step, reduce_scatter_steps, n, plan.op);
-                    let receiver = (position + 1) % n;
-                    let pipe = &mut plan.pipes[channel][position];
-                    let mut sent = Vec::with_capacity(piece_slices[piece].len());
-                    for (j, &slice) in piece_slices[piece].iter().enumerate() {
-                        let ready = ready_slices.get(j).copied().unwrap_or(start);
-                        sent.push(pipe.send(graph, wire_bytes(slice, plan.wire_factor), Some(cap), &[ready]));
-                    }
-                    next_arrived[receiver] = sent;
-                }
-                arrived = next_arrived;
+impl Stream<Path> for RingStream {
+    fn generator(&self) -> Box<dyn Generator<Path> + '_> {
+        let lanes = self.channels.iter().map(|channel| LaneRun::new(channel, self.ranks)).collect();
+        if self.op == Op::Broadcast { Box::new(BroadcastRun { ring: self, lanes }) } else { Box::new(RingRun { ring: self, lanes }) }
+    }
+}
+
+/// One channel of a ring, running.
+struct LaneRun {
+    pipes: Vec<Pipe>,
+    /// Bytes not yet dealt into a loop (broadcast: pieces not yet sent).
+    remaining: Bytes,
+    /// The current loop's pieces, cut into slices.
+    piece_slices: Vec<Vec<Bytes>>,
+    /// The next step of the current loop (0: a loop is to start).
+    step: usize,
+    /// Per ring position: the slices that arrived there for the next step,
+    /// and the buffer for those of the step being added.
+    arrived: Vec<Vec<TaskRef>>,
+    arriving: Vec<Vec<TaskRef>>,
+    /// Per ring position: its last copy out of the receive buffer.
+    copied_out: Vec<Option<TaskRef>>,
+    /// Broadcast: pieces sent so far.
+    sent: u64,
+}
+
+impl LaneRun {
+    fn new(channel: &RingChannel, ranks: usize) -> LaneRun {
+        LaneRun {
+            pipes: channel.pipes.clone(),
+            remaining: channel.bytes,
+            piece_slices: Vec::new(),
+            step: 0,
+            arrived: vec![Vec::new(); ranks],
+            arriving: vec![Vec::new(); ranks],
+            copied_out: vec![None; ranks],
+            sent: 0,
+        }
+    }
+}
+
+struct RingRun<'s> {
+    ring: &'s RingStream,
+    lanes: Vec<LaneRun>,
+}
+
+impl Generator<Path> for RingRun<'_> {
+    fn lanes(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// One step of the channel's current loop; the loop's last step with
+    /// the copies out that end it.
+    fn next_batch(&mut self, lane: usize, graph: &mut dyn Builder<Path>) -> bool {
+        let ring = self.ring;
+        let n = ring.ranks;
+        let run = &mut self.lanes[lane];
+        if run.step == 0 {
+            let Some(pieces) = next_loop(ring.op, n, &mut run.remaining, ring.chunk) else { return false };
+            run.piece_slices = pieces.iter().map(|&p| slices(p, ring.slices_per_chunk, ring.min_slice).collect()).collect();
+            run.arrived.iter_mut().for_each(Vec::clear);
+        }
+        let steps = ring.rates.steps;
+        let reduce_scatter_steps = match ring.op {
+            Op::AllReduce | Op::ReduceScatter => n - 1,
+            Op::AllGather | Op::Broadcast => 0,
+        };
+        let step = run.step;
+        for position in 0..n {
+            let piece = piece_sent(position, step, reduce_scatter_steps, n, ring.op);
+            let receiver = (position + 1) % n;
+            let mut sent = std::mem::take(&mut run.arriving[receiver]);
+            sent.clear();
+            for (j, &slice) in run.piece_slices[piece].iter().enumerate() {
+                let ready = run.arrived[position].get(j).copied();
+                sent.push(run.pipes[position].send(graph, wire_bytes(slice, ring.wire_factor), Some(ring.rates.send), ready));
             }
-            // Each position copies out the piece that reached it last.
-            for (position, delivered) in arrived.iter().enumerate() {
-                let piece = piece_sent(position, steps, reduce_scatter_steps, n, plan.op);
-                for (&slice, &ready) in piece_slices[piece].iter().zip(delivered) {
-                    let mut after = vec![ready];
-                    after.extend(copied_out[position]);
-                    copied_out[position] = Some(graph.delay(local_time(slice, plan.rates.receive), &after));
-                }
+            run.arriving[receiver] = sent;
+        }
+        std::mem::swap(&mut run.arrived, &mut run.arriving);
+        if step + 1 < steps {
+            run.step += 1;
+            return true;
+        }
+        // Each position copies out the piece that reached it last.
+        for (position, delivered) in run.arrived.iter().enumerate() {
+            let piece = piece_sent(position, steps, reduce_scatter_steps, n, ring.op);
+            for (&slice, &ready) in run.piece_slices[piece].iter().zip(delivered) {
+                let mut after = vec![ready];
+                after.extend(run.copied_out[position]);
+                run.copied_out[position] = Some(graph.delay(local_time(slice, ring.rates.receive), &after));
             }
         }
-        ends.extend(copied_out.into_iter().flatten());
+        run.step = 0;
+        true
     }
-    ends
 }
 
 /// The time of a primitive that touches only the GPU's own memory.
@@ -139,25 +191,38 @@ fn local_time(bytes: Bytes, rate: Bandwidth) -> Time {
 }
 
 /// Broadcast from ring position 0 along the ring (a chain of n-1 hops):
-/// every slice is forwarded as soon as it has arrived. Returns the tasks that
-/// end it.
-pub fn broadcast(plan: &mut RingPlan<'_>, graph: &mut TaskGraph<Path>, start: TaskId) -> Vec<TaskId> {
-    let n = plan.ranks;
-    let mut ends = Vec::new();
-    let cap = plan.rates.send;
-    for (channel, &channel_bytes) in plan.channel_bytes.iter().enumerate() {
-        let slice = plan.chunk.0.div_ceil(u64::from(plan.slices_per_chunk)).max(plan.min_slice.0).max(1);
-        let count = channel_bytes.0.div_ceil(slice).max(1);
-        for piece in channel_bytes.split_even(count) {
-            let wire = wire_bytes(piece, plan.wire_factor);
-            let mut arrived = start;
-            for position in 0..n - 1 {
-                arrived = plan.pipes[channel][position].send(graph, wire, Some(cap), &[arrived]);
-            }
-            ends.push(graph.delay(local_time(piece, plan.rates.receive), &[arrived]));
-        }
+/// every slice is forwarded as soon as it has arrived. A batch is one
+/// slice's trip down the chain.
+struct BroadcastRun<'s> {
+    ring: &'s RingStream,
+    lanes: Vec<LaneRun>,
+}
+
+impl Generator<Path> for BroadcastRun<'_> {
+    fn lanes(&self) -> usize {
+        self.lanes.len()
     }
-    ends
+
+    fn next_batch(&mut self, lane: usize, graph: &mut dyn Builder<Path>) -> bool {
+        let ring = self.ring;
+        let channel_bytes = ring.channels[lane].bytes;
+        let run = &mut self.lanes[lane];
+        let slice = ring.chunk.0.div_ceil(u64::from(ring.slices_per_chunk)).max(ring.min_slice.0).max(1);
+        let count = channel_bytes.0.div_ceil(slice).max(1);
+        if run.sent == count {
+            return false;
+        }
+        let piece = channel_bytes.even_part(count, run.sent);
+        run.sent += 1;
+        let wire = wire_bytes(piece, ring.wire_factor);
+        let mut arrived = None;
+        for pipe in &mut run.pipes[..ring.ranks - 1] {
+            arrived = Some(pipe.send(graph, wire, Some(ring.rates.send), arrived));
+        }
+        let arrived = arrived.expect("a broadcast has at least two ranks");
+        graph.delay(local_time(piece, ring.rates.receive), &[arrived]);
+        true
+    }
 }
 
 /// The piece ring position `position` sends at `step`. In the reduce-scatter
@@ -205,11 +270,16 @@ mod tests {
 
     #[test]
     fn loops_cover_the_channels_bytes_once() {
+        let all = |op, ranks, bytes, chunk| {
+            let mut remaining = bytes;
+            std::iter::from_fn(|| next_loop(op, ranks, &mut remaining, chunk)).collect::<Vec<_>>()
+        };
         // All-reduce: loops of n chunks; all-gather: a chunk of every rank's part a loop.
-        let all_reduce = loops(Op::AllReduce, 4, Bytes::mib(10), Bytes::mib(2));
+        let all_reduce = all(Op::AllReduce, 4, Bytes::mib(10), Bytes::mib(2));
         assert_eq!(all_reduce.len(), 2);
         assert_eq!(all_reduce.iter().flatten().copied().sum::<Bytes>(), Bytes::mib(10));
-        let all_gather = loops(Op::AllGather, 4, Bytes::mib(3), Bytes::mib(2));
+        let all_gather = all(Op::AllGather, 4, Bytes::mib(3), Bytes::mib(2));
         assert_eq!(all_gather, vec![vec![Bytes::mib(2); 4], vec![Bytes::mib(1); 4]]);
+        assert!(all(Op::AllReduce, 4, Bytes(0), Bytes::mib(2)).is_empty());
     }
 }

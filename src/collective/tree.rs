@@ -1,10 +1,11 @@
-//! Tree allreduce inside one node as a task graph: NCCL's intra-node tree
-//! is a chain (src/graph/connect.cc), rank 0 at one end; half of the
+//! Tree allreduce inside one node as a stream of tasks: NCCL's intra-node
+//! tree is a chain (src/graph/connect.cc), rank 0 at one end; half of the
 //! channels run it from one end and half from the other. A chunk is reduced
 //! up the chain to its root, then broadcast back down, chunks pipelined; a
-//! thread block's reduce and broadcast halves work at once.
+//! thread block's reduce and broadcast halves work at once. A channel is a
+//! lane of the stream and a chunk a batch.
 
-use crate::engine::{TaskGraph, TaskId};
+use crate::engine::{Builder, Generator, Stream, TaskRef};
 use crate::network::Path;
 use crate::transport::Pipe;
 use crate::units::{Bandwidth, Bytes};
@@ -17,10 +18,12 @@ pub fn chain(ranks: usize, channel: usize) -> Vec<usize> {
     if channel.is_multiple_of(2) { (0..ranks).collect() } else { (0..ranks).rev().collect() }
 }
 
-/// A chain's connections for one channel, along `order`: `up[k]` from
-/// order[k+1] to order[k] (towards the root), `down[k]` from order[k] to
-/// order[k+1].
-pub struct ChainPipes {
+/// One simulated channel: its data bytes and its chain's connections along
+/// its order: `up[k]` from order[k+1] to order[k] (towards the root),
+/// `down[k]` from order[k] to order[k+1].
+#[derive(Debug, Clone)]
+pub struct ChainChannel {
+    pub bytes: Bytes,
     pub up: Vec<Pipe>,
     pub down: Vec<Pipe>,
 }
@@ -35,43 +38,66 @@ pub struct ChainRates {
     pub receive: Bandwidth,
 }
 
-pub struct TreePlan<'p> {
-    /// Data bytes each channel handles.
-    pub channel_bytes: Vec<Bytes>,
-    pub channels: &'p mut [ChainPipes],
+#[derive(Debug)]
+pub struct TreeStream {
+    pub channels: Vec<ChainChannel>,
     pub chunk: Bytes,
     pub wire_factor: f64,
     pub rates: ChainRates,
 }
 
-/// Adds the chain allreduce; returns the tasks that end it.
-pub fn build(plan: &mut TreePlan<'_>, graph: &mut TaskGraph<Path>, start: TaskId) -> Vec<TaskId> {
-    let mut ends = Vec::new();
-    for (channel, &channel_bytes) in plan.channel_bytes.iter().enumerate() {
-        let pipes = &mut plan.channels[channel];
-        let links = pipes.up.len();
-        let chunks = channel_bytes.0.div_ceil(plan.chunk.0).max(1);
-        let mut last_end = None;
-        for chunk in channel_bytes.split_even(chunks) {
-            let wire = wire_bytes(chunk, plan.wire_factor);
-            // Reduce: the far end sends first; each rank towards the root
-            // forwards once its part has arrived.
-            let mut arrived = start;
-            for k in (0..links).rev() {
-                arrived = pipes.up[k].send(graph, wire, Some(plan.rates.send), &[arrived]);
-            }
-            // Broadcast: the root's result flows back down.
-            for k in 0..links {
-                arrived = pipes.down[k].send(graph, wire, Some(plan.rates.send), &[arrived]);
-            }
-            let mut after = vec![arrived];
-            after.extend(last_end);
-            let received = if chunk.0 == 0 { arrived } else { graph.delay(chunk / plan.rates.receive, &after) };
-            last_end = Some(received);
-        }
-        ends.extend(last_end);
+impl Stream<Path> for TreeStream {
+    fn generator(&self) -> Box<dyn Generator<Path> + '_> {
+        let lanes = self.channels.iter().map(|c| ChainRun { channel: c.clone(), chunks_sent: 0, last_end: None }).collect();
+        Box::new(TreeRun { tree: self, lanes })
     }
-    ends
+}
+
+struct ChainRun {
+    channel: ChainChannel,
+    chunks_sent: u64,
+    /// The far end's last receive.
+    last_end: Option<TaskRef>,
+}
+
+struct TreeRun<'s> {
+    tree: &'s TreeStream,
+    lanes: Vec<ChainRun>,
+}
+
+impl Generator<Path> for TreeRun<'_> {
+    fn lanes(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// One chunk: up the chain, back down, and the far end's receive.
+    fn next_batch(&mut self, lane: usize, graph: &mut dyn Builder<Path>) -> bool {
+        let tree = self.tree;
+        let run = &mut self.lanes[lane];
+        let channel_bytes = run.channel.bytes;
+        let chunks = channel_bytes.0.div_ceil(tree.chunk.0).max(1);
+        if run.chunks_sent == chunks {
+            return false;
+        }
+        let chunk = channel_bytes.even_part(chunks, run.chunks_sent);
+        run.chunks_sent += 1;
+        let wire = wire_bytes(chunk, tree.wire_factor);
+        // Reduce: the far end sends first; each rank towards the root
+        // forwards once its part has arrived.
+        let mut arrived = None;
+        for pipe in run.channel.up.iter_mut().rev() {
+            arrived = Some(pipe.send(graph, wire, Some(tree.rates.send), arrived));
+        }
+        // Broadcast: the root's result flows back down.
+        for pipe in &mut run.channel.down {
+            arrived = Some(pipe.send(graph, wire, Some(tree.rates.send), arrived));
+        }
+        let arrived = arrived.expect("a chain has at least one link");
+        let mut after = vec![arrived];
+        after.extend(run.last_end);
+        run.last_end = Some(if chunk.0 == 0 { arrived } else { graph.delay(chunk / tree.rates.receive, &after) });
+        true
+    }
 }
 
 #[cfg(test)]

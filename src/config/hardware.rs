@@ -54,8 +54,8 @@ pub struct NvlinkGeneration {
 #[serde(deny_unknown_fields)]
 pub struct HostPlatform {
     pub description: String,
-    /// "intel" or "amd": NCCL charges peer-to-peer traffic through an Intel
-    /// root complex extra.
+    /// "intel", "amd" or "nvidia" (Grace): NCCL charges peer-to-peer
+    /// traffic through an Intel root complex extra.
     pub vendor: String,
     /// Socket-to-socket bandwidth per direction that GPU traffic sees.
     pub socket_link: Bandwidth,

@@ -80,11 +80,11 @@ impl HardwareModel {
         for (name, h) in &self.host {
             check_range(path, &format!("host.{name}.memory_efficiency"), h.memory_efficiency, 0.05..=1.0)?;
             check_range(path, &format!("host.{name}.root_complex_p2p_factor"), h.root_complex_p2p_factor, 0.05..=1.0)?;
-            if h.vendor != "intel" && h.vendor != "amd" {
+            if !["intel", "amd", "nvidia"].contains(&h.vendor.as_str()) {
                 return Err(ConfigError::invalid(
                     path,
                     format!("host.{name}.vendor"),
-                    format!("{:?} is not allowed: use \"intel\" or \"amd\"", h.vendor),
+                    format!("{:?} is not allowed: use \"intel\", \"amd\" or \"nvidia\"", h.vendor),
                 ));
             }
         }

@@ -318,12 +318,22 @@ impl Topology {
 
     /// Shortest path (fewest links) from `from` to `to` over `medium`, or None.
     pub fn path(&self, from: NodeId, to: NodeId, medium: Medium) -> Option<Path> {
-        if medium == Medium::NvLinkDirect {
-            let edge = self
-                .graph
+        let direct_nvlink = || {
+            self.graph
                 .edges_connecting(from.graph_index(), to.graph_index())
-                .find(|e| matches!(self.links[e.weight().index()].kind, LinkKind::NvLink { .. }))?;
-            return Some(self.path_of(vec![*edge.weight()]));
+                .find(|e| matches!(self.links[e.weight().index()].kind, LinkKind::NvLink { .. }))
+                .map(|e| self.path_of(vec![*e.weight()]))
+        };
+        if medium == Medium::NvLinkDirect {
+            return direct_nvlink();
+        }
+        // Into or out of a switch: its own link, found without a search.
+        let at_switch = [from, to].iter().any(|&n| self.node(n).kind == NodeKind::NvSwitch);
+        if medium == Medium::NvSwitch
+            && at_switch
+            && let Some(path) = direct_nvlink()
+        {
+            return Some(path);
         }
         let links = self.breadth_first(from, to, |link, via| match medium {
             Medium::NvSwitch => matches!(link.kind, LinkKind::NvLink { .. }) && via.is_none_or(|n| n.kind == NodeKind::NvSwitch),

@@ -1,10 +1,13 @@
-//! Named server topologies with parameters (GPU model, GPU count). Link
-//! bandwidths come from the hardware model; the few numbers that belong to a
-//! board design rather than a part live in the table below, with sources.
+//! Named server topologies with parameters (GPU model, GPU count): HGX and
+//! PCIe boards of 8 GPUs, and racks of GB200 superchips on one NVLink
+//! switch fabric (GB200 NVL72, and the same fabric grown to any size up to
+//! `MAX_GPUS`, a what-if). Link bandwidths come from the hardware model; the
+//! few numbers that belong to a board or rack design rather than a part
+//! live in the table below, with sources.
 
-use super::{LinkKind, LinkRates, NodeId, NodeKind, Policy, Topology, TopologyError};
+use super::{LinkKind, LinkRates, MAX_GPUS, NodeId, NodeKind, Policy, Topology, TopologyError};
 use crate::config::hardware::HardwareModel;
-use crate::units::Bandwidth;
+use crate::units::{Bandwidth, Time};
 
 /// Board-design figures of the presets.
 mod board {
@@ -19,6 +22,20 @@ mod board {
     pub const H20_MESH_PAIR_RATE: Bandwidth = Bandwidth::gbps(64);
     /// The GPU count of every preset board.
     pub const BOARD_GPUS: u32 = 8;
+    /// GB200 NVL72 (NVIDIA GB200 NVL72 product page and datasheet): 72
+    /// Blackwell GPUs and 36 Grace CPUs in 18 compute trays, each tray two
+    /// GB200 superchips of one Grace CPU and two GPUs; every GPU's 18
+    /// NVLink 5 links (1.8 TB/s "bidirectional", 900 GB/s per direction)
+    /// go to the 18 NVLink Switch chips of the rack's 9 NVLink switch trays,
+    /// one link to each chip: 130 TB/s of NVLink across the rack, any GPU to
+    /// any other at full port bandwidth, which icsim models as one
+    /// non-blocking switch.
+    pub const NVL72_GPUS: u32 = 72;
+    pub const GPUS_PER_SUPERCHIP: u32 = 2;
+    /// The largest NVLink 5 domain NVIDIA gives: 576 GPUs (NVIDIA,
+    /// fifth-generation NVLink and NVLink Switch): the default size of the
+    /// `nvlink-fabric` what-if.
+    pub const NVLINK5_DOMAIN_GPUS: u32 = 576;
 }
 
 /// Preset names and what they are.
@@ -32,6 +49,11 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("pcie-gen3-8gpu", "8 GPUs on PCIe Gen3, no NVLink: two Skylake sockets, two switches a socket, two GPUs a switch"),
     ("pcie-gen4-8gpu", "8 GPUs on PCIe Gen4, no NVLink: two EPYC sockets, two switches a socket, two GPUs a switch"),
     ("pcie-gen5-8gpu", "8 GPUs on PCIe Gen5, no NVLink: two Sapphire Rapids sockets, two switches a socket, two GPUs a switch"),
+    ("gb200-nvl72", "GB200 NVL72: 72 Blackwell GPUs, 18 NVLink 5 links each through the rack's NVLink switch trays; two GPUs a Grace CPU"),
+    (
+        "nvlink-fabric",
+        "GB200 superchips on one NVLink 5 switch fabric as in GB200 NVL72, any size (--gpus, default 576): a what-if beyond one rack",
+    ),
 ];
 
 /// Calibrated hardware model overlays a preset uses, by shipped name.
@@ -48,7 +70,7 @@ pub const PRESETS: &[(&str, &str)] = &[
 /// The overlays' keys are disjoint.
 pub fn preset_models(name: &str) -> &'static [&'static str] {
     match name {
-        "hgx-h200" | "hgx-h100" | "hgx-h20" | "hgx-b200" => &["h200-fit", "h200-compute", "h200-forward"],
+        "hgx-h200" | "hgx-h100" | "hgx-h20" | "hgx-b200" | "gb200-nvl72" | "nvlink-fabric" => &["h200-fit", "h200-compute", "h200-forward"],
         _ => &["h200-compute", "h200-forward"],
     }
 }
@@ -56,7 +78,8 @@ pub fn preset_models(name: &str) -> &'static [&'static str] {
 /// What a user may change about a preset.
 #[derive(Debug, Clone, Default)]
 pub struct PresetOptions {
-    /// Use the first N GPUs of the board (default: all 8).
+    /// Use the first N GPUs of the board (default: all of them; the
+    /// `nvlink-fabric` what-if is built with N).
     pub gpus: Option<u32>,
     /// GPU model key, for the PCIe presets (default per preset).
     pub gpu: Option<String>,
@@ -126,6 +149,15 @@ pub fn preset(name: &str, options: &PresetOptions, model: &HardwareModel) -> Res
         }
         "pcie-gen5-8gpu" => {
             Board { name: "pcie-gen5-8gpu", gpu: gpu_or("h100"), host: "spr-2s", pcie_generation: "gen5".into(), fabric: GpuFabric::None }
+        }
+        "gb200-nvl72" | "nvlink-fabric" => {
+            let most = if name == "gb200-nvl72" { board::NVL72_GPUS } else { MAX_GPUS as u32 };
+            let default = if name == "gb200-nvl72" { board::NVL72_GPUS } else { board::NVLINK5_DOMAIN_GPUS };
+            let gpus = options.gpus.unwrap_or(default);
+            if gpus == 0 || gpus > most {
+                return Err(TopologyError::Invalid(format!("{name} takes 1 to {most} GPUs; --gpus {gpus} is outside that")));
+            }
+            return rack(leak(name), &fixed_gpu("b200")?, gpus, model).map_err(TopologyError::Invalid);
         }
         other => {
             let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
@@ -224,6 +256,55 @@ fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, St
     }
     if let Some(layout) = super::preset_drives(board.name) {
         topo.attach_drives(&layout, model).map_err(|e| e.to_string())?;
+    }
+    topo.validate().map_err(|e| e.to_string())?;
+    Ok(topo)
+}
+
+/// A rack of GB200 superchips: `gpus` GPUs, two a Grace CPU (a socket of its
+/// own, with its memory), every GPU's NVLink into one switch fabric.
+///
+/// The GPUs are the `b200` model: NVLink 5 x18 as GB200's; GB200's GPU has
+/// 186 GB and 2.5 PFLOP/s of dense BF16 (NVIDIA GB200 NVL72 datasheet:
+/// 13.4 TB and 180 PFLOP/s over 72 GPUs) against B200's 180 GB and 2.25,
+/// so compute runs about 10% slow here. A GPU reaches its Grace CPU over
+/// NVLink-C2C (900 GB/s "bidirectional", NVIDIA), for which icsim has no
+/// link kind: it is modelled as the GPU's PCIe link (assumed; only host
+/// memory traffic crosses it, no collective over the NVLink fabric does).
+fn rack(name: &'static str, gpu: &str, gpus: u32, model: &HardwareModel) -> Result<Topology, String> {
+    let gpu_model = model.gpu(gpu)?;
+    let host_key = "grace";
+    let host = model.host(host_key)?;
+    let policy = Policy {
+        p2p_across_sockets: host.p2p_across_sockets,
+        root_complex_p2p_factor: host.root_complex_p2p_factor,
+        nvls: model.nccl_arch(gpu_model.arch)?.nvls_efficiency > 0.0,
+    };
+    let mut topo = Topology::new(name, gpu, host_key, policy);
+    topo.description = PRESETS.iter().find(|(n, _)| *n == name).map(|(_, d)| d.to_string()).unwrap_or_default();
+    if name == "nvlink-fabric" || gpus < board::NVL72_GPUS {
+        topo.description = format!("{} ({gpus} GPUs)", topo.description);
+    }
+    let rates = LinkRates { model };
+    let (memory_rate, channels) = rates.memory(host_key)?;
+    let (pcie_rate, pcie_latency) = rates.pcie(&gpu_model.pcie_generation, gpu_model.pcie_lanes)?;
+    let pcie = LinkKind::Pcie { generation: gpu_model.pcie_generation.clone(), lanes: gpu_model.pcie_lanes };
+    let links = gpu_model.nvlink_links;
+    let (nvlink_rate, nvlink_latency) = rates.nvlink(&gpu_model.nvlink_generation, links)?;
+    let nvlink = LinkKind::NvLink { generation: gpu_model.nvlink_generation.clone(), links };
+    let fabric = topo.add_node("nvlink-switch", NodeKind::NvSwitch, 0);
+    let mut grace = None;
+    for g in 0..gpus {
+        let socket = g / board::GPUS_PER_SUPERCHIP;
+        if g % board::GPUS_PER_SUPERCHIP == 0 {
+            let cpu = topo.add_node(format!("grace{socket}"), NodeKind::CpuSocket, socket);
+            let memory = topo.add_node(format!("mem{socket}"), NodeKind::HostMemory, socket);
+            topo.connect_shared(cpu, memory, LinkKind::MemoryBus { channels }, memory_rate, Time::ZERO);
+            grace = Some(cpu);
+        }
+        let node = topo.add_node(format!("GPU{g}"), NodeKind::Gpu, socket);
+        topo.connect(node, grace.expect("a superchip's CPU comes before its GPUs"), pcie.clone(), pcie_rate, pcie_latency);
+        topo.connect(node, fabric, nvlink.clone(), nvlink_rate, nvlink_latency);
     }
     topo.validate().map_err(|e| e.to_string())?;
     Ok(topo)

@@ -74,7 +74,7 @@ pub fn simulate_layer(replayer: &Replayer, program: &PassProgram) -> Result<Laye
     let ranks = replayer.ranks.len();
     let start = graph.join(&[]);
     let host = if matches!(replayer.launch, super::compute::Launch::Eager { .. }) { vec![start; ranks] } else { Vec::new() };
-    let tasks = replayer.build(&mut graph, &pass.layer, vec![start; ranks], host, Collectives::Embedded, &mut cache)?;
+    let tasks = replayer.build(&mut graph, &pass.layer, vec![start; ranks], host, Collectives::Inline, &mut cache)?;
     let schedule = engine::run(&graph, &mut replayer.topo.network());
     let topo = replayer.topo;
     let mut lanes: Vec<GpuLane> =

@@ -3,7 +3,9 @@
 //! (spaced as its caller launches them: a gap inside a CUDA graph, or gated
 //! by a chain of host launch tasks when eager) and the group's collectives
 //! join the chains. A collective enters a graph either as its own transfers
-//! (`Collectives::Embedded`, the plan of the collective layer) or as one
+//! (`Collectives::Embedded`, the plan of the collective layer, generated
+//! while the graph runs; `Collectives::Inline`, every channel's tasks
+//! written into the graph, for timelines of its transfers) or as one
 //! task of the time it takes alone on an idle network
 //! (`Collectives::Cached`): the two give the same schedule when nothing
 //! else uses the network, which the tests check to the picosecond.
@@ -40,6 +42,8 @@ pub enum Collectives {
     Cached,
     /// The collective's own transfers, sharing the network with the rest.
     Embedded,
+    /// As `Embedded`, every task of every channel written into the graph.
+    Inline,
 }
 
 /// When each GPU of the group is free, and when its host can launch next
@@ -178,7 +182,7 @@ pub struct Memo {
 struct NoTransfers;
 
 impl Fabric<Path> for NoTransfers {
-    fn start(&mut self, _: Time, _: TaskId, _: &Path, _: Bytes, _: Option<Bandwidth>) {
+    fn start(&mut self, _: Time, _: TaskId, _: &Path, _: Bytes, _: Option<Bandwidth>, _: u32) {
         unreachable!("a graph with cached collectives has no transfers");
     }
     fn next_event_time(&mut self) -> Option<Time> {
@@ -308,9 +312,13 @@ impl Replayer<'_> {
                             let time = cache.outcome(request.clone(), self.selection, 0)?.time;
                             graph.delay(time, &after)
                         }
-                        Collectives::Embedded => {
+                        Collectives::Embedded | Collectives::Inline => {
                             let plan = cache.plan(request.clone(), self.selection)?.clone();
-                            plan.build(self.topo, self.model, graph, &after)?
+                            if collectives == Collectives::Inline {
+                                plan.build_inline(self.topo, self.model, graph, &after)?
+                            } else {
+                                plan.build(self.topo, self.model, graph, &after)?
+                            }
                         }
                     };
                     if self.eager() {
@@ -335,7 +343,7 @@ impl Replayer<'_> {
     fn execute(&self, graph: &TaskGraph<Path>, collectives: Collectives) -> Schedule {
         match collectives {
             Collectives::Cached => engine::run(graph, &mut NoTransfers),
-            Collectives::Embedded => engine::run(graph, &mut self.topo.network()),
+            Collectives::Embedded | Collectives::Inline => engine::run(graph, &mut self.topo.network()),
         }
     }
 

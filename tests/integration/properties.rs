@@ -25,8 +25,8 @@ impl Checked {
 }
 
 impl Fabric<Path> for Checked {
-    fn start(&mut self, now: Time, transfer: TaskId, path: &Path, bytes: Bytes, cap: Option<Bandwidth>) {
-        self.0.start(now, transfer, path, bytes, cap);
+    fn start(&mut self, now: Time, transfer: TaskId, path: &Path, bytes: Bytes, cap: Option<Bandwidth>, copies: u32) {
+        self.0.start(now, transfer, path, bytes, cap, copies);
         self.check();
     }
     fn next_event_time(&mut self) -> Option<Time> {

@@ -2,18 +2,20 @@
 //! and protocol NCCL's tuner picks (or the user forced), the channels the
 //! call runs on and how its data is dealt over them, what each channel's
 //! steps move at, and the latencies each part of the call pays; then the
-//! task graph that simulates it.
+//! tasks that simulate it (src/collective/plan/streams.rs).
 
-use crate::config::hardware::{CtaRates, HardwareModel, PathCost};
-use crate::engine::{TaskGraph, TaskId};
+mod streams;
+
+use crate::config::hardware::HardwareModel;
 use crate::network::{LinkId, Path};
-use crate::topology::{LinkKind, Medium, NodeKind, Topology};
-use crate::transport::{self, Connection, Mode, PathClass, Pipe, PipeRules, TransportError};
-use crate::units::{Bandwidth, Bytes, Time};
+use crate::topology::{Medium, NodeKind, Topology};
+use crate::transport::{self, Connection, Mode, PathClass, TransportError};
+use crate::units::Bytes;
 
 use super::nccl::{self, CallShape, RingGraph};
-use super::rate::{self, Primitive};
-use super::{Algorithm, Choice, CollectiveError, Op, PROTOCOLS, Protocol, Request, direct, layout, nvls, ring, tree};
+use super::{Algorithm, Choice, CollectiveError, Op, PROTOCOLS, Protocol, Request, layout};
+
+pub use streams::Body;
 
 /// Algorithms NCCL's tuner chooses among, in NCCL's order (ties go to the
 /// first). One-shot and two-shot are not NCCL's: they run only when asked.
@@ -225,56 +227,6 @@ impl Plan {
         }
     }
 
-    fn costs<'m>(&self, model: &'m HardwareModel) -> &'m PathCost {
-        let protocol = self.protocol.model(model);
-        match self.class {
-            PathClass::Nvlink => &protocol.nvlink,
-            PathClass::Pcie => &protocol.pcie,
-            PathClass::Shm => &protocol.shm,
-        }
-    }
-
-    /// The thread-block rates of this plan's GPU and protocol, and the
-    /// path's own per-channel limit.
-    fn channel_physics(&self, topo: &Topology, model: &HardwareModel) -> Result<(CtaRates, Option<f64>), CollectiveError> {
-        let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
-        let cta = model.gpu_cta_rates(gpu, self.protocol).map_err(CollectiveError::Model)?;
-        Ok((cta, self.costs(model).channel_rate.map(Bandwidth::bytes_per_sec)))
-    }
-
-    /// How much every channel slows when this call's channels share links
-    /// (the contention knee of src/collective/rate.rs): `flows` lists each
-    /// channel's connections with the wire rate it would push alone.
-    fn contention(&self, topo: &Topology, model: &HardwareModel, flows: &[(&Connection, f64)]) -> f64 {
-        let mut demand = vec![0.0f64; topo.links().len()];
-        let mut capacity: Vec<f64> = topo.links().iter().map(|l| l.bandwidth.bytes_per_sec()).collect();
-        for &(connection, wire_rate) in flows {
-            let (paths, read): (Vec<&Path>, Option<&Path>) = match connection {
-                Connection::Direct { path, .. } => (vec![path], None),
-                Connection::Staged { write, read } => (vec![write, read], Some(read)),
-            };
-            for path in paths {
-                for link in path.links.iter() {
-                    demand[link.index()] += wire_rate;
-                }
-            }
-            // GPU threads reading host memory get less of the link into
-            // the GPU than a DMA engine does.
-            if let Some(&last) = read.and_then(|r| r.links.last())
-                && let LinkKind::Pcie { generation, .. } = &topo.link(last).kind
-                && let Ok(pcie) = model.pcie(generation)
-            {
-                capacity[last.index()] = topo.link(last).bandwidth.bytes_per_sec() * pcie.host_read_efficiency;
-            }
-        }
-        demand
-            .iter()
-            .zip(&capacity)
-            .filter(|(d, _)| **d > 0.0)
-            .map(|(d, c)| rate::contention_factor(*d, *c, model.contention.sharpness))
-            .fold(1.0, f64::min)
-    }
-
     /// Every rank's read paths from each of its peers, for the direct
     /// algorithms: they need peer access (not a staged path).
     fn direct_reads(&self, topo: &Topology) -> Result<Vec<Vec<Path>>, String> {
@@ -298,151 +250,6 @@ impl Plan {
                     .collect()
             })
             .collect()
-    }
-
-    /// The fixed latency a call pays before its first step: the caller's
-    /// cost, then the kernel's start with the protocol's set-up.
-    fn start_latency(&self, model: &HardwareModel) -> Result<Time, CollectiveError> {
-        let caller = model.stack(self.request.stack).map_err(CollectiveError::Model)?.collective_call;
-        let kernel = match self.algorithm {
-            Algorithm::Nvls => model.nvls.latency,
-            Algorithm::OneShot | Algorithm::TwoShot => model.direct.launch_latency,
-            Algorithm::Ring | Algorithm::Tree => self.costs(model).base_latency,
-        };
-        Ok(caller + kernel)
-    }
-
-    /// Adds the collective to `graph` after `after`; returns the task that
-    /// finishes when the collective has.
-    pub fn build(
-        &self,
-        topo: &Topology,
-        model: &HardwareModel,
-        graph: &mut TaskGraph<Path>,
-        after: &[TaskId],
-    ) -> Result<TaskId, CollectiveError> {
-        let n = self.request.ranks.len();
-        let start = graph.delay(self.start_latency(model)?, after);
-        if n < 2 || self.request.bytes.0 == 0 {
-            return Ok(start);
-        }
-        let protocol = self.protocol.model(model);
-        // NCCL's transports are SM-driven: through host memory the reader
-        // follows the writer, and a step pays the protocol's step cost on
-        // top of the links' hop latency.
-        let costs = self.costs(model);
-        let rules = PipeRules { latency: costs.step_latency, overhead: costs.slice_overhead, streaming: true };
-        let pipe = |connection: &Connection| Pipe::new(connection.clone(), rules, model);
-        let ends = match self.algorithm {
-            Algorithm::Ring => {
-                let (cta, path_rate) = self.channel_physics(topo, model)?;
-                let op = self.request.op;
-                let ring_of = |c: usize| &self.connections[c % self.connections.len()];
-                let alone = rate::ring_channel_rate(op, n, &cta, path_rate) * protocol.wire_factor;
-                let flows: Vec<(&Connection, f64)> =
-                    (0..self.channel_bytes.len()).flat_map(|c| ring_of(c).iter().map(move |k| (k, alone))).collect();
-                let slowdown = self.contention(topo, model, &flows);
-                let rates = ring::StepRates {
-                    send: Bandwidth::from_bytes_per_sec_f64(alone * slowdown),
-                    steps: rate::ring_sends(op, n),
-                    receive: Bandwidth::from_bytes_per_sec_f64(rate::ring_final(op).rate(&cta) * slowdown),
-                };
-                let mut pipes: Vec<Vec<Pipe>> = (0..self.channel_bytes.len()).map(|c| ring_of(c).iter().map(pipe).collect()).collect();
-                let mut plan = ring::RingPlan {
-                    op,
-                    ranks: n,
-                    channel_bytes: self.channel_bytes.clone(),
-                    pipes: &mut pipes,
-                    chunk: protocol.chunk,
-                    slices_per_chunk: protocol.slices_per_chunk,
-                    min_slice: protocol.min_slice,
-                    wire_factor: protocol.wire_factor,
-                    rates,
-                };
-                if op == Op::Broadcast { ring::broadcast(&mut plan, graph, start) } else { ring::build(&mut plan, graph, start) }
-            }
-            Algorithm::Tree => self.build_tree(topo, model, graph, start, &pipe)?,
-            Algorithm::Nvls => {
-                let switch_path = |from, to| {
-                    topo.path(from, to, Medium::NvSwitch)
-                        .ok_or_else(|| CollectiveError::Unsupported("nvls needs every GPU on the NVSwitch".into()))
-                };
-                let switch = topo
-                    .nodes_of(NodeKind::NvSwitch)
-                    .next()
-                    .ok_or_else(|| CollectiveError::Unsupported("nvls needs an NVSwitch".into()))?;
-                let up = self.request.ranks.iter().map(|&g| switch_path(g, switch)).collect::<Result<Vec<_>, _>>()?;
-                let down = self.request.ranks.iter().map(|&g| switch_path(switch, g)).collect::<Result<Vec<_>, _>>()?;
-                let port = topo.nvlink_bandwidth(self.request.ranks[0]);
-                let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
-                let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
-                let efficiency = arch.nvls_efficiency * model.nvls.efficiency_vs_nccl;
-                let plan = nvls::NvlsPlan {
-                    channel_bytes: self.channel_bytes.clone(),
-                    up,
-                    down,
-                    chunk: nvls::chunk(model.nvls.chunk, self.request.bytes, self.channel_bytes.len(), n),
-                    channel_cap: port.scaled(efficiency / f64::from(model.nvls.channels)),
-                };
-                nvls::build(&plan, graph, start)
-            }
-            Algorithm::OneShot | Algorithm::TwoShot => {
-                let plan = direct::DirectPlan {
-                    bytes: self.request.bytes,
-                    reads: self.direct_reads(topo).map_err(CollectiveError::Unsupported)?,
-                    wire_factor: 1.0 / model.direct.efficiency,
-                    barrier: model.direct.barrier_latency,
-                    two_shot: self.algorithm == Algorithm::TwoShot,
-                };
-                vec![direct::build(&plan, graph, start)]
-            }
-        };
-        Ok(graph.join(&ends))
-    }
-
-    /// The tree (a chain inside one node) with its channels' connections
-    /// and rates.
-    fn build_tree(
-        &self,
-        topo: &Topology,
-        model: &HardwareModel,
-        graph: &mut TaskGraph<Path>,
-        start: TaskId,
-        pipe: &dyn Fn(&Connection) -> Pipe,
-    ) -> Result<Vec<TaskId>, CollectiveError> {
-        let n = self.request.ranks.len();
-        let protocol = self.protocol.model(model);
-        let (cta, path_rate) = self.channel_physics(topo, model)?;
-        let mut connections: Vec<(Vec<Connection>, Vec<Connection>)> = Vec::new();
-        for c in 0..self.channel_bytes.len() {
-            let order = tree::chain(n, c);
-            let (mut up, mut down) = (Vec::new(), Vec::new());
-            for k in 0..n - 1 {
-                let (root_side, far_side) = (self.request.ranks[order[k]], self.request.ranks[order[k + 1]]);
-                up.push(transport::connect_with_fallback(topo, far_side, root_side, self.request.mode)?.0);
-                down.push(transport::connect_with_fallback(topo, root_side, far_side, self.request.mode)?.0);
-            }
-            connections.push((up, down));
-        }
-        let alone = rate::chain_channel_rate(n, &cta, path_rate) * protocol.wire_factor;
-        let flows: Vec<(&Connection, f64)> = connections.iter().flat_map(|(up, down)| up.iter().chain(down).map(|k| (k, alone))).collect();
-        let slowdown = self.contention(topo, model, &flows);
-        let rates = tree::ChainRates {
-            send: Bandwidth::from_bytes_per_sec_f64(alone * slowdown),
-            receive: Bandwidth::from_bytes_per_sec_f64(Primitive::Recv.rate(&cta) * slowdown),
-        };
-        let mut channels: Vec<tree::ChainPipes> = connections
-            .iter()
-            .map(|(up, down)| tree::ChainPipes { up: up.iter().map(pipe).collect(), down: down.iter().map(pipe).collect() })
-            .collect();
-        let mut plan = tree::TreePlan {
-            channel_bytes: self.channel_bytes.clone(),
-            channels: &mut channels,
-            chunk: nccl::tree_chunk(protocol.tree_chunk, self.protocol, self.request.bytes, self.channel_bytes.len(), n),
-            wire_factor: protocol.wire_factor,
-            rates,
-        };
-        Ok(tree::build(&mut plan, graph, start))
     }
 
     /// The links this plan's rings cross, for tests and reports.

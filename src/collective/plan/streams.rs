@@ -1,0 +1,302 @@
+//! A plan's call as tasks: its start latency, then its body as a stream
+//! (ring, tree, NVLS or direct reads) with the rates of its channels and
+//! the latencies of its steps, identical channels (and NVLS ranks) simulated
+//! once as far as the caller's [`Symmetry`] allows.
+
+use crate::collective::direct::DirectStream;
+use crate::collective::nvls::{self, NvlsChannel, NvlsStream};
+use crate::collective::rate::{self, Primitive};
+use crate::collective::ring::{RingChannel, RingStream, StepRates};
+use crate::collective::symmetry::{self, ChannelClass, Symmetry};
+use crate::collective::tree::{self, ChainChannel, ChainRates, TreeStream};
+use crate::collective::{Algorithm, CollectiveError, nccl};
+use crate::config::hardware::{CtaRates, HardwareModel, PathCost};
+use crate::engine::{Stream, TaskGraph, TaskId};
+use crate::network::{LinkId, Path};
+use crate::topology::{LinkKind, Medium, NodeKind, Topology};
+use crate::transport::{self, Connection, PathClass, Pipe, PipeRules};
+use crate::units::{Bandwidth, Time};
+
+use super::Plan;
+
+/// A call's body, ready to run: its stream, and the links whose traffic is
+/// another's (ranks simulated once): (the simulated one, its mirror).
+pub struct Body {
+    pub stream: Box<dyn Stream<Path>>,
+    pub mirrored: Vec<(LinkId, LinkId)>,
+}
+
+/// How a call's tasks enter a graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expansion {
+    /// Generated while the graph runs.
+    Streamed,
+    /// Written into the graph before it runs.
+    Inline,
+}
+
+impl Plan {
+    /// Adds the collective to `graph` after `after`, its body generated while
+    /// the graph runs (identical channels simulated once); returns the task
+    /// that finishes when the collective has.
+    pub fn build(
+        &self,
+        topo: &Topology,
+        model: &HardwareModel,
+        graph: &mut TaskGraph<Path>,
+        after: &[TaskId],
+    ) -> Result<TaskId, CollectiveError> {
+        self.add_to(topo, model, graph, after, Symmetry::Channels, Expansion::Streamed).map(|(end, _)| end)
+    }
+
+    /// Like [`Plan::build`], with every task of every channel written into
+    /// `graph` (for timelines of the call's transfers).
+    pub fn build_inline(
+        &self,
+        topo: &Topology,
+        model: &HardwareModel,
+        graph: &mut TaskGraph<Path>,
+        after: &[TaskId],
+    ) -> Result<TaskId, CollectiveError> {
+        self.add_to(topo, model, graph, after, Symmetry::None, Expansion::Inline).map(|(end, _)| end)
+    }
+
+    /// Adds the collective alone (at the start of `graph`), streamed with
+    /// `symmetry`; returns its end and the links whose traffic mirrors
+    /// another's.
+    pub(crate) fn build_alone(
+        &self,
+        topo: &Topology,
+        model: &HardwareModel,
+        graph: &mut TaskGraph<Path>,
+        symmetry: Symmetry,
+    ) -> Result<(TaskId, Vec<(LinkId, LinkId)>), CollectiveError> {
+        self.add_to(topo, model, graph, &[], symmetry, Expansion::Streamed)
+    }
+
+    fn add_to(
+        &self,
+        topo: &Topology,
+        model: &HardwareModel,
+        graph: &mut TaskGraph<Path>,
+        after: &[TaskId],
+        symmetry: Symmetry,
+        expansion: Expansion,
+    ) -> Result<(TaskId, Vec<(LinkId, LinkId)>), CollectiveError> {
+        let start = graph.delay(self.start_latency(model)?, after);
+        if self.request.ranks.len() < 2 || self.request.bytes.0 == 0 {
+            return Ok((start, Vec::new()));
+        }
+        let body = self.body(topo, model, symmetry)?;
+        let end = match expansion {
+            Expansion::Streamed => graph.stream(body.stream, &[start]),
+            Expansion::Inline => graph.inline(&*body.stream, &[start]),
+        };
+        Ok((end, body.mirrored))
+    }
+
+    /// The call's body (what follows its start latency) as a stream.
+    pub fn body(&self, topo: &Topology, model: &HardwareModel, symmetry: Symmetry) -> Result<Body, CollectiveError> {
+        let alone = |stream: Box<dyn Stream<Path>>| Body { stream, mirrored: Vec::new() };
+        match self.algorithm {
+            Algorithm::Ring => Ok(alone(Box::new(self.ring_stream(topo, model, symmetry)?))),
+            Algorithm::Tree => Ok(alone(Box::new(self.tree_stream(topo, model, symmetry)?))),
+            Algorithm::Nvls => self.nvls_body(topo, model, symmetry),
+            Algorithm::OneShot | Algorithm::TwoShot => Ok(alone(Box::new(DirectStream {
+                bytes: self.request.bytes,
+                reads: self.direct_reads(topo).map_err(CollectiveError::Unsupported)?,
+                wire_factor: 1.0 / model.direct.efficiency,
+                barrier: model.direct.barrier_latency,
+                two_shot: self.algorithm == Algorithm::TwoShot,
+            }))),
+        }
+    }
+
+    /// NCCL's transports are SM-driven: through host memory the reader
+    /// follows the writer, and a step pays the protocol's step cost on top
+    /// of the links' hop latency.
+    fn pipe_rules(&self, model: &HardwareModel) -> PipeRules {
+        let costs = self.costs(model);
+        PipeRules { latency: costs.step_latency, overhead: costs.slice_overhead, streaming: true }
+    }
+
+    fn ring_stream(&self, topo: &Topology, model: &HardwareModel, symmetry: Symmetry) -> Result<RingStream, CollectiveError> {
+        let n = self.request.ranks.len();
+        let protocol = self.protocol.model(model);
+        let (cta, path_rate) = self.channel_physics(topo, model)?;
+        let op = self.request.op;
+        let rings = self.connections.len();
+        let ring_of = |c: usize| &self.connections[c % rings];
+        let alone = rate::ring_channel_rate(op, n, &cta, path_rate) * protocol.wire_factor;
+        let flows: Vec<(&Connection, f64)> =
+            (0..self.channel_bytes.len()).flat_map(|c| ring_of(c).iter().map(move |k| (k, alone))).collect();
+        let slowdown = self.contention(topo, model, &flows);
+        let rules = self.pipe_rules(model);
+        let channels = symmetry::channel_classes(&self.channel_bytes, |c| c % rings, symmetry)
+            .into_iter()
+            .map(|ChannelClass { channel, copies }| RingChannel {
+                bytes: self.channel_bytes[channel],
+                pipes: ring_of(channel).iter().map(|k| Pipe::with_copies(k.clone(), rules, model, copies)).collect(),
+            })
+            .collect();
+        Ok(RingStream {
+            op,
+            ranks: n,
+            channels,
+            chunk: protocol.chunk,
+            slices_per_chunk: protocol.slices_per_chunk,
+            min_slice: protocol.min_slice,
+            wire_factor: protocol.wire_factor,
+            rates: StepRates {
+                send: Bandwidth::from_bytes_per_sec_f64(alone * slowdown),
+                steps: rate::ring_sends(op, n),
+                receive: Bandwidth::from_bytes_per_sec_f64(rate::ring_final(op).rate(&cta) * slowdown),
+            },
+        })
+    }
+
+    /// The tree (a chain inside one node) with its channels' connections
+    /// and rates.
+    fn tree_stream(&self, topo: &Topology, model: &HardwareModel, symmetry: Symmetry) -> Result<TreeStream, CollectiveError> {
+        let n = self.request.ranks.len();
+        let protocol = self.protocol.model(model);
+        let (cta, path_rate) = self.channel_physics(topo, model)?;
+        // Even channels run the chain from one end, odd ones from the other.
+        let mut orders: Vec<(Vec<Connection>, Vec<Connection>)> = Vec::new();
+        for c in 0..2.min(self.channel_bytes.len()) {
+            let order = tree::chain(n, c);
+            let (mut up, mut down) = (Vec::new(), Vec::new());
+            for k in 0..n - 1 {
+                let (root_side, far_side) = (self.request.ranks[order[k]], self.request.ranks[order[k + 1]]);
+                up.push(transport::connect_with_fallback(topo, far_side, root_side, self.request.mode)?.0);
+                down.push(transport::connect_with_fallback(topo, root_side, far_side, self.request.mode)?.0);
+            }
+            orders.push((up, down));
+        }
+        let alone = rate::chain_channel_rate(n, &cta, path_rate) * protocol.wire_factor;
+        let flows: Vec<(&Connection, f64)> = (0..self.channel_bytes.len())
+            .flat_map(|c| {
+                let (up, down) = &orders[c % 2];
+                up.iter().chain(down).map(|k| (k, alone))
+            })
+            .collect();
+        let slowdown = self.contention(topo, model, &flows);
+        let rules = self.pipe_rules(model);
+        let pipes =
+            |connections: &[Connection], copies| connections.iter().map(|k| Pipe::with_copies(k.clone(), rules, model, copies)).collect();
+        let channels = symmetry::channel_classes(&self.channel_bytes, |c| c % 2, symmetry)
+            .into_iter()
+            .map(|ChannelClass { channel, copies }| {
+                let (up, down) = &orders[channel % 2];
+                ChainChannel { bytes: self.channel_bytes[channel], up: pipes(up, copies), down: pipes(down, copies) }
+            })
+            .collect();
+        Ok(TreeStream {
+            channels,
+            chunk: nccl::tree_chunk(protocol.tree_chunk, self.protocol, self.request.bytes, self.channel_bytes.len(), n),
+            wire_factor: protocol.wire_factor,
+            rates: ChainRates {
+                send: Bandwidth::from_bytes_per_sec_f64(alone * slowdown),
+                receive: Bandwidth::from_bytes_per_sec_f64(Primitive::Recv.rate(&cta) * slowdown),
+            },
+        })
+    }
+
+    fn nvls_body(&self, topo: &Topology, model: &HardwareModel, symmetry: Symmetry) -> Result<Body, CollectiveError> {
+        let n = self.request.ranks.len();
+        let switch_path = |from, to| {
+            topo.path(from, to, Medium::NvSwitch).ok_or_else(|| CollectiveError::Unsupported("nvls needs every GPU on the NVSwitch".into()))
+        };
+        let switch =
+            topo.nodes_of(NodeKind::NvSwitch).next().ok_or_else(|| CollectiveError::Unsupported("nvls needs an NVSwitch".into()))?;
+        let mut up = self.request.ranks.iter().map(|&g| switch_path(g, switch)).collect::<Result<Vec<_>, _>>()?;
+        let mut down = self.request.ranks.iter().map(|&g| switch_path(switch, g)).collect::<Result<Vec<_>, _>>()?;
+        let mirrored = match symmetry {
+            Symmetry::ChannelsAndRanks => symmetry::mirrored_ports(topo, &up, &down),
+            Symmetry::None | Symmetry::Channels => None,
+        };
+        if mirrored.is_some() {
+            up.truncate(1);
+            down.truncate(1);
+        }
+        let port = topo.nvlink_bandwidth(self.request.ranks[0]);
+        let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
+        let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
+        let efficiency = arch.nvls_efficiency * model.nvls.efficiency_vs_nccl;
+        let channels = symmetry::channel_classes(&self.channel_bytes, |_| 0, symmetry)
+            .into_iter()
+            .map(|ChannelClass { channel, copies }| NvlsChannel { bytes: self.channel_bytes[channel], copies })
+            .collect();
+        let stream = NvlsStream {
+            ranks: n,
+            channels,
+            up,
+            down,
+            chunk: nvls::chunk(model.nvls.chunk, self.request.bytes, self.channel_bytes.len(), n),
+            channel_cap: port.scaled(efficiency / f64::from(model.nvls.channels)),
+        };
+        Ok(Body { stream: Box::new(stream), mirrored: mirrored.unwrap_or_default() })
+    }
+
+    fn costs<'m>(&self, model: &'m HardwareModel) -> &'m PathCost {
+        let protocol = self.protocol.model(model);
+        match self.class {
+            PathClass::Nvlink => &protocol.nvlink,
+            PathClass::Pcie => &protocol.pcie,
+            PathClass::Shm => &protocol.shm,
+        }
+    }
+
+    /// The thread-block rates of this plan's GPU and protocol, and the
+    /// path's own per-channel limit.
+    fn channel_physics(&self, topo: &Topology, model: &HardwareModel) -> Result<(CtaRates, Option<f64>), CollectiveError> {
+        let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
+        let cta = model.gpu_cta_rates(gpu, self.protocol).map_err(CollectiveError::Model)?;
+        Ok((cta, self.costs(model).channel_rate.map(Bandwidth::bytes_per_sec)))
+    }
+
+    /// How much every channel slows when this call's channels share links
+    /// (the contention knee of src/collective/rate.rs): `flows` lists each
+    /// channel's connections with the wire rate it would push alone.
+    fn contention(&self, topo: &Topology, model: &HardwareModel, flows: &[(&Connection, f64)]) -> f64 {
+        let mut demand = vec![0.0f64; topo.links().len()];
+        let mut capacity: Vec<f64> = topo.links().iter().map(|l| l.bandwidth.bytes_per_sec()).collect();
+        for &(connection, wire_rate) in flows {
+            let (paths, read): (Vec<&Path>, Option<&Path>) = match connection {
+                Connection::Direct { path, .. } => (vec![path], None),
+                Connection::Staged { write, read } => (vec![write, read], Some(read)),
+            };
+            for path in paths {
+                for link in path.links.iter() {
+                    demand[link.index()] += wire_rate;
+                }
+            }
+            // GPU threads reading host memory get less of the link into
+            // the GPU than a DMA engine does.
+            if let Some(&last) = read.and_then(|r| r.links.last())
+                && let LinkKind::Pcie { generation, .. } = &topo.link(last).kind
+                && let Ok(pcie) = model.pcie(generation)
+            {
+                capacity[last.index()] = topo.link(last).bandwidth.bytes_per_sec() * pcie.host_read_efficiency;
+            }
+        }
+        demand
+            .iter()
+            .zip(&capacity)
+            .filter(|(d, _)| **d > 0.0)
+            .map(|(d, c)| rate::contention_factor(*d, *c, model.contention.sharpness))
+            .fold(1.0, f64::min)
+    }
+
+    /// The fixed latency a call pays before its first step: the caller's
+    /// cost, then the kernel's start with the protocol's set-up.
+    fn start_latency(&self, model: &HardwareModel) -> Result<Time, CollectiveError> {
+        let caller = model.stack(self.request.stack).map_err(CollectiveError::Model)?.collective_call;
+        let kernel = match self.algorithm {
+            Algorithm::Nvls => model.nvls.latency,
+            Algorithm::OneShot | Algorithm::TwoShot => model.direct.launch_latency,
+            Algorithm::Ring | Algorithm::Tree => self.costs(model).base_latency,
+        };
+        Ok(caller + kernel)
+    }
+}

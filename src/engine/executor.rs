@@ -1,0 +1,459 @@
+//! Runs a task graph against a clock and a fabric: tasks start when their
+//! dependencies have finished, delays on timers ordered by (time, sequence),
+//! transfers on the fabric; streams generate their tasks batch by batch as
+//! they run, in slots reused once an instant is over. Knows nothing of GPUs
+//! or links.
+
+use crate::units::Time;
+
+use super::graph::{Builder, Generator, TaskGraph, TaskRef};
+use super::queue::EventQueue;
+use super::{Fabric, Schedule, TaskId, Work};
+
+/// Runs every task of `graph` to completion on `fabric`, starting at zero.
+pub fn run<R, F: Fabric<R>>(graph: &TaskGraph<R>, fabric: &mut F) -> Schedule {
+    Executor::new(graph).run(fabric)
+}
+
+/// Where a task stands among those ready at one instant: as a graph built
+/// whole would number it. The graph's task in the top 32 bits, then a
+/// stream's lane (0 for the graph's own tasks) in the next 32, then the
+/// task's place in its lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Order(u128);
+
+impl Order {
+    fn new(task: u32, lane: u32, index: u64) -> Order {
+        Order(u128::from(task) << 96 | u128::from(lane) << 64 | u128::from(index))
+    }
+}
+
+/// A task ready to start, with its place in the wave.
+type Ready = (Order, u32);
+
+const NONE: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Waiting,
+    Running,
+    Finished,
+    Free,
+}
+
+/// A task alive in the run: one of the graph's, or one a stream generated.
+struct Slot<R> {
+    order: Order,
+    /// The work of a generated task (a graph's own is read from the graph).
+    generated: Option<Work<R>>,
+    end: Time,
+    generation: u32,
+    waiting: u32,
+    /// Head of this task's successors in the edge pool.
+    first_edge: u32,
+    /// The stream that generated it, its lane and its batch there.
+    stream: u32,
+    lane: u32,
+    batch: u32,
+    state: State,
+    /// Whether it starts on the fabric or is a stream: the order such tasks
+    /// start in at one instant matters (to the fabric's sharing), that of
+    /// delays and joins does not.
+    ordered: bool,
+}
+
+fn is_ordered<R>(work: &Work<R>) -> bool {
+    matches!(work, Work::Transfer { .. } | Work::Stream(_))
+}
+
+/// An edge of the pool: the waiting task and the next edge of the list.
+#[derive(Clone, Copy)]
+struct Edge {
+    to: u32,
+    next: u32,
+}
+
+/// A lane of a running stream.
+struct LaneRun {
+    /// Batches added so far.
+    batches: u32,
+    exhausted: bool,
+    /// Tasks added so far: the next one's place in the lane.
+    added: u64,
+}
+
+/// A stream of the graph, running.
+struct StreamRun<'g, R> {
+    /// The graph's task that it is.
+    task: u32,
+    /// Dropped once the stream has finished, with what it held.
+    generator: Option<Box<dyn Generator<R> + 'g>>,
+    lanes: Vec<LaneRun>,
+    /// Its tasks not yet finished.
+    live: u64,
+}
+
+/// Tasks, edges and the queues between them: what a stream's generator
+/// adds to.
+struct Tasks<R> {
+    slots: Vec<Slot<R>>,
+    free_slots: Vec<u32>,
+    /// Slots whose task finished at the current instant: freed once it is over.
+    retiring: Vec<u32>,
+    edges: Vec<Edge>,
+    free_edge: u32,
+    /// Tasks that became ready for the next wave.
+    ready: Vec<Ready>,
+    /// Tasks of a stream's first batches, ready as it starts: they start
+    /// right after it, before the rest of its wave.
+    ready_with_stream: Vec<Ready>,
+    live: usize,
+    peak: usize,
+}
+
+impl<R> Tasks<R> {
+    fn push_edge(&mut self, from: u32, to: u32) {
+        let edge = Edge { to, next: self.slots[from as usize].first_edge };
+        let index = if self.free_edge != NONE {
+            let index = self.free_edge;
+            self.free_edge = self.edges[index as usize].next;
+            self.edges[index as usize] = edge;
+            index
+        } else {
+            self.edges.push(edge);
+            (self.edges.len() - 1) as u32
+        };
+        self.slots[from as usize].first_edge = index;
+    }
+
+    fn allocate(&mut self, slot: Slot<R>) -> u32 {
+        self.live += 1;
+        self.peak = self.peak.max(self.live);
+        match self.free_slots.pop() {
+            Some(index) => {
+                let generation = self.slots[index as usize].generation;
+                self.slots[index as usize] = Slot { generation, ..slot };
+                index
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+}
+
+/// What a stream's generator adds to: its tasks become slots of the run.
+struct Spawner<'t, R> {
+    tasks: &'t mut Tasks<R>,
+    stream: u32,
+    stream_task: u32,
+    lane: &'t mut LaneRun,
+    lane_index: u32,
+    /// Tasks added, for the stream's count of live ones.
+    added: u64,
+    /// Whether ready tasks start with the stream (its first batches)
+    /// rather than in the next wave.
+    with_stream: bool,
+    now: Time,
+}
+
+impl<R> Builder<R> for Spawner<'_, R> {
+    fn add(&mut self, work: Work<R>, after: &[TaskRef]) -> TaskRef {
+        assert!(!matches!(work, Work::Stream(_)), "a stream cannot add a stream");
+        let order = Order::new(self.stream_task, self.lane_index, self.lane.added);
+        self.lane.added += 1;
+        self.added += 1;
+        let ordered = is_ordered(&work);
+        let slot = self.tasks.allocate(Slot {
+            order,
+            ordered,
+            generated: Some(work),
+            end: Time::ZERO,
+            generation: 0,
+            waiting: 0,
+            first_edge: NONE,
+            stream: self.stream,
+            lane: self.lane_index - 1,
+            batch: self.lane.batches,
+            state: State::Waiting,
+        });
+        let mut finished_now = false;
+        for before in after {
+            let other = &self.tasks.slots[before.slot as usize];
+            if other.generation != before.generation {
+                continue; // finished at an earlier instant, and freed
+            }
+            debug_assert!(other.stream == self.stream, "a stream's tasks wait only for its own");
+            if other.state == State::Finished {
+                finished_now |= other.end == self.now;
+                continue;
+            }
+            self.tasks.push_edge(before.slot, slot);
+            self.tasks.slots[slot as usize].waiting += 1;
+        }
+        if self.tasks.slots[slot as usize].waiting == 0 {
+            debug_assert!(
+                after.is_empty() || finished_now,
+                "a generated task was added after everything it waits for had finished: its lane's batches break the generator's contract"
+            );
+            if self.with_stream {
+                self.tasks.ready_with_stream.push((order, slot));
+            } else {
+                self.tasks.ready.push((order, slot));
+            }
+        }
+        TaskRef { slot, generation: self.tasks.slots[slot as usize].generation }
+    }
+}
+
+struct Executor<'g, R> {
+    graph: &'g TaskGraph<R>,
+    tasks: Tasks<R>,
+    streams: Vec<StreamRun<'g, R>>,
+    start: Vec<Time>,
+    end: Vec<Time>,
+    /// Delays in progress, by finish time then start order.
+    timers: EventQueue<u32>,
+    events: u64,
+    /// Tasks that finished at the current instant, to complete.
+    finished: Vec<TaskId>,
+}
+
+impl<'g, R> Executor<'g, R> {
+    fn new(graph: &'g TaskGraph<R>) -> Self {
+        let n = graph.len();
+        let slots = (0..n as u32)
+            .map(|task| Slot {
+                order: Order::new(task, 0, 0),
+                ordered: is_ordered(graph.work(TaskId(task))),
+                generated: None,
+                end: Time::ZERO,
+                generation: 0,
+                waiting: 0,
+                first_edge: NONE,
+                stream: NONE,
+                lane: 0,
+                batch: 0,
+                state: State::Waiting,
+            })
+            .collect();
+        let mut tasks = Tasks {
+            slots,
+            free_slots: Vec::new(),
+            retiring: Vec::new(),
+            edges: Vec::with_capacity(graph.edges.len()),
+            free_edge: NONE,
+            ready: Vec::new(),
+            ready_with_stream: Vec::new(),
+            live: n,
+            peak: n,
+        };
+        // Pushed in reverse so that each list follows the graph's edge order.
+        for &(before, after) in graph.edges.iter().rev() {
+            tasks.push_edge(before.0, after.0);
+            tasks.slots[after.index()].waiting += 1;
+        }
+        Executor {
+            graph,
+            tasks,
+            streams: Vec::new(),
+            start: vec![Time::ZERO; n],
+            end: vec![Time::ZERO; n],
+            timers: EventQueue::new(),
+            events: 0,
+            finished: Vec::new(),
+        }
+    }
+
+    fn run<F: Fabric<R>>(mut self, fabric: &mut F) -> Schedule {
+        let mut now = Time::ZERO;
+        let initially_ready: Vec<Ready> = (0..self.graph.len() as u32)
+            .filter(|&t| self.tasks.slots[t as usize].waiting == 0)
+            .map(|t| (self.tasks.slots[t as usize].order, t))
+            .collect();
+        self.tasks.ready = initially_ready;
+        let mut completed = Vec::new();
+        let mut wave = Vec::new();
+        let mut due = Vec::new();
+        loop {
+            // Start everything that became ready at `now`, wave by wave, in
+            // the order a graph built whole would number the tasks.
+            while !self.tasks.ready.is_empty() {
+                std::mem::swap(&mut self.tasks.ready, &mut wave);
+                self.start_wave(&mut wave, now, fabric);
+                self.complete_finished(now, &mut completed);
+            }
+            self.retire();
+            let next_timer = self.timers.next_time();
+            let next_fabric = fabric.next_event_time();
+            now = match (next_timer, next_fabric) {
+                (None, None) => break,
+                (Some(t), None) | (None, Some(t)) => t,
+                (Some(a), Some(b)) => a.min(b),
+            };
+            if next_timer == Some(now) {
+                self.timers.pop_earliest(&mut due);
+                self.finished.extend(due.iter().map(|&slot| TaskId(slot)));
+            }
+            if next_fabric == Some(now) {
+                self.events += fabric.advance(now, &mut self.finished);
+            }
+            self.complete_finished(now, &mut completed);
+        }
+        let unfinished = self.tasks.slots.iter().filter(|s| matches!(s.state, State::Waiting | State::Running)).count();
+        assert_eq!(unfinished, 0, "every task of an acyclic graph finishes");
+        Schedule { start: self.start, end: self.end, events: self.events, peak_tasks: self.tasks.peak }
+    }
+
+    /// Starts the tasks of `wave` (leaving it empty): delays and joins, then
+    /// transfers and streams in order; a stream's first tasks that are ready
+    /// start right after it.
+    fn start_wave<F: Fabric<R>>(&mut self, wave: &mut Vec<Ready>, now: Time, fabric: &mut F) {
+        let mut kept = 0;
+        for i in 0..wave.len() {
+            let (_, slot) = wave[i];
+            if self.tasks.slots[slot as usize].ordered {
+                wave[kept] = wave[i];
+                kept += 1;
+            } else {
+                self.start_task(slot, now, fabric);
+            }
+        }
+        wave.truncate(kept);
+        wave.sort_unstable_by_key(|&(order, _)| order);
+        for &(_, slot) in wave.iter() {
+            self.start_task(slot, now, fabric);
+            if !self.tasks.ready_with_stream.is_empty() {
+                let mut first = std::mem::take(&mut self.tasks.ready_with_stream);
+                self.start_wave(&mut first, now, fabric);
+                self.tasks.ready_with_stream = first;
+            }
+        }
+        wave.clear();
+    }
+
+    fn complete_finished(&mut self, now: Time, completed: &mut Vec<TaskId>) {
+        std::mem::swap(&mut self.finished, completed);
+        for task in completed.iter() {
+            self.complete(task.0, now);
+        }
+        completed.clear();
+    }
+
+    fn start_task<F: Fabric<R>>(&mut self, slot: u32, now: Time, fabric: &mut F) {
+        let graph = self.graph;
+        let task = &mut self.tasks.slots[slot as usize];
+        task.state = State::Running;
+        let work = match &task.generated {
+            Some(work) => work,
+            None => {
+                self.start[slot as usize] = now;
+                if let Work::Stream(stream) = graph.work(TaskId(slot)) {
+                    self.begin_stream(slot, stream.generator(), now);
+                    return;
+                }
+                graph.work(TaskId(slot))
+            }
+        };
+        match work {
+            Work::Transfer { route, bytes, rate_cap, copies } => fabric.start(now, TaskId(slot), route, *bytes, *rate_cap, *copies),
+            Work::Delay(duration) if duration.0 > 0 => self.timers.push(now + *duration, slot),
+            Work::Delay(_) | Work::Join => self.finished.push(TaskId(slot)),
+            Work::Stream(_) => unreachable!("streams are the graph's own tasks"),
+        }
+    }
+
+    /// Adds the first batch of every lane of a stream that starts now.
+    fn begin_stream(&mut self, task: u32, generator: Box<dyn Generator<R> + 'g>, now: Time) {
+        let index = self.streams.len() as u32;
+        let lanes = (0..generator.lanes()).map(|_| LaneRun { batches: 0, exhausted: false, added: 0 }).collect();
+        self.streams.push(StreamRun { task, generator: Some(generator), lanes, live: 0 });
+        for lane in 0..self.streams[index as usize].lanes.len() {
+            self.next_batch(index, lane, true, now);
+        }
+        if self.streams[index as usize].live == 0 {
+            self.finished.push(TaskId(task));
+        }
+    }
+
+    /// Asks a stream for the next batch of one lane.
+    fn next_batch(&mut self, stream: u32, lane: usize, with_stream: bool, now: Time) {
+        let run = &mut self.streams[stream as usize];
+        let mut spawner = Spawner {
+            tasks: &mut self.tasks,
+            stream,
+            stream_task: run.task,
+            lane: &mut run.lanes[lane],
+            lane_index: lane as u32 + 1,
+            added: 0,
+            with_stream,
+            now,
+        };
+        let generator = run.generator.as_mut().expect("a running stream has its generator");
+        if generator.next_batch(lane, &mut spawner) {
+            assert!(spawner.added > 0, "a stream's batch adds at least one task");
+            let added = spawner.added;
+            run.lanes[lane].batches += 1;
+            run.live += added;
+        } else {
+            run.lanes[lane].exhausted = true;
+        }
+    }
+
+    fn complete(&mut self, slot: u32, now: Time) {
+        self.events += 1;
+        let task = &mut self.tasks.slots[slot as usize];
+        task.state = State::Finished;
+        task.end = now;
+        let (stream, lane, batch) = (task.stream, task.lane, task.batch);
+        let mut edge = task.first_edge;
+        task.first_edge = NONE;
+        while edge != NONE {
+            let Edge { to, next } = self.tasks.edges[edge as usize];
+            self.tasks.edges[edge as usize].next = self.tasks.free_edge;
+            self.tasks.free_edge = edge;
+            edge = next;
+            let waiting = &mut self.tasks.slots[to as usize].waiting;
+            *waiting -= 1;
+            if *waiting == 0 {
+                self.tasks.ready.push((self.tasks.slots[to as usize].order, to));
+            }
+        }
+        if stream == NONE {
+            self.end[slot as usize] = now;
+            if let Work::Stream(_) = self.graph.work(TaskId(slot)) {
+                let run = self.streams.iter_mut().rfind(|s| s.task == slot).expect("a finished stream ran");
+                run.generator = None;
+            }
+            return;
+        }
+        self.tasks.retiring.push(slot);
+        let run = &mut self.streams[stream as usize];
+        let lane_run = &run.lanes[lane as usize];
+        if !lane_run.exhausted && batch + 1 == lane_run.batches {
+            self.next_batch(stream, lane as usize, false, now);
+        }
+        let run = &mut self.streams[stream as usize];
+        run.live -= 1;
+        if run.live == 0 && run.lanes.iter().all(|l| l.exhausted) {
+            let task = run.task;
+            self.complete(task, now);
+        }
+    }
+
+    /// Frees the slots of generated tasks that finished at the instant that
+    /// is over: a handle to one now reads as finished.
+    fn retire(&mut self) {
+        for &slot in &self.tasks.retiring {
+            let task = &mut self.tasks.slots[slot as usize];
+            task.state = State::Free;
+            task.generated = None;
+            // A handle to the finished task no longer names the slot.
+            task.generation = task.generation.wrapping_add(1);
+            self.tasks.free_slots.push(slot);
+        }
+        self.tasks.live -= self.tasks.retiring.len();
+        self.tasks.retiring.clear();
+    }
+}
