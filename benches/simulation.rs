@@ -10,13 +10,12 @@ use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use icsim::collective::{self, Algorithm, Choice, Op, Plan, Protocol, Request};
-use icsim::config::experiment::Experiment;
 use icsim::config::hardware::HardwareModel;
 use icsim::engine::{self, Fabric, TaskGraph, TaskId};
 use icsim::topology::{PresetOptions, Topology, TopologySpec, resolve};
 use icsim::transport::Mode;
 use icsim::units::{Bandwidth, Bytes, Time};
-use icsim::workload::experiment::{self, RunOptions};
+use icsim::workload::experiment::{self, Experiment, RunOptions};
 
 /// A fabric with nothing in flight: the engine alone.
 struct Idle;

@@ -10,6 +10,7 @@ pub mod engine;
 pub mod network;
 pub mod report;
 pub mod stack;
+pub mod storage;
 pub mod sweep;
 pub mod topology;
 pub mod transport;
@@ -29,4 +30,6 @@ pub enum Error {
     Collective(#[from] collective::CollectiveError),
     #[error(transparent)]
     Transport(#[from] transport::TransportError),
+    #[error(transparent)]
+    Storage(#[from] storage::StorageError),
 }

@@ -10,7 +10,7 @@ use std::str::FromStr;
 use crate::config::hardware::HardwareModel;
 use crate::engine::{Builder, TaskGraph, TaskId, TaskRef};
 use crate::network::Path;
-use crate::topology::{Medium, NodeId, NodeKind, Relation, Topology};
+use crate::topology::{Medium, NodeId, NodeKind, P2pDenied, Relation, Topology};
 use crate::units::{Bandwidth, Bytes, Time};
 
 /// A transport mode, as a user names it.
@@ -142,16 +142,11 @@ pub fn connect(topo: &Topology, a: NodeId, b: NodeId, mode: Mode) -> Result<Conn
             Ok(Connection::Direct { path, class: PathClass::Nvlink, rate_cap: None })
         }
         Mode::P2p => {
-            let path = topo
-                .path(a, b, Medium::Pcie)
-                .ok_or_else(|| unavailable(mode, topo, format!("no PCIe path between {} and {}", name(a), name(b))))?;
             // The PCIe path decides, whatever NVLink joins the pair.
-            let crosses_sockets = topo.pcie_relation(a, b) == Relation::Sys;
-            if crosses_sockets && !topo.policy.p2p_across_sockets {
-                return Err(TransportError::P2pRefused { a: name(a), b: name(b), topology: topo.name.clone() });
-            }
-            let rate_cap =
-                topo.path_crosses(&path, NodeKind::CpuSocket).then(|| topo.bottleneck(&path).scaled(topo.policy.root_complex_p2p_factor));
+            let (path, rate_cap) = topo.peer_to_peer(a, b).map_err(|denied| match denied {
+                P2pDenied::NoPath => unavailable(mode, topo, format!("no PCIe path between {} and {}", name(a), name(b))),
+                P2pDenied::AcrossSockets => TransportError::P2pRefused { a: name(a), b: name(b), topology: topo.name.clone() },
+            })?;
             Ok(Connection::Direct { path, class: PathClass::Pcie, rate_cap })
         }
         Mode::Shm => {

@@ -5,5 +5,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    let _ = icsim::config::experiment::Experiment::parse(std::path::Path::new("configs/fuzzed.toml"), text);
+    let _ = icsim::workload::experiment::Experiment::parse(std::path::Path::new("configs/fuzzed.toml"), text);
 });

@@ -28,6 +28,7 @@ pub fn write_all(result: &ExperimentResult, dir: &Path) -> Result<Vec<PathBuf>> 
             written.push(file);
         }
     }
+    written.extend(super::storage::write_figures(result, dir)?);
     Ok(written)
 }
 

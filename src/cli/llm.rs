@@ -10,9 +10,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use super::{checks, figures, parse_format, progress_bar};
-use icsim::config::experiment::{Experiment, RawExperiment, RawMode, RawQuery, Source};
+use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::{self, Format, Record};
-use icsim::workload::experiment::{self, ExperimentResult, RunOptions};
+use icsim::workload::experiment::{self, Experiment, ExperimentResult, RunOptions};
 
 /// The experiment a plain `icsim` (or `cargo run`) runs.
 pub const DEFAULT_EXPERIMENT: &str = "configs/default.toml";
@@ -147,6 +147,7 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
         fusion: Some(args.fusion.clone()),
         query: RawQuery { prompt: args.prompt, output: args.output, batch: args.batch },
         modes: transports.into_iter().map(|transport| RawMode { transport, ..RawMode::default() }).collect(),
+        storage: None,
     };
     let mut experiment = Experiment::resolve(raw, Source::CommandLine)?;
     if all {
@@ -192,7 +193,7 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
     for (run, mode) in experiment.modes.iter().zip(&result.modes) {
         checks::within_clock(mode.replay.total(), &format!("the query under {}", run.label), &run.topology)?;
     }
-    let mut records = result.records();
+    let mut records = report::experiment::records(&result);
     checks::flag_doubts(&mut records, |record| {
         let run = experiment.modes.iter().find(|run| record.get("label").and_then(|l| l.as_str()) == Some(run.label.as_str()))?;
         Some((&run.topology, &run.hardware))
@@ -317,5 +318,5 @@ fn table(result: &ExperimentResult, records: &[Record]) -> String {
         "the busiest link: most bytes for its capacity over the communication time",
         project(records, &["label", "busiest_link", "busiest_link_util"]),
     );
-    text
+    text + &super::storage::sections(result, records)
 }

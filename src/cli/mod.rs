@@ -7,6 +7,7 @@ mod collective;
 mod diff;
 mod figures;
 mod llm;
+mod storage;
 mod sweep;
 mod topo;
 

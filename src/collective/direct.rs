@@ -43,11 +43,8 @@ impl Generator<Path> for DirectRun<'_> {
     /// the barrier after it.
     fn next_batch(&mut self, _: usize, graph: &mut dyn Builder<Path>) -> bool {
         let direct = self.direct;
-        let (rounds, bytes) = if direct.two_shot {
-            (2, Bytes(direct.bytes.0.div_ceil(direct.reads.len() as u64)))
-        } else {
-            (1, direct.bytes)
-        };
+        let (rounds, bytes) =
+            if direct.two_shot { (2, Bytes(direct.bytes.0.div_ceil(direct.reads.len() as u64))) } else { (1, direct.bytes) };
         if self.rounds == rounds {
             return false;
         }

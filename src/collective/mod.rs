@@ -24,7 +24,7 @@ mod tree;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::config::hardware::{HardwareModel, Protocol as ProtocolModel};
+use crate::config::hardware::HardwareModel;
 use crate::engine::{self, TaskGraph};
 use crate::network::LinkUsage;
 use crate::stack::Stack;
@@ -32,6 +32,7 @@ use crate::topology::{NodeId, Topology};
 use crate::transport::{Mode, TransportError};
 use crate::units::{Bytes, Time};
 
+pub use crate::config::protocol::{PROTOCOLS, Protocol};
 pub use nccl::RingGraph;
 pub use plan::{Body, Plan};
 pub use symmetry::Symmetry;
@@ -117,48 +118,6 @@ impl FromStr for Algorithm {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    Ll,
-    Ll128,
-    Simple,
-}
-
-pub const PROTOCOLS: [Protocol; 3] = [Protocol::Ll, Protocol::Ll128, Protocol::Simple];
-
-impl fmt::Display for Protocol {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Protocol::Ll => "ll",
-            Protocol::Ll128 => "ll128",
-            Protocol::Simple => "simple",
-        })
-    }
-}
-
-impl FromStr for Protocol {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "ll" => Ok(Protocol::Ll),
-            "ll128" => Ok(Protocol::Ll128),
-            "simple" => Ok(Protocol::Simple),
-            other => Err(format!("unknown protocol {other:?}: use auto, simple, ll or ll128")),
-        }
-    }
-}
-
-impl Protocol {
-    pub fn model(self, model: &HardwareModel) -> &ProtocolModel {
-        match self {
-            Protocol::Ll => &model.protocol.ll,
-            Protocol::Ll128 => &model.protocol.ll128,
-            Protocol::Simple => &model.protocol.simple,
-        }
-    }
-}
-
 /// A user's choice: fixed, or left to the tuner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Choice<T> {
@@ -189,12 +148,26 @@ pub struct Request {
     pub stack: Stack,
     /// NCCL's channel count, forced (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS).
     pub channels: Option<u32>,
+    /// Whether an NVSwitch can reduce the elements in the switch: NCCL's
+    /// ncclNvlsSupported (src/include/device.h) refuses 8-bit types, so an
+    /// int8 or fp8 allreduce never runs NVLS.
+    pub switch_reducible: bool,
 }
 
 impl Request {
     /// A call with everything else left to NCCL, from raw NCCL in a graph.
     pub fn new(op: Op, bytes: Bytes, ranks: Vec<NodeId>, mode: Mode) -> Request {
-        Request { op, bytes, ranks, mode, algorithm: Choice::Auto, protocol: Choice::Auto, stack: Stack::NcclGraph, channels: None }
+        Request {
+            op,
+            bytes,
+            ranks,
+            mode,
+            algorithm: Choice::Auto,
+            protocol: Choice::Auto,
+            stack: Stack::NcclGraph,
+            channels: None,
+            switch_reducible: true,
+        }
     }
 
     fn algorithm_label(&self) -> String {

@@ -194,6 +194,7 @@ pub fn bus_gbps(model: &HardwareModel, arch: &NcclArch, ring: &RingGraph, algori
 /// NCCL's cost-model terms for one algorithm and protocol: its latency (µs)
 /// and bandwidth (GB/s of the buffer as nccl-tests counts it), as its tuning
 /// table prints them; None where NCCL would not run them.
+#[allow(clippy::too_many_arguments)]
 pub fn model_terms(
     model: &HardwareModel,
     arch: &NcclArch,

@@ -79,11 +79,7 @@ mod tests {
         let classes = channel_classes(&bytes, by_ring, Symmetry::Channels);
         assert_eq!(
             classes,
-            vec![
-                ChannelClass { channel: 0, copies: 2 },
-                ChannelClass { channel: 1, copies: 2 },
-                ChannelClass { channel: 4, copies: 1 }
-            ]
+            vec![ChannelClass { channel: 0, copies: 2 }, ChannelClass { channel: 1, copies: 2 }, ChannelClass { channel: 4, copies: 1 }]
         );
         assert_eq!(channel_classes(&bytes, by_ring, Symmetry::None).len(), 5);
     }

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use super::compute::{ComputeEfficiency, KernelEfficiency, Library};
+use super::storage::{DriveModel, StorageModel};
 use super::{ConfigError, ConfigResult, merge_tables, parse_toml, read_text};
 use crate::units::{Bandwidth, Bytes, Time};
 
@@ -348,6 +349,10 @@ pub struct HardwareModel {
     pub copy_overhead: BTreeMap<String, Time>,
     /// What a copy engine takes to start a transfer, before its bytes flow.
     pub copy_setup: Time,
+    /// NVMe drive classes, by key (`gen4`, `gen5`, ...).
+    pub nvme: BTreeMap<String, DriveModel>,
+    /// How storage I/O is cut up and what it costs the CPU.
+    pub storage: StorageModel,
     #[serde(default)]
     pub provenance: Vec<Provenance>,
 }
@@ -474,8 +479,8 @@ impl HardwareModel {
 
     /// The thread-block rates of architecture `arch` ("sm90") for `protocol`,
     /// following `like` (at most a few levels) and applying its speedup.
-    pub fn cta_rates(&self, arch: &str, protocol: crate::collective::Protocol) -> Result<CtaRates, String> {
-        use crate::collective::Protocol as P;
+    pub fn cta_rates(&self, arch: &str, protocol: super::protocol::Protocol) -> Result<CtaRates, String> {
+        use super::protocol::Protocol as P;
         let mut key = arch.to_string();
         let mut factor = 1.0;
         for _ in 0..4 {
@@ -505,7 +510,7 @@ impl HardwareModel {
     }
 
     /// The thread-block rates of a GPU model for `protocol`.
-    pub fn gpu_cta_rates(&self, gpu: &GpuModel, protocol: crate::collective::Protocol) -> Result<CtaRates, String> {
+    pub fn gpu_cta_rates(&self, gpu: &GpuModel, protocol: super::protocol::Protocol) -> Result<CtaRates, String> {
         self.cta_rates(&format!("sm{}", gpu.arch), protocol)
     }
 

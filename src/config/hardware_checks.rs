@@ -126,12 +126,13 @@ impl HardwareModel {
                 ));
             }
         }
+        super::storage::validate_model(path, self)?;
         check_range(path, "contention.sharpness", self.contention.sharpness, 0.5..=50.0)?;
         for (name, g) in &self.pcie {
             check_range(path, &format!("pcie.{name}.host_read_efficiency"), g.host_read_efficiency, 0.01..=1.0)?;
         }
         for arch in self.cta.keys() {
-            for protocol in crate::collective::PROTOCOLS {
+            for protocol in super::protocol::PROTOCOLS {
                 self.cta_rates(arch, protocol).map_err(|message| ConfigError::invalid(path, format!("cta.{arch}"), message))?;
             }
         }

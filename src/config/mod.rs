@@ -7,6 +7,8 @@ pub mod experiment;
 pub mod hardware;
 mod hardware_checks;
 pub mod llm;
+pub mod protocol;
+pub mod storage;
 pub mod topology;
 
 use std::path::{Path, PathBuf};

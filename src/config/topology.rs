@@ -56,6 +56,10 @@ pub struct NodeFile {
     /// The CPU socket (NUMA node) the part hangs off.
     #[serde(default)]
     pub socket: u32,
+    /// For an NVMe drive: its class, a key of the model's `[nvme]`
+    /// (default: the generation of its PCIe link).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drive: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]

@@ -273,7 +273,8 @@ impl<'g, R> Executor<'g, R> {
 
     fn run<F: Fabric<R>>(mut self, fabric: &mut F) -> Schedule {
         let mut now = Time::ZERO;
-        self.tasks.ready = (0..self.graph.len() as u32).filter(|&t| self.waiting[t as usize] == 0).map(|t| (Order::new(t, 0, 0), t)).collect();
+        self.tasks.ready =
+            (0..self.graph.len() as u32).filter(|&t| self.waiting[t as usize] == 0).map(|t| (Order::new(t, 0, 0), t)).collect();
         let mut completed = Vec::new();
         let mut wave = Vec::new();
         let mut due = Vec::new();
@@ -330,8 +331,8 @@ impl<'g, R> Executor<'g, R> {
         }
         wave.truncate(kept);
         wave.sort_unstable_by_key(|&(order, _)| order);
-        for i in 0..wave.len() {
-            self.start_task(wave[i].1, now, fabric);
+        for &(_, slot) in wave.iter() {
+            self.start_task(slot, now, fabric);
             if !self.tasks.ready_with_stream.is_empty() {
                 let mut first = std::mem::take(&mut self.tasks.ready_with_stream);
                 self.start_wave(&mut first, now, fabric);
@@ -343,8 +344,8 @@ impl<'g, R> Executor<'g, R> {
 
     fn complete_finished(&mut self, now: Time, completed: &mut Vec<TaskId>) {
         std::mem::swap(&mut self.finished, completed);
-        for i in 0..completed.len() {
-            self.complete(completed[i].0, now);
+        for task in completed.iter() {
+            self.complete(task.0, now);
         }
         completed.clear();
     }

@@ -1,6 +1,8 @@
 //! Turning results into what people read: aligned tables, CSV and JSON from
-//! one list of records, and (in `plots`) figures. Computes nothing.
+//! one list of records, an experiment's results as records (`experiment`),
+//! and (in `plots`) figures. Computes nothing.
 
+pub mod experiment;
 pub mod files;
 pub mod plots;
 

@@ -261,13 +261,14 @@ mod tests {
     #[test]
     fn a_query_pays_its_share_of_the_server_by_the_hour() {
         let raw: RawCost = toml::from_str(
-            "years = 1\nusd_per_kwh = 0\n[gpu.h20]\nusd = 8766\nwatts = 100\n[nvswitch]\nusd = 0\nwatts = 0\n[pcie_switch]\nusd = 0\nwatts = 0\n[server]\nusd = 8766\nwatts = 200",
+            "years = 1\nusd_per_kwh = 0\n[gpu.h20]\nusd = 8766\nwatts = 100\n[nvswitch]\nusd = 0\nwatts = 0\n[pcie_switch]\nusd = 0\nwatts = 0\n[drive]\nusd = 0\nwatts = 0\n[server]\nusd = 8766\nwatts = 200",
         )
         .unwrap();
         let model = CostModel::load(Some(&raw), Path::new("s.toml"), "cost.").unwrap();
         let topo = preset("hgx-h20", &PresetOptions::default(), &HardwareModel::base()).unwrap();
         let bill = Bill::of(&topo);
-        assert_eq!((bill.gpus, bill.nvswitches, bill.pcie_switches, bill.drives), (8, 1, 4, 0));
+        // The HGX drive layout: eight data drives, two a PCIe switch.
+        assert_eq!((bill.gpus, bill.nvswitches, bill.pcie_switches, bill.drives), (8, 1, 4, 8));
         let per_gpu = model.per_gpu(&bill).unwrap();
         // 9 x 8766 $ over 8766 hours, shared by 8 GPUs; (800 + 200) W / 8.
         assert!((per_gpu.usd_per_hour - 9.0 / 8.0).abs() < 1e-12 && (per_gpu.watts - 125.0).abs() < 1e-12, "{per_gpu:?}");

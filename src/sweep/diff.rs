@@ -61,7 +61,7 @@ impl Subject<'_> {
             .map_err(|error| reason(&error))
             .map(|(experiment, result)| {
                 let (run, mode) = (&experiment.modes[0], &result.modes[0]);
-                let mut record = mode.record(&result.model, &result.query);
+                let mut record = crate::report::experiment::mode_record(mode, &result.model, &result.query);
                 record.extend(derived(&record, &Bill::of(&run.topology), cost));
                 let comm = mode.replay.comm();
                 let links = run

@@ -12,9 +12,9 @@ use super::change::{self, Change};
 use super::cost::{Bill, CostModel};
 use super::{LABEL, Point, Sweep, axes::Shard};
 use crate::config::ConfigError;
-use crate::config::experiment::{Experiment, RawExperiment, Source};
+use crate::config::experiment::{RawExperiment, Source};
 use crate::report::Record;
-use crate::workload::experiment::{self, ExperimentResult, RunOptions};
+use crate::workload::experiment::{self, Experiment, ExperimentResult, RunOptions};
 
 /// The base experiment `base` (read from `source`) with `changes`, named
 /// as made in `path` in messages.
@@ -87,7 +87,7 @@ pub fn row(sweep: &Sweep, point: &Point) -> Record {
             row.insert("error".into(), json!(reason(&error)));
         }
         Ok((experiment, result)) => {
-            for (name, value) in result.modes[0].record(&result.model, &result.query) {
+            for (name, value) in crate::report::experiment::mode_record(&result.modes[0], &result.model, &result.query) {
                 match name.as_str() {
                     LABEL => {}
                     taken if row.contains_key(taken) => {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::{LinkKind, LinkRates, MAX_GPUS, MAX_GPUS_REASON, NodeId, NodeKind, Policy, Topology};
+use super::{LinkKind, LinkRates, MAX_GPUS, MAX_GPUS_REASON, NodeId, NodeKind, Policy, Topology, drive_link_rates};
 use crate::config::hardware::HardwareModel;
 use crate::config::topology::{LinkKindFile, NodeKindFile, TopologyFile};
 use crate::config::{ConfigError, ConfigResult, parse_toml, read_text};
@@ -149,6 +149,24 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
             return Err(invalid(&key("bandwidth"), "must be more than zero".into()));
         }
         let latency = link.latency.unwrap_or(default_rate.1);
+        if let Some((drive, port)) = drive_end(&topo, from, to) {
+            let node = &raw.nodes[drive.0 as usize];
+            let LinkKind::Pcie { generation, lanes } = kind else {
+                return Err(invalid(&key("kind"), format!("drive {} needs a pcie link", node.name)));
+            };
+            if !matches!(topo.node(port).kind, NodeKind::PcieSwitch | NodeKind::CpuSocket) {
+                return Err(invalid(&key("to"), format!("drive {} must hang on a pcie-switch or a cpu node", node.name)));
+            }
+            if topo.drive_model(drive).is_some() {
+                return Err(invalid(&key("from"), format!("drive {} has a second link; a drive hangs on one port", node.name)));
+            }
+            let class = node.drive.clone().unwrap_or_else(|| generation.clone());
+            let drive_key = if node.drive.is_some() { format!("node[{}].drive", drive.0) } else { key("generation") };
+            let (read, write, drive_latency, _) = drive_link_rates(model, &class, &generation).map_err(|m| invalid(&drive_key, m))?;
+            let rates = link.bandwidth.map_or((read, write), |b| (b, b));
+            topo.connect_drive(drive, port, &class, LinkKind::Pcie { generation, lanes }, rates, link.latency.unwrap_or(drive_latency));
+            continue;
+        }
         match kind {
             LinkKind::MemoryBus { .. } => {
                 topo.connect_shared(from, to, kind, bandwidth, latency);
@@ -158,8 +176,26 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
             }
         }
     }
+    for (i, node) in raw.nodes.iter().enumerate() {
+        let id = NodeId(i as u32);
+        if node.kind == NodeKindFile::Nvme && topo.drive_model(id).is_none() {
+            return Err(invalid(&format!("node[{i}]"), format!("drive {} has no pcie link to a pcie-switch or cpu node", node.name)));
+        }
+        if node.drive.is_some() && node.kind != NodeKindFile::Nvme {
+            return Err(invalid(&format!("node[{i}].drive"), "only an nvme node has a drive class".into()));
+        }
+    }
     topo.validate().map_err(|e| invalid("node", e.to_string()))?;
     Ok(topo)
+}
+
+/// If one end of a link is an NVMe drive: (the drive, the other end).
+fn drive_end(topo: &Topology, from: NodeId, to: NodeId) -> Option<(NodeId, NodeId)> {
+    match (topo.node(from).kind, topo.node(to).kind) {
+        (NodeKind::Nvme, _) => Some((from, to)),
+        (_, NodeKind::Nvme) => Some((to, from)),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -238,7 +238,7 @@ impl Assembly {
     }
 
     fn add_node(&mut self, name: &str, kind: NodeKindFile, socket: u32) {
-        self.nodes.push(NodeFile { name: name.to_string(), kind, socket });
+        self.nodes.push(NodeFile { name: name.to_string(), kind, socket, drive: None });
     }
 
     /// A new PCIe switch on `socket`; returns its name.

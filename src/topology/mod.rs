@@ -4,6 +4,7 @@
 //! medium; presets, topology files and the importers of real machines'
 //! topologies. Knows nothing of collectives.
 
+mod drives;
 mod edit;
 pub(crate) mod file;
 pub mod import;
@@ -18,6 +19,7 @@ use std::fmt;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
+pub use drives::{DriveLayout, Placement, drive_link_rates, preset_drives};
 pub use edit::{Edit, Unchanged, resolve_edited};
 pub use file::{build as build_from_file, load_file};
 pub use presets::{PRESETS, PresetOptions, preset, preset_models};
@@ -152,6 +154,8 @@ pub struct Topology {
     graph: DiGraph<Node, LinkId>,
     links: Vec<Link>,
     gpus: Vec<NodeId>,
+    /// The drive class (a key of the model's `[nvme]`) of each NVMe node.
+    drive_models: Vec<(NodeId, String)>,
 }
 
 /// What kind of path a transfer may take between two nodes.
@@ -180,6 +184,15 @@ pub enum Relation {
     Sys,
 }
 
+/// Why two PCIe devices may not DMA to each other directly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum P2pDenied {
+    /// No PCIe path joins them.
+    NoPath,
+    /// The path crosses sockets and the platform refuses peer-to-peer there.
+    AcrossSockets,
+}
+
 impl fmt::Display for Relation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -204,6 +217,7 @@ impl Topology {
             graph: DiGraph::new(),
             links: Vec::new(),
             gpus: Vec::new(),
+            drive_models: Vec::new(),
         }
     }
 
@@ -313,10 +327,12 @@ impl Topology {
         if medium == Medium::NvLinkDirect {
             return direct_nvlink();
         }
-        // Into or out of a switch over its own link: the shortest path, found
-        // without a search (a switch has a link to every GPU of the fabric).
+        // Into or out of a switch: its own link, found without a search.
         let at_switch = [from, to].iter().any(|&n| self.node(n).kind == NodeKind::NvSwitch);
-        if medium == Medium::NvSwitch && at_switch && let Some(path) = direct_nvlink() {
+        if medium == Medium::NvSwitch
+            && at_switch
+            && let Some(path) = direct_nvlink()
+        {
             return Some(path);
         }
         let links = self.breadth_first(from, to, |link, via| match medium {
@@ -421,11 +437,31 @@ impl Topology {
         if a == b {
             return Relation::SelfGpu;
         }
-        let Some(path) = self.path(a, b, Medium::Pcie) else {
-            return Relation::Sys;
-        };
+        match self.path(a, b, Medium::Pcie) {
+            Some(path) => self.pcie_path_relation(&path),
+            None => Relation::Sys,
+        }
+    }
+
+    /// The platform's rule for one peer-to-peer DMA between PCIe devices
+    /// (GPU to GPU, drive to GPU): the PCIe path from `from` to `to`,
+    /// refused where its relation is SYS (across sockets) and the platform
+    /// forbids that, and the rate cap a root complex puts on it where it
+    /// passes through one (PHB).
+    pub fn peer_to_peer(&self, from: NodeId, to: NodeId) -> Result<(Path, Option<Bandwidth>), P2pDenied> {
+        let path = self.path(from, to, Medium::Pcie).ok_or(P2pDenied::NoPath)?;
+        if self.pcie_path_relation(&path) == Relation::Sys && !self.policy.p2p_across_sockets {
+            return Err(P2pDenied::AcrossSockets);
+        }
+        let rate_cap =
+            self.path_crosses(&path, NodeKind::CpuSocket).then(|| self.bottleneck(&path).scaled(self.policy.root_complex_p2p_factor));
+        Ok((path, rate_cap))
+    }
+
+    /// The PCIe relation a path between two devices gives them.
+    fn pcie_path_relation(&self, path: &Path) -> Relation {
         let crosses_sockets = path.links.iter().any(|l| self.link(*l).kind == LinkKind::SocketLink);
-        let through_cpu = self.path_crosses(&path, NodeKind::CpuSocket);
+        let through_cpu = self.path_crosses(path, NodeKind::CpuSocket);
         let switches = path.links.iter().filter(|l| self.node(self.link(**l).to).kind == NodeKind::PcieSwitch).count();
         if crosses_sockets {
             Relation::Sys
@@ -538,6 +574,18 @@ mod tests {
         assert_eq!(topo.relation(g[0], g[1]), Relation::Pix);
         assert_eq!(topo.relation(g[0], g[2]), Relation::Phb);
         assert_eq!(topo.relation(g[0], g[7]), Relation::Sys);
+    }
+
+    #[test]
+    fn drives_and_gpus_follow_one_peer_to_peer_rule() {
+        // hgx-h200 is Intel: nothing peer-to-peer across sockets.
+        let topo = preset("hgx-h200", &PresetOptions::default(), &HardwareModel::base()).unwrap();
+        let (gpu, far_gpu, far_drive) = (topo.gpus()[0], topo.gpus()[7], topo.drives()[7]);
+        assert_eq!(topo.node(far_drive).socket, topo.node(far_gpu).socket);
+        assert_eq!(topo.peer_to_peer(gpu, far_gpu).unwrap_err(), P2pDenied::AcrossSockets);
+        assert_eq!(topo.peer_to_peer(far_drive, gpu).unwrap_err(), P2pDenied::AcrossSockets);
+        let (_, cap) = topo.peer_to_peer(topo.drives()[0], gpu).unwrap();
+        assert_eq!(cap, None, "under one switch, no root complex to slow it");
     }
 
     #[test]

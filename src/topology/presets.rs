@@ -49,33 +49,29 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("pcie-gen3-8gpu", "8 GPUs on PCIe Gen3, no NVLink: two Skylake sockets, two switches a socket, two GPUs a switch"),
     ("pcie-gen4-8gpu", "8 GPUs on PCIe Gen4, no NVLink: two EPYC sockets, two switches a socket, two GPUs a switch"),
     ("pcie-gen5-8gpu", "8 GPUs on PCIe Gen5, no NVLink: two Sapphire Rapids sockets, two switches a socket, two GPUs a switch"),
-    (
-        "gb200-nvl72",
-        "GB200 NVL72: 72 Blackwell GPUs, 18 NVLink 5 links each through the rack's NVLink switch trays; two GPUs a Grace CPU",
-    ),
+    ("gb200-nvl72", "GB200 NVL72: 72 Blackwell GPUs, 18 NVLink 5 links each through the rack's NVLink switch trays; two GPUs a Grace CPU"),
     (
         "nvlink-fabric",
         "GB200 superchips on one NVLink 5 switch fabric as in GB200 NVL72, any size (--gpus, default 576): a what-if beyond one rack",
     ),
 ];
 
-/// Calibrated hardware model overlays a preset uses, by shipped name. The
-/// collective overlay is fitted on H200 measurements only; the other
-/// NVSwitch boards take it as a prediction: what differs is their datasheet
-/// (link counts and rates, NCCL's per-architecture constants, the thread
-/// blocks of sm100 scaled by NCCL's own Blackwell/Hopper ratios).
+/// Calibrated hardware model overlays a preset uses, by shipped name.
+/// Compute and callers are properties of the GPU and the software, not of
+/// the board, so every preset loads them: the compute curves fitted to the
+/// runner's kernels on one H200 (h200-compute.toml: H200 keys, and nothing
+/// else, which other GPUs inherit until measured) and what the profiled
+/// PyTorch forward measured (h200-forward.toml: the CUDA-graph gap of every
+/// stack, the H200's sustained clock and PyTorch's kernels on it). The
+/// collective overlay (h200-fit.toml) is fitted on H200 NVSwitch boards;
+/// the other NVSwitch boards take it as a prediction: what differs is their
+/// datasheet (link counts and rates, NCCL's per-architecture constants, the
+/// thread blocks of sm100 scaled by NCCL's own Blackwell/Hopper ratios).
+/// The overlays' keys are disjoint.
 pub fn preset_models(name: &str) -> &'static [&'static str] {
     match name {
-        // Collectives fitted on H200 (h200-fit.toml), compute curves fitted
-        // to the runner's kernels on one H200 (h200-compute.toml: H200 keys,
-        // and nothing else), and what the profiled PyTorch forward measured
-        // (h200-forward.toml: the CUDA-graph gap of every stack, the H200's
-        // sustained clock and PyTorch's kernels on it); their keys are
-        // disjoint.
-        "hgx-h200" | "hgx-h100" | "hgx-h20" | "hgx-b200" | "gb200-nvl72" | "nvlink-fabric" => {
-            &["h200-fit", "h200-compute", "h200-forward"]
-        }
-        _ => &[],
+        "hgx-h200" | "hgx-h100" | "hgx-h20" | "hgx-b200" | "gb200-nvl72" | "nvlink-fabric" => &["h200-fit", "h200-compute", "h200-forward"],
+        _ => &["h200-compute", "h200-forward"],
     }
 }
 
@@ -257,6 +253,9 @@ fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, St
             }
         }
         GpuFabric::None => {}
+    }
+    if let Some(layout) = super::preset_drives(board.name) {
+        topo.attach_drives(&layout, model).map_err(|e| e.to_string())?;
     }
     topo.validate().map_err(|e| e.to_string())?;
     Ok(topo)

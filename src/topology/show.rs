@@ -28,7 +28,10 @@ pub fn describe(topo: &Topology) -> String {
         }
     }
     let _ = writeln!(out);
-    let _ = writeln!(out, "links (bandwidth per direction; a memory bus is one capacity for reads and writes):");
+    let _ = writeln!(
+        out,
+        "links (bandwidth per direction; a drive's link: its read rate up, its write rate down; a memory bus is one capacity for reads and writes):"
+    );
     let rows: Vec<(String, String, String)> = topo
         .links()
         .iter()
@@ -40,7 +43,14 @@ pub fn describe(topo: &Topology) -> String {
         .map(|(i, l)| {
             let label = topo.link_label(crate::network::LinkId(i as u32));
             let label = if matches!(l.kind, LinkKind::MemoryBus { .. }) { label } else { label.replacen(" -> ", " <-> ", 1) };
-            (label, l.bandwidth.to_string(), l.latency.to_string())
+            // A drive's link carries its read rate up, its write rate down.
+            let back = topo.links().iter().find(|b| b.from == l.to && b.to == l.from && b.kind == l.kind).map(|b| b.bandwidth);
+            let bandwidth = match back {
+                Some(write) if topo.node(l.from).kind == NodeKind::Nvme => format!("read {}, write {write}", l.bandwidth),
+                Some(read) if topo.node(l.to).kind == NodeKind::Nvme => format!("read {read}, write {}", l.bandwidth),
+                _ => l.bandwidth.to_string(),
+            };
+            (label, bandwidth, l.latency.to_string())
         })
         .collect();
     let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);

@@ -2,16 +2,17 @@
 //! allreduce over message sizes per mode (its bus bandwidth), and one prefill
 //! layer of the modes fastest and slowest to the first token, simulated as a
 //! task graph (for timelines). Modes and sizes are independent runs, spread
-//! over threads with results kept in input order. Turns results into records
-//! for tables; draws nothing.
+//! over threads with results kept in input order. The results are data:
+//! `report` turns them into records for tables; nothing here draws.
+
+mod resolve;
 
 use rayon::prelude::*;
-use serde_json::json;
+
+pub use resolve::{Experiment, ModeRun};
 
 use crate::collective::{self, Algorithm, Protocol};
 use crate::config::ConfigError;
-use crate::config::experiment::{Experiment, ModeRun};
-use crate::report::Record;
 use crate::transport::Mode;
 use crate::units::{Bandwidth, Bytes, Time};
 
@@ -87,12 +88,14 @@ pub struct ExperimentResult {
     /// A prefill layer of the mode with the shortest time to first token,
     /// then of the one with the longest (one if they are the same).
     pub timelines: Vec<LayerTimeline>,
+    /// Each mode's storage results, where the experiment has `[storage]`.
+    pub storage: Vec<super::storage::experiment::StorageRun>,
 }
 
 /// Units of work `run` reports progress in.
 pub fn steps(experiment: &Experiment, options: &RunOptions) -> u64 {
     let modes = experiment.modes.len() as u64;
-    modes * (1 + options.sweep.len() as u64) + if options.timelines { 2 } else { 0 }
+    modes * (1 + options.sweep.len() as u64) + if options.timelines { 2 } else { 0 } + super::storage::experiment::steps(experiment)
 }
 
 /// Sets every mode up, refusing what its topology cannot do before anything
@@ -184,7 +187,8 @@ pub fn run(experiment: &Experiment, options: &RunOptions, progress: &(dyn Fn() +
             })
             .collect::<Result<_, _>>()?;
     }
-    Ok(ExperimentResult { model: experiment.llm.name.clone(), query, modes, timelines })
+    let storage = super::storage::experiment::run(experiment, &setups, progress)?;
+    Ok(ExperimentResult { model: experiment.llm.name.clone(), query, modes, timelines, storage })
 }
 
 fn sweep_point(experiment: &Experiment, setup: &TensorParallel, index: usize, bytes: Bytes) -> Result<SweepPoint, crate::Error> {
@@ -226,71 +230,6 @@ impl ModeResult {
     pub fn naive_comm(&self, directions: u64) -> Option<Time> {
         self.headline.map(|rate| self.replay.tp_bytes_per_gpu / Bandwidth(rate.0 * directions))
     }
-
-    /// One row of results, with `query` and `model` for context. The field
-    /// names are an interface (`--format json`).
-    pub fn record(&self, model: &str, query: &Query) -> Record {
-        let r = &self.replay;
-        let algo = |u: &Option<super::tp::AllreduceUse>| u.as_ref().map(|u| format!("{}/{}", u.algorithm, u.protocol));
-        let value = json!({
-            "label": self.label,
-            "mode": self.mode.to_string(),
-            "transport": r.prefill_allreduce.as_ref().map(|u| u.transport.clone()),
-            "topology": self.topology,
-            "gpu": self.gpu_model,
-            "gpus": self.gpus,
-            "tp": self.tp,
-            "model": model,
-            "prompt": query.prompt,
-            "output": query.output,
-            "batch": query.batch,
-            "prefill_allreduce_bytes": r.prefill_allreduce.as_ref().map(|u| u.bytes.0),
-            "prefill_allreduce": r.prefill_allreduce.as_ref().map(|u| u.bytes.to_string()),
-            "prefill_allreduces": r.prefill_allreduce.as_ref().map_or(0, |u| u.calls),
-            "prefill_algo": algo(&r.prefill_allreduce),
-            "prefill_allreduce_us": r.prefill_allreduce.as_ref().map(|u| u.time.as_us()),
-            "prefill_busbw_gbps": r.prefill_allreduce.as_ref().map(|u| u.busbw_gbps),
-            "prefill_gpu_link_util": r.prefill_allreduce.as_ref().map(|u| u.gpu_link_util),
-            "decode_allreduce_bytes": r.decode_allreduce.as_ref().map(|u| u.bytes.0),
-            "decode_allreduce": r.decode_allreduce.as_ref().map(|u| u.bytes.to_string()),
-            "decode_allreduces": r.decode_allreduce.as_ref().map_or(0, |u| u.calls),
-            "decode_algo": algo(&r.decode_allreduce),
-            "decode_allreduce_us": r.decode_allreduce.as_ref().map(|u| u.time.as_us()),
-            "decode_busbw_gbps": r.decode_allreduce.as_ref().map(|u| u.busbw_gbps),
-            "decode_gpu_link_util": r.decode_allreduce.as_ref().map(|u| u.gpu_link_util),
-            "tp_bytes_per_gpu": r.tp_bytes_per_gpu.0,
-            "tp_gb_per_gpu": r.tp_bytes_per_gpu.as_f64() / 1e9,
-            "prefill_compute_ms": r.prefill.compute.as_ms(),
-            "decode_compute_ms": r.decode.compute.as_ms(),
-            "compute_ms": r.compute().as_ms(),
-            "prefill_comm_ms": r.prefill.comm.as_ms(),
-            "decode_comm_ms": r.decode.comm.as_ms(),
-            "comm_ms": r.comm().as_ms(),
-            "ttft_ms": r.ttft().as_ms(),
-            "total_ms": r.total().as_ms(),
-            "comm_share": r.comm_share(),
-            "busiest_link": self.busiest_link.as_ref().map(|(name, _)| name.clone()),
-            "busiest_link_util": self.busiest_link.as_ref().map(|(_, util)| *util),
-            "headline_gbps": self.headline.map(|rate| 2.0 * rate.as_gbps()),
-            "naive_comm_ms": self.naive_comm(2).map(Time::as_ms),
-            "naive_comm_ms_per_direction": self.naive_comm(1).map(Time::as_ms),
-        });
-        let mut record = value.as_object().cloned().expect("a JSON object");
-        let forward = json!({
-            "launch_wait_ms": r.launch_wait().as_ms(),
-            "stack": self.stack.name(),
-            "scope": self.scope.name(),
-            "fusion": self.fusion,
-        });
-        record.extend(forward.as_object().cloned().expect("a JSON object"));
-        record
-    }
-}
-
-impl ExperimentResult {
-    pub fn records(&self) -> Vec<Record> {
-        self.modes.iter().map(|m| m.record(&self.model, &self.query)).collect()
-    }
 }
 
 #[cfg(test)]
@@ -327,10 +266,6 @@ transport = "shm"
         assert!(result.modes.iter().all(|m| m.sweep.len() == 2 && m.sweep[0].bytes == Bytes::kib(4)));
         let timelines: Vec<&str> = result.timelines.iter().map(|t| t.label.as_str()).collect();
         assert_eq!(timelines, ["nvswitch", "shm"], "fastest, then slowest");
-        let record = &result.records()[1];
-        assert_eq!(record["mode"], "shm");
-        assert_eq!(record["prefill_allreduce"], "4MiB");
-        assert_eq!(record["headline_gbps"].as_f64().map(f64::round), Some(126.0), "PCIe Gen5 x16: 2 x 63 GB/s");
     }
 
     #[test]

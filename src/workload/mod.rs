@@ -1,9 +1,10 @@
 //! Workloads as task graphs: tensor-parallel LLM inference (prefill and
 //! decode of one query, every kernel of the forward on every GPU) over a
-//! roofline compute model, and experiments that replay a query under several
-//! transport modes. Knows nothing of link internals: it asks the collective
-//! layer for allreduces. Knows nothing of measurements either: calibration
-//! turns a measured kernel into a [`compute::Kernel`] and asks it.
+//! roofline compute model, storage (weight loads, checkpoints, KV-cache
+//! offload), and experiments that replay a query under several transport
+//! modes. Knows nothing of link internals: it asks the collective layer for
+//! allreduces. Knows nothing of measurements either: calibration turns a
+//! measured kernel into a [`compute::Kernel`] and asks it.
 
 pub mod cache;
 pub mod compute;
@@ -11,6 +12,7 @@ pub mod experiment;
 pub mod forward;
 pub mod layer;
 pub mod replay;
+pub mod storage;
 pub mod tp;
 
 use crate::config::hardware::HardwareModel;

@@ -221,3 +221,34 @@ fn bad_flags_are_refused_by_flag() {
         refused(what, args, expected);
     }
 }
+
+#[test]
+fn bad_storage_inputs_are_refused_by_file_and_key() {
+    let inputs = Inputs::new("storage");
+    for (index, (what, storage, expected)) in [
+        ("a whole model no GPU holds", "load = \"whole\"", &["key `storage.load`", "96.0 GB"][..]),
+        ("more drives than a server takes", "drives = 100000", &["key `storage.drives`", "256"]),
+        ("a sweep of no drives", "load = \"shard\"\nsweep = [0, 2]", &["key `storage.sweep`", "1 to 256"]),
+        ("an endless sweep", &format!("load = \"shard\"\nsweep = [{}]", vec!["1"; 65].join(", ")), &["key `storage.sweep`", "64"]),
+        ("an unknown drive class", "drive = \"gen9\"", &["key `storage.drive`", "gen5"]),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let path = inputs.file(&format!("storage{index}.toml"), &format!("{}\n[storage]\n{storage}\n", experiment("", "", "")));
+        refused(what, &["run", &path, "--out", "/nonexistent/out"], &[&[path.as_str()][..], expected].concat());
+    }
+    for (index, (what, overlay, expected)) in [
+        ("a drive faster than its own link", "[nvme.gen4]\nread = \"100GB/s\"\n", &["key `nvme.gen4.read`", "gen4 x4"][..]),
+        ("a drive that never answers", "[nvme.gen5]\nread_latency = \"2s\"\n", &["key `nvme.gen5.read_latency`"]),
+        ("I/Os smaller than the fitted costs know", "[storage]\ngds_io = \"4KiB\"\n", &["key `storage.gds_io`", "64KiB"]),
+        ("a stripe unit of one byte", "[storage]\nraid_chunk = \"1B\"\n", &["key `storage.raid_chunk`"]),
+        ("a CPU cost beyond the clock", "[storage]\nbounce_cpu_per_mib = \"1000s\"\n", &["key `storage.bounce_cpu_per_mib`"]),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let path = inputs.file(&format!("overlay{index}.toml"), overlay);
+        refused(what, &["collective", "--hardware", &path], &[&[path.as_str()][..], expected].concat());
+    }
+}

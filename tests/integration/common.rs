@@ -4,9 +4,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use icsim::calibrate::nccl_tests::NcclTestsOptions;
-use icsim::calibrate::read_measurements;
-use icsim::calibrate::schema::Measurement;
 use icsim::config::hardware::HardwareModel;
 use icsim::topology::{PresetOptions, Topology, TopologySpec, resolve};
 
@@ -17,11 +14,6 @@ pub fn shared() -> PathBuf {
 
 pub fn h200_measurements_path() -> PathBuf {
     shared().join("calibration/h200x2-nvswitch/measurements.jsonl")
-}
-
-pub fn h200_measurements() -> Vec<Measurement> {
-    let path = h200_measurements_path();
-    read_measurements(&path, &NcclTestsOptions::default()).unwrap_or_else(|e| panic!("the shared measurements must be readable: {e}"))
 }
 
 /// A preset with its shipped model overlays (`models` adds more, e.g. "base"

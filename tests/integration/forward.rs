@@ -2,10 +2,9 @@
 //! PyTorch measured (`tools/torch_forward.py`; prefills launched eagerly,
 //! decode steps replayed from a CUDA graph; `scope = layers`, PyTorch's
 //! fusion, each row's stack), replayed on `hgx-h200` with its shipped
-//! overlays. Prints every table. The bounds are held where the
-//! compute model alone sets the time (rows without allreduces); rows with
-//! allreduces also depend on the collective model and are printed with
-//! their statistics (the README says where they miss). The held-back
+//! overlays. Prints every table. The bounds are held for every
+//! phase and transport; prefills with SHM allreduces miss them (the
+//! collective model's SHM error) and are held at today's figure. The held-back
 //! forwards (`forward-holdout.jsonl`) are never fitted to: their test only
 //! reads them.
 
@@ -64,45 +63,57 @@ fn forward_table(path: &std::path::Path, title: &str) -> Vec<(Measurement, Row)>
     measured.into_iter().zip(rows).collect()
 }
 
-fn communicates(m: &Measurement) -> bool {
-    m.transport.as_deref() != Some("none")
-}
-
-/// Median and largest absolute error of the rows of `phase` that do (or do
-/// not) communicate, printed; None when there are none.
-fn phase_errors(rows: &[(Measurement, Row)], phase: &str, with_allreduces: bool) -> Option<(f64, f64, usize)> {
+/// Median and largest absolute error of the rows of `phase` whose
+/// allreduces ran over `transport` ("none": no allreduce), printed; None
+/// when there are none.
+fn phase_errors(rows: &[(Measurement, Row)], phase: &str, transport: &str) -> Option<(f64, f64)> {
     let errors: Vec<f64> = rows
         .iter()
-        .filter(|(m, _)| m.phase.as_deref() == Some(phase) && communicates(m) == with_allreduces)
+        .filter(|(m, _)| m.phase.as_deref() == Some(phase) && m.transport.as_deref() == Some(transport))
         .map(|(_, r)| r.error.expect("predicted").abs())
         .collect();
     if errors.is_empty() {
         return None;
     }
     let (mid, max) = (median(&errors), errors.iter().copied().fold(0.0, f64::max));
-    let what = if with_allreduces { "with allreduces (collective model too)" } else { "without allreduces" };
-    println!("  {phase:<12} {what:<38} {:>2} rows: median {:.1}%, max {:.1}%", errors.len(), mid * 100.0, max * 100.0);
-    Some((mid, max, errors.len()))
+    println!("  {phase:<12} allreduce {transport:<9} {:>2} rows: median {:.1}%, max {:.1}%", errors.len(), mid * 100.0, max * 100.0);
+    Some((mid, max))
 }
 
-/// The bounds (median 5%, max 10%) on the rows of each phase
-/// without allreduces; the rows with allreduces printed.
+/// The bounds (median 5%, max 10%) on the rows of each phase and
+/// transport. The one miss: prefills with SHM allreduces, whose 160
+/// allreduces of a few hundred MiB through host memory the collective
+/// model predicts about 20% slow (the README's fidelity section); held at
+/// today's 22% so that it cannot grow unseen.
 fn assert_forward_bounds(rows: &[(Measurement, Row)]) {
     for phase in ["prefill", "decode_step"] {
-        phase_errors(rows, phase, true);
-        let (mid, max, _) = phase_errors(rows, phase, false).unwrap_or_else(|| panic!("{phase} rows without allreduces"));
-        assert!(mid <= BOUND && max <= MAX_BOUND, "{phase} without allreduces: median {:.1}%, max {:.1}%", mid * 100.0, max * 100.0);
+        for transport in ["none", "nvswitch", "shm"] {
+            let Some((mid, max)) = phase_errors(rows, phase, transport) else { continue };
+            let (bound, max_bound) = if (phase, transport) == ("prefill", "shm") { (0.22, 0.22) } else { (BOUND, MAX_BOUND) };
+            assert!(
+                mid <= bound && max <= max_bound,
+                "{phase}, allreduce {transport}: median {:.1}%, max {:.1}% over {:.0}% / {:.0}%",
+                mid * 100.0,
+                max * 100.0,
+                bound * 100.0,
+                max_bound * 100.0
+            );
+        }
     }
 }
 
 #[test]
-fn the_shared_forward_without_allreduces_is_within_5_percent_a_row() {
+fn the_shared_forward_is_within_5_percent_a_row_but_the_shm_prefill() {
     let path = shared().join("calibration/h200x2-nvswitch/llama70b-tp2-forward.jsonl");
     let rows = forward_table(&path, "Llama-3.1-70B forward at TP=2 on 2x H200 (shared)");
     assert_eq!(rows.len(), 6);
-    for (m, r) in rows.iter().filter(|(m, _)| !communicates(m)) {
+    for (m, r) in &rows {
+        let (phase, transport) = (m.phase.as_deref().unwrap_or("?"), m.transport.as_deref().unwrap_or("?"));
         let error = r.error.expect("predicted");
-        assert!(error.abs() <= BOUND, "{} without allreduces: {:+.1}%", m.phase.as_deref().unwrap_or("?"), error * 100.0);
+        // The miss: 160 allreduces of 128 MiB through host memory, which the
+        // collective model predicts 21% slow (+18.5% on the whole prefill).
+        let bound = if (phase, transport) == ("prefill", "shm") { 0.20 } else { BOUND };
+        assert!(error.abs() <= bound, "{phase}, allreduce {transport}: {:+.1}% over {:.0}%", error * 100.0, bound * 100.0);
     }
 }
 
@@ -201,9 +212,9 @@ fn the_public_h200_gemms_are_predicted_by_the_curve_fitted_to_them() {
     // The base H200 curve was fitted to these 945 public timings (in
     // sample): a regression guard of the fit, at its own median (6.8%) and
     // 90th percentile (14.7%) plus a margin. The 5% median is for the
-    // runner's own kernels (below).
+    // runner's own kernels (below). `base` sets aside the runner's fit.
     let folder = measurements_folder().join("public-h200-gemm");
-    let (rows, median, p90, _) = kernel_errors(&folder, "pcie-gen5-8gpu", &[]).expect("the public GEMMs");
+    let (rows, median, p90, _) = kernel_errors(&folder, "pcie-gen5-8gpu", &["base"]).expect("the public GEMMs");
     println!("public H200 GEMMs: {rows} rows, median {:.1}%, p90 {:.1}%", median * 100.0, p90 * 100.0);
     assert!(rows == 945 && median <= 0.07 && p90 <= 0.15, "median {:.1}%, p90 {:.1}%", median * 100.0, p90 * 100.0);
 }

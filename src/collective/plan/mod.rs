@@ -111,12 +111,17 @@ impl Plan {
         match algorithm {
             Algorithm::Ring => None,
             Algorithm::Tree => needs_allreduce("tree"),
-            Algorithm::Nvls => needs_allreduce("nvls").or_else(|| {
-                let on_switch = self.transport == Mode::Nvswitch.to_string();
-                (!(topo.policy.nvls && on_switch)).then(|| {
-                    format!("nvls needs GPUs on an NVSwitch that reduces in the switch (topology {} over {})", topo.name, self.transport)
+            Algorithm::Nvls => needs_allreduce("nvls")
+                .or_else(|| {
+                    let on_switch = self.transport == Mode::Nvswitch.to_string();
+                    (!(topo.policy.nvls && on_switch)).then(|| {
+                        format!(
+                            "nvls needs GPUs on an NVSwitch that reduces in the switch (topology {} over {})",
+                            topo.name, self.transport
+                        )
+                    })
                 })
-            }),
+                .or_else(|| (!self.request.switch_reducible).then(|| "nvls cannot reduce 8-bit elements in the switch".to_string())),
             Algorithm::OneShot | Algorithm::TwoShot => needs_allreduce(&algorithm.to_string())
                 .or_else(|| {
                     (self.request.bytes > model.direct.max_bytes).then(|| {

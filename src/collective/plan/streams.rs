@@ -128,7 +128,8 @@ impl Plan {
         let rings = self.connections.len();
         let ring_of = |c: usize| &self.connections[c % rings];
         let alone = rate::ring_channel_rate(op, n, &cta, path_rate) * protocol.wire_factor;
-        let flows: Vec<(&Connection, f64)> = (0..self.channel_bytes.len()).flat_map(|c| ring_of(c).iter().map(move |k| (k, alone))).collect();
+        let flows: Vec<(&Connection, f64)> =
+            (0..self.channel_bytes.len()).flat_map(|c| ring_of(c).iter().map(move |k| (k, alone))).collect();
         let slowdown = self.contention(topo, model, &flows);
         let rules = self.pipe_rules(model);
         let channels = symmetry::channel_classes(&self.channel_bytes, |c| c % rings, symmetry)
@@ -181,7 +182,8 @@ impl Plan {
             .collect();
         let slowdown = self.contention(topo, model, &flows);
         let rules = self.pipe_rules(model);
-        let pipes = |connections: &[Connection], copies| connections.iter().map(|k| Pipe::with_copies(k.clone(), rules, model, copies)).collect();
+        let pipes =
+            |connections: &[Connection], copies| connections.iter().map(|k| Pipe::with_copies(k.clone(), rules, model, copies)).collect();
         let channels = symmetry::channel_classes(&self.channel_bytes, |c| c % 2, symmetry)
             .into_iter()
             .map(|ChannelClass { channel, copies }| {

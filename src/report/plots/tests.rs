@@ -86,12 +86,3 @@ fn an_unknown_extension_is_an_error_naming_the_file() {
     let error = stacked_bars(&chart, Path::new("chart.gif")).unwrap_err().to_string();
     assert!(error.contains("chart.gif") && error.contains(".png"), "{error}");
 }
-
-#[test]
-fn axis_labels_read_as_people_write_them() {
-    assert_eq!(LogAxis::Bytes.label(14.0), "16 KiB");
-    assert_eq!(LogAxis::Bytes.label(27.0), "128 MiB");
-    assert_eq!(LogAxis::Decimal.label(-2.0), "0.01");
-    assert_eq!(LogAxis::Decimal.label(2.0), "100");
-    assert_eq!(LogAxis::Decimal.range([0.02, 350.0].into_iter()), (-2.0..3.0, 6));
-}

@@ -3,7 +3,9 @@
 //! ncclTopoAddCpu, ncclTopoAddPci, ncclTopoAddNvLinks): each `<cpu>` is a
 //! socket, a `<pci>` holding `<pci>` elements is a PCIe switch, a `<pci>`
 //! holding a `<gpu>` is that GPU, and each `<nvlink>` goes to an NVSwitch, a
-//! peer GPU or a CPU by its target class. NICs and other devices are left out.
+//! peer GPU or a CPU by its target class. A `<pci>` of the NVMe class is a
+//! drive on its parent (NCCL itself reads it as a plain PCI device); NICs
+//! and other devices are left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -48,6 +50,10 @@ mod identify {
     pub const NVSWITCH_CLASS: &str = "0x068000";
     pub const CPU_CLASS: &str = "0x068001";
     pub const GPU_CLASS_PREFIX: &str = "0x03";
+
+    /// PCI class of an NVMe controller (PCI-SIG class codes: 0x01 mass
+    /// storage, 0x08 non-volatile memory, 0x02 NVMe).
+    pub const NVME_CLASS: &str = "0x010802";
 }
 
 /// NCCL's lane count when sysfs gave none (topo.cc: "if (width == 0) width = 16").
@@ -79,7 +85,8 @@ struct PcieLink {
     lanes: u32,
 }
 
-struct Switch {
+/// A PCIe switch or an NVMe drive: a part on a PCIe link to its parent.
+struct PciePart {
     name: String,
     socket: u32,
     parent: String,
@@ -90,9 +97,14 @@ struct Switch {
 struct Dump<'p> {
     path: &'p Path,
     gpus: Vec<Gpu>,
-    switches: Vec<Switch>,
+    switches: Vec<PciePart>,
+    drives: Vec<PciePart>,
     /// Things the model leaves out, said in the description.
     notes: Vec<String>,
+}
+
+fn is_drive(node: Node) -> bool {
+    node.has_tag_name("pci") && node.attribute("class").is_some_and(|c| c.eq_ignore_ascii_case(identify::NVME_CLASS))
 }
 
 fn line_of(node: Node) -> usize {
@@ -161,14 +173,19 @@ impl Dump<'_> {
         if let Some(gpu) = pci.children().find(|c| c.has_tag_name("gpu")) {
             return self.add_gpu(pci, gpu, parent, socket);
         }
+        if is_drive(pci) {
+            let (name, link) = (format!("nvme{}", self.drives.len()), self.pcie_link(pci)?);
+            self.drives.push(PciePart { name, socket, parent: parent.to_string(), link });
+            return Ok(());
+        }
         let children: Vec<Node> = pci.children().filter(|c| c.has_tag_name("pci")).collect();
-        if !children.iter().any(|c| c.descendants().any(|d| d.has_tag_name("gpu"))) {
-            // A NIC, a drive or an empty bridge: no GPU traffic crosses it.
+        if !children.iter().any(|c| c.descendants().any(|d| d.has_tag_name("gpu") || is_drive(d))) {
+            // A NIC or an empty bridge: no GPU or storage traffic crosses it.
             return Ok(());
         }
         let name = format!("pcie-sw{}", self.switches.len());
         let link = self.pcie_link(pci)?;
-        self.switches.push(Switch { name: name.clone(), socket, parent: parent.to_string(), link });
+        self.switches.push(PciePart { name: name.clone(), socket, parent: parent.to_string(), link });
         for child in children {
             self.walk(child, &name, socket)?;
         }
@@ -275,7 +292,7 @@ pub(super) fn parse(path: &Path, text: &str, options: &ImportOptions, model: &Ha
     if !system.has_tag_name("system") {
         return Err(ImportError::syntax(path, line_of(system), "the root element must be <system>, as NCCL_TOPO_DUMP_FILE writes it"));
     }
-    let mut dump = Dump { path, gpus: Vec::new(), switches: Vec::new(), notes: Vec::new() };
+    let mut dump = Dump { path, gpus: Vec::new(), switches: Vec::new(), drives: Vec::new(), notes: Vec::new() };
     let cpus: Vec<Node> = system.children().filter(|c| c.has_tag_name("cpu")).collect();
     let first_cpu = *cpus.first().ok_or_else(|| ImportError::syntax(path, line_of(system), "no <cpu> element"))?;
     let mut sockets = BTreeSet::new();
@@ -315,6 +332,10 @@ pub(super) fn parse(path: &Path, text: &str, options: &ImportOptions, model: &Ha
         assembly.add_node(&switch.name, NodeKindFile::PcieSwitch, switch.socket);
         assembly.pcie(&switch.name, &switch.parent, switch.link.generation.clone(), Some(switch.link.lanes));
     }
+    for drive in &dump.drives {
+        assembly.add_node(&drive.name, NodeKindFile::Nvme, drive.socket);
+        assembly.pcie(&drive.name, &drive.parent, drive.link.generation.clone(), Some(drive.link.lanes));
+    }
     let names: BTreeMap<&str, String> = dump.gpus.iter().filter_map(|g| g.busid.as_deref().map(|busid| (busid, gpu_name(g.dev)))).collect();
     let mut peers: BTreeMap<(String, String), u32> = BTreeMap::new();
     for g in &dump.gpus {
@@ -346,11 +367,12 @@ pub(super) fn parse(path: &Path, text: &str, options: &ImportOptions, model: &Ha
     }
 
     let mut description = format!(
-        "Imported from NCCL's topology dump ({}): {}, GPU {gpu} ({gpu_how}), host {host} ({host_how}), {}, {}{}.",
+        "Imported from NCCL's topology dump ({}): {}, GPU {gpu} ({gpu_how}), host {host} ({host_how}), {}, {}{}{}.",
         path.display(),
         counted(dump.gpus.len(), "GPU", "GPUs"),
         counted(sockets.len(), "socket", "sockets"),
         counted(dump.switches.len(), "PCIe switch", "PCIe switches"),
+        if dump.drives.is_empty() { String::new() } else { format!(", {}", counted(dump.drives.len(), "NVMe drive", "NVMe drives")) },
         if on_nvswitch { ", NVLinks into one NVSwitch" } else { "" },
     );
     for note in &dump.notes {
@@ -363,7 +385,7 @@ pub(super) fn parse(path: &Path, text: &str, options: &ImportOptions, model: &Ha
 mod tests {
     use super::super::DEFAULT_GPU;
     use super::*;
-    use crate::topology::{LinkKind, NodeKind, Relation, build_from_file};
+    use crate::topology::{LinkKind, NodeId, NodeKind, Relation, build_from_file};
 
     fn import_text(text: &str, options: &ImportOptions) -> Result<TopologyFile, ImportError> {
         parse(Path::new("dump.xml"), text, options, &HardwareModel::base())
@@ -409,6 +431,29 @@ mod tests {
         let lanes = topo.links().iter().find(|l| l.from == g[2]).map(|l| l.kind.clone());
         assert_eq!(lanes, Some(LinkKind::Pcie { generation: "gen4".into(), lanes: 8 }));
         assert_eq!(raw.links.iter().filter(|l| l.links == Some(12)).count(), 1, "the pair listed from both ends is one link");
+    }
+
+    #[test]
+    fn nvme_drives_are_kept_on_their_switch_or_root_port() {
+        let drive =
+            |busid: &str, speed: &str| format!(r#"<pci busid="{busid}" class="0x010802" link_speed="{speed} GT/s PCIe" link_width="4"/>"#);
+        let text = TWO_SOCKETS
+            .replace(
+                "      <pci busid=\"0000:13:00.0\"",
+                &format!("      {}\n      <pci busid=\"0000:13:00.0\"", drive("0000:14:00.0", "16.0")),
+            )
+            .replace("  </cpu>\n</system>", &format!("    {}\n  </cpu>\n</system>", drive("0000:90:00.0", "32.0")));
+        let raw = import_text(&text, &ImportOptions::default()).unwrap();
+        assert!(raw.description.contains("2 NVMe drives"), "{}", raw.description);
+        let topo = build_from_file(Path::new("dump.xml"), &raw, &HardwareModel::base()).unwrap();
+        let drives = topo.drives();
+        assert_eq!(drives.len(), 2);
+        let port =
+            |d: NodeId| topo.node(topo.link(topo.path(d, topo.gpus()[0], crate::topology::Medium::Pcie).unwrap().links[0]).to).name.clone();
+        assert_eq!((port(drives[0]).as_str(), port(drives[1]).as_str()), ("pcie-sw0", "cpu1"));
+        assert_eq!((topo.drive_model(drives[0]), topo.drive_model(drives[1])), (Some("gen4"), Some("gen5")));
+        let again: TopologyFile = crate::config::parse_toml(Path::new("w.toml"), &super::super::to_toml(&raw)).unwrap();
+        assert_eq!(again, raw, "drives survive the written file");
     }
 
     #[test]

@@ -1,0 +1,329 @@
+//! Which parameter groups the measurements can identify, in fitting order:
+//! copies (link rates), thread-block rates (one-channel collectives), a
+//! channel's rate through host memory, the contention of many channels on a
+//! link, latencies per protocol and path, each other caller's cost, and
+//! NVLS; a group its data cannot identify is skipped with the reason.
+
+use std::collections::BTreeSet;
+
+use super::parameters::{
+    Parameter, Read, Unit, Write, class_name, cta_parameters, latency_parameters, parameter, path_cost, path_cost_ref, rate, time,
+};
+use super::{Group, Point, Skipped, Source};
+use crate::calibrate::predict::plan_as_measured;
+use crate::calibrate::schema::Measurement;
+use crate::collective::{Algorithm, Op, Plan, Protocol};
+use crate::config::hardware::HardwareModel;
+use crate::stack::Stack;
+use crate::topology::Topology;
+use crate::transport::PathClass;
+use crate::units::Bandwidth;
+
+/// Copies from this size up constrain link rates.
+const LARGE_COPY: u64 = 64 << 20;
+/// Collectives from this size up are set by bandwidth.
+const LARGE: u64 = 16 << 20;
+/// ... and fitted up to this size: larger ones add simulation time, not information.
+const LARGEST: u64 = 256 << 20;
+/// Collectives up to this size are set by latency.
+const SMALL: u64 = 4 << 10;
+
+/// How a collective measurement runs in the starting model.
+struct Run {
+    index: Point,
+    plan: Plan,
+    m: Measurement,
+}
+
+impl Run {
+    fn ranks(&self) -> usize {
+        self.plan.request.ranks.len()
+    }
+    /// Steps a call of this shape takes, as latency sees it.
+    fn steps(&self) -> usize {
+        let n = self.ranks();
+        match (self.plan.algorithm, self.plan.request.op) {
+            (_, Op::AllReduce) => 2 * (n - 1),
+            _ => n - 1,
+        }
+    }
+    fn ring_or_tree(&self) -> bool {
+        matches!(self.plan.algorithm, Algorithm::Ring | Algorithm::Tree)
+    }
+}
+
+/// The groups the given measurements can constrain, in fitting order, and
+/// those they cannot. The first source's GPU names the architecture and the
+/// PCIe generation fitted.
+pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]) -> (Vec<Group>, Vec<Skipped>) {
+    let Some(topo) = topologies.first() else { return (Vec::new(), Vec::new()) };
+    let mut out = copy_groups(topo, model, sources);
+    // Compute curves: one group per GPU and kind of kernel measured.
+    out.extend(crate::calibrate::compute_fit::groups(topologies, model, sources));
+    let mut skipped = Vec::new();
+    let runs: Vec<Run> = sources
+        .iter()
+        .zip(topologies)
+        .enumerate()
+        .flat_map(|(s, (source, topo))| {
+            source
+                .measurements
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.is_collective() && m.bytes <= LARGEST)
+                .filter_map(move |(i, m)| plan_as_measured(topo, model, m).ok().map(|plan| Run { index: (s, i), plan, m: m.clone() }))
+        })
+        .collect();
+    let arch = model.gpu(&topo.gpu_model).map(|g| format!("sm{}", g.arch)).unwrap_or_default();
+    let mut push = |group: Group, identified: bool, reason: String| {
+        if identified {
+            out.push(group);
+        } else if !group.points.is_empty() || group.name.starts_with("thread blocks") {
+            skipped.push(Skipped { name: group.name, reason });
+        }
+    };
+    for protocol in crate::collective::PROTOCOLS {
+        // One channel over NVLink: the thread block alone sets the rate.
+        let alone: Vec<&Run> = runs
+            .iter()
+            .filter(|r| r.plan.protocol == protocol && r.plan.class == PathClass::Nvlink && r.plan.channels == 1 && r.m.bytes >= LARGE)
+            .collect();
+        let shapes: BTreeSet<(Op, usize)> = alone.iter().map(|r| (r.plan.request.op, r.ranks())).collect();
+        let needs = "one-channel runs (icsim calibrate run --channels 1) of at least three of allreduce/allgather/reducescatter at 2 and 4 GPUs over NVLink, from 16 MiB".to_string();
+        push(
+            Group {
+                name: format!("thread blocks {protocol} on {arch}"),
+                parameters: cta_parameters(&arch, protocol),
+                points: alone.iter().map(|r| r.index).collect(),
+                needs: needs.clone(),
+            },
+            shapes.len() >= 3 && model.cta.contains_key(&arch),
+            format!("{} one-channel shapes; needs {needs}", shapes.len()),
+        );
+        // One channel through host memory: the path's own rate.
+        let shm: Vec<Point> = runs
+            .iter()
+            .filter(|r| r.plan.protocol == protocol && r.plan.class == PathClass::Shm && r.plan.channels == 1 && r.m.bytes >= LARGE)
+            .map(|r| r.index)
+            .collect();
+        let key = format!("protocol.{protocol}.shm.channel_rate");
+        let shm_group = Group {
+            name: format!("{protocol} channel through host memory"),
+            parameters: vec![rate(
+                key,
+                move |m| path_cost_ref(m, protocol, PathClass::Shm).channel_rate.unwrap_or(Bandwidth::gbps(1000)),
+                move |m, v| path_cost(m, protocol, PathClass::Shm).channel_rate = Some(v),
+            )],
+            points: shm.clone(),
+            needs: "one-channel runs through host memory (--transports shm --channels 1) from 16 MiB".into(),
+        };
+        let identified = !shm.is_empty();
+        push(shm_group, identified, "no one-channel runs through host memory".into());
+    }
+    // Many channels on a link: the contention knee (NVLink), and what GPU
+    // threads reading host memory get of their PCIe link (SHM).
+    let crowded = |class: PathClass| -> Vec<Point> {
+        runs.iter()
+            .filter(|r| {
+                r.plan.class == class
+                    && r.plan.algorithm == Algorithm::Ring
+                    && r.plan.protocol != Protocol::Ll
+                    && r.plan.channels >= 4
+                    && r.m.bytes >= 64 << 20
+            })
+            .map(|r| r.index)
+            .collect()
+    };
+    let nvlink = crowded(PathClass::Nvlink);
+    push(
+        Group {
+            name: "channels sharing NVLink".into(),
+            parameters: vec![parameter(
+                "contention.sharpness".into(),
+                Unit::Ratio,
+                (0.5, 50.0),
+                |m| m.contention.sharpness,
+                |m, v| m.contention.sharpness = v,
+            )],
+            points: nvlink.clone(),
+            needs: "large Simple or LL128 rings over NVLink with 4 or more channels".into(),
+        },
+        !nvlink.is_empty(),
+        "no large multi-channel rings over NVLink".into(),
+    );
+    if let Some(generation) = model.gpu(&topo.gpu_model).ok().map(|g| g.pcie_generation.clone()) {
+        let shm = crowded(PathClass::Shm);
+        let (get_gen, set_gen) = (generation.clone(), generation.clone());
+        push(
+            Group {
+                name: format!("GPU threads reading host memory over PCIe {generation}"),
+                parameters: vec![parameter(
+                    format!("pcie.{generation}.host_read_efficiency"),
+                    Unit::Ratio,
+                    (0.01, 1.0),
+                    move |m| m.pcie[&get_gen].host_read_efficiency,
+                    move |m, v| m.pcie.get_mut(&set_gen).expect("generation exists").host_read_efficiency = v,
+                )],
+                points: shm.clone(),
+                needs: "large rings through host memory with 4 or more channels".into(),
+            },
+            !shm.is_empty(),
+            "no large multi-channel rings through host memory".into(),
+        );
+    }
+    // Latencies: a few bytes from the reference caller, at two step counts
+    // or more (one count cannot tell a call's cost from a step's); for
+    // Simple also medium calls, whose many slices a step tell its fence
+    // per slice from its step latency.
+    for protocol in crate::collective::PROTOCOLS {
+        for class in [PathClass::Nvlink, PathClass::Pcie, PathClass::Shm] {
+            let reference = |r: &&Run| {
+                r.plan.protocol == protocol && r.plan.class == class && r.ring_or_tree() && r.plan.request.stack == Stack::NcclGraph
+            };
+            let small: Vec<&Run> = runs.iter().filter(reference).filter(|r| r.m.bytes <= SMALL).collect();
+            let medium: Vec<&Run> = runs
+                .iter()
+                .filter(reference)
+                .filter(|r| {
+                    protocol == Protocol::Simple && r.plan.algorithm == Algorithm::Ring && r.m.bytes > SMALL * 16 && r.m.bytes < LARGE
+                })
+                .collect();
+            let steps: BTreeSet<usize> = small.iter().map(|r| r.steps()).collect();
+            let mut parameters = latency_parameters(protocol, class);
+            let mut needs = format!(
+                "calls of at most 4 KiB over {} with {protocol} from raw NCCL in a CUDA graph (nccl-graph) at two step counts or more (allreduce and allgather, or 2 and 4 GPUs)",
+                class_name(class)
+            );
+            let mut identified = steps.len() >= 2;
+            // Through host memory a Simple step's own cost swamps the fence
+            // per slice: the data cannot tell them apart, so it stays at zero.
+            if protocol == Protocol::Simple && class != PathClass::Shm {
+                parameters.push(time(
+                    format!("protocol.simple.{}.slice_overhead", class_name(class)),
+                    move |m| path_cost_ref(m, Protocol::Simple, class).slice_overhead,
+                    move |m, v| path_cost(m, Protocol::Simple, class).slice_overhead = v,
+                ));
+                needs += ", and Simple rings from 64 KiB to 16 MiB";
+                identified &= !medium.is_empty();
+            }
+            push(
+                Group {
+                    name: format!("{protocol} latency over {}", class_name(class)),
+                    parameters,
+                    points: small.iter().chain(&medium).map(|r| r.index).collect(),
+                    needs: needs.clone(),
+                },
+                identified,
+                format!("{} step count(s); needs {needs}", steps.len()),
+            );
+        }
+    }
+    // Each other caller's own cost per call, on top of what is fitted above.
+    for stack in crate::stack::STACKS.into_iter().filter(|s| *s != Stack::NcclGraph) {
+        let points: Vec<Point> =
+            runs.iter().filter(|r| r.plan.request.stack == stack && r.m.bytes <= SMALL && r.ring_or_tree()).map(|r| r.index).collect();
+        let key = format!("stack.{stack}.collective_call");
+        let (get_name, set_name) = (stack.name(), stack.name());
+        push(
+            Group {
+                name: format!("{stack} caller"),
+                parameters: vec![time(
+                    key,
+                    move |m| m.stack[get_name].collective_call,
+                    move |m, v| m.stack.get_mut(set_name).expect("every stack is in the model").collective_call = v,
+                )],
+                points: points.clone(),
+                needs: format!("small collectives measured through {stack}"),
+            },
+            !points.is_empty(),
+            format!("no small collectives measured through {stack}"),
+        );
+    }
+    // NVLS: the switch's reduction rate and its latency.
+    let nvls: Vec<&Run> = runs.iter().filter(|r| r.plan.algorithm == Algorithm::Nvls).collect();
+    let nvls_large: Vec<Point> = nvls.iter().filter(|r| r.m.bytes >= LARGE).map(|r| r.index).collect();
+    push(
+        Group {
+            name: "nvls".into(),
+            parameters: vec![
+                parameter(
+                    "nvls.efficiency_vs_nccl".into(),
+                    Unit::Ratio,
+                    (0.01, 1.2),
+                    |m| m.nvls.efficiency_vs_nccl,
+                    |m, v| m.nvls.efficiency_vs_nccl = v,
+                ),
+                time("nvls.latency".into(), |m| m.nvls.latency, |m, v| m.nvls.latency = v),
+            ],
+            points: nvls.iter().map(|r| r.index).collect(),
+            needs: "NVLS allreduces (NCCL's choice with NVLS enabled) small and from 16 MiB".into(),
+        },
+        !nvls_large.is_empty() && nvls.len() > nvls_large.len(),
+        "needs NVLS allreduces both small and from 16 MiB".into(),
+    );
+    (out, skipped)
+}
+
+/// One link rate per copy path family: PCIe for host copies, NVLink for
+/// peer copies, HBM for copies within a GPU.
+fn copy_groups(topo: &Topology, model: &HardwareModel, sources: &[Source]) -> Vec<Group> {
+    let gpu_key = topo.gpu_model.clone();
+    let Some(gpu) = model.gpu.get(&gpu_key) else { return Vec::new() };
+    let (pcie, nvlink) = (gpu.pcie_generation.clone(), gpu.nvlink_generation.clone());
+    // Link rates are fitted on large copies only: below 64 MiB the host
+    // clock's fixed cost (and, within one GPU, the 60 MB L2 cache) dominates.
+    // Copies timed with CUDA events are preferred where there are any: a
+    // host clock adds the launch and the synchronization to every copy.
+    let points = |names: &[&str]| -> Vec<Point> {
+        let large: Vec<(Point, bool)> = sources
+            .iter()
+            .enumerate()
+            .flat_map(|(s, source)| {
+                source
+                    .measurements
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, m)| m.op == "copy" && m.bytes >= LARGE_COPY && names.contains(&m.path.as_deref().unwrap_or("")))
+                    .map(move |(i, m)| ((s, i), m.timing.as_deref().is_some_and(|t| t.contains("cuda events"))))
+            })
+            .collect();
+        let any_events = large.iter().any(|(_, events)| *events);
+        large.into_iter().filter(|(_, events)| *events || !any_events).map(|(p, _)| p).collect()
+    };
+    let efficiency = |key: String, get: Read, set: Write| Parameter { key, unit: Unit::Ratio, bounds: (0.05, 1.0), get, set };
+    let (p1, p2, n1, n2, g1, g2) = (pcie.clone(), pcie.clone(), nvlink.clone(), nvlink.clone(), gpu_key.clone(), gpu_key.clone());
+    let families = [
+        (
+            points(&["h2d_pinned", "d2h_pinned"]),
+            format!("copies over PCIe {pcie}"),
+            efficiency(
+                format!("pcie.{pcie}.efficiency"),
+                Box::new(move |m| m.pcie[&p1].efficiency),
+                Box::new(move |m, v| m.pcie.get_mut(&p2).expect("generation exists").efficiency = v),
+            ),
+        ),
+        (
+            points(&["p2p_0to1", "p2p_bidir_total"]),
+            format!("copies over NVLink {nvlink}"),
+            efficiency(
+                format!("nvlink.{nvlink}.efficiency"),
+                Box::new(move |m| m.nvlink[&n1].efficiency),
+                Box::new(move |m, v| m.nvlink.get_mut(&n2).expect("generation exists").efficiency = v),
+            ),
+        ),
+        (
+            points(&["d2d_gpu0"]),
+            format!("copies within one {gpu_key}"),
+            efficiency(
+                format!("gpu.{gpu_key}.compute.memory"),
+                Box::new(move |m| m.gpu[&g1].compute.memory),
+                Box::new(move |m, v| m.gpu.get_mut(&g2).expect("gpu exists").compute.memory = v),
+            ),
+        ),
+    ];
+    families
+        .into_iter()
+        .filter(|(points, _, _)| !points.is_empty())
+        .map(|(points, name, parameter)| Group { name, parameters: vec![parameter], points, needs: "copies from 64 MiB".into() })
+        .collect()
+}

@@ -1,0 +1,380 @@
+//! An experiment file's data resolved into runs: the LLM loaded, the query
+//! checked against its context and the GPUs' memory, every mode's topology
+//! built with its hardware model, TP degrees that fit them, and the
+//! `[storage]` section resolved. Errors name the file (or the command
+//! line), the key and what is allowed. Simulates nothing; whether a
+//! transport can serve a topology is checked when a mode is set up
+//! ([`super::prepare`]).
+
+use std::path::{Path, PathBuf};
+
+use crate::collective::Selection;
+use crate::config::experiment::{MAX_CHANNELS, RawExperiment, RawMode, RawQuery, Source};
+use crate::config::hardware::HardwareModel;
+use crate::config::llm::{Fusion, LlmModel, Scope};
+use crate::config::{ConfigError, ConfigResult, parse_toml, read_text, relative_to};
+use crate::stack::Stack;
+use crate::topology::{self, Edit, PresetOptions, Topology, TopologySpec};
+use crate::transport::Mode;
+use crate::workload::storage::spec::{StorageSpec, check_fits};
+use crate::workload::tp::{self, Query};
+
+/// One mode of a validated experiment, on its built topology.
+#[derive(Debug, Clone)]
+pub struct ModeRun {
+    pub label: String,
+    pub mode: Mode,
+    pub topology: Topology,
+    pub hardware: HardwareModel,
+    pub tp: u32,
+    /// How allreduce algorithms are chosen.
+    pub selection: Selection,
+    /// Who issues the collectives and kernels.
+    pub stack: Stack,
+    /// NCCL's channel count where forced.
+    pub channels: Option<u32>,
+    /// Which kernels of the forward run.
+    pub scope: Scope,
+    /// The name of the LLM file's fusion the kernels run as.
+    pub fusion: String,
+    /// Position in the file's `[[mode]]` list, for messages.
+    pub index: usize,
+}
+
+/// A validated experiment.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    pub source: Source,
+    pub description: String,
+    pub llm: LlmModel,
+    pub query: Query,
+    pub output_dir: Option<PathBuf>,
+    pub modes: Vec<ModeRun>,
+    pub storage: Option<StorageSpec>,
+}
+
+impl Experiment {
+    /// Reads and validates an experiment file.
+    pub fn load(path: &Path) -> ConfigResult<Experiment> {
+        Experiment::parse(path, &read_text(path)?)
+    }
+
+    /// Validates experiment text that was read from `path`.
+    pub fn parse(path: &Path, text: &str) -> ConfigResult<Experiment> {
+        let raw: RawExperiment = parse_toml(path, text)?;
+        let default_output = PathBuf::from("results").join(path.file_stem().unwrap_or_default());
+        let mut experiment = Experiment::resolve(raw, Source::File(path.to_path_buf()))?;
+        experiment.output_dir.get_or_insert(default_output);
+        Ok(experiment)
+    }
+
+    /// Validates a raw experiment (from a file or from flags).
+    pub fn resolve(raw: RawExperiment, source: Source) -> ConfigResult<Experiment> {
+        Experiment::resolve_edited(raw, source, &topology::Unchanged)
+    }
+
+    /// [`Experiment::resolve`] with a what-if change to every mode's
+    /// hardware model and topology.
+    pub fn resolve_edited(raw: RawExperiment, source: Source, edit: &dyn Edit) -> ConfigResult<Experiment> {
+        let base_dir = source.base_dir();
+        let model_name = if looks_like_file(&raw.model) {
+            relative_to(&base_dir, Path::new(&raw.model)).display().to_string()
+        } else {
+            raw.model.clone()
+        };
+        let llm = LlmModel::load(&model_name).map_err(|error| match error {
+            unknown @ ConfigError::UnknownName { .. } => source.invalid(None, "model", unknown.to_string()),
+            other => other,
+        })?;
+        let query = Query { prompt: raw.query.prompt, output: raw.query.output, batch: raw.query.batch };
+        for (name, value) in [("query.prompt", query.prompt), ("query.batch", query.batch)] {
+            if value == 0 {
+                return Err(source.invalid(None, name, "must be a positive number of tokens or sequences"));
+            }
+        }
+        let tokens = query.prompt.saturating_add(query.output);
+        if tokens > llm.context_length {
+            let name = if query.prompt > llm.context_length { "query.prompt" } else { "query.output" };
+            return Err(source.invalid(
+                None,
+                name,
+                format!(
+                    "{} prompt + {} output tokens is more than {}'s context of {} tokens (context_length in its model file)",
+                    query.prompt, query.output, llm.name, llm.context_length
+                ),
+            ));
+        }
+        if raw.modes.is_empty() {
+            return Err(source.invalid(
+                None,
+                "mode",
+                "no transport mode to compare: add one or more [[mode]] tables with transport = \"nvswitch\", \"nvlink\", \"p2p\", \"shm\" or \"auto\"",
+            ));
+        }
+        let mut modes: Vec<ModeRun> = Vec::new();
+        for (index, raw_mode) in raw.modes.iter().enumerate() {
+            let run = resolve_mode(&raw, raw_mode, index, &llm, &source, edit)?;
+            if let Some(other) = modes.iter().find(|m| m.label == run.label) {
+                return Err(source.invalid(
+                    Some(index),
+                    "label",
+                    format!(
+                        "label {:?} is already used by mode[{}]; give each mode a unique `label` (for example \"{}-{}\")",
+                        run.label, other.index, run.mode, run.topology.name
+                    ),
+                ));
+            }
+            modes.push(run);
+        }
+        let storage = raw.storage.as_ref().map(|s| StorageSpec::resolve(s, &source)).transpose()?;
+        if let Some(spec) = &storage {
+            if spec.kv_offload.is_some() && query.output == 0 {
+                return Err(source.invalid(
+                    None,
+                    "storage.kv_offload",
+                    "the KV cache is written out while decode runs: set query.output to 1 or more",
+                ));
+            }
+            for run in &mut modes {
+                run.topology = spec.layout.apply(&run.topology, &run.hardware).map_err(|message| {
+                    let key = if message.contains("unknown drive") { "storage.drive" } else { "storage.placement" };
+                    source.invalid(None, key, format!("mode[{}] on {}: {message}", run.index, run.topology.name))
+                })?;
+                check_fits(spec, &llm, run).map_err(|(key, message)| source.invalid(None, key, message))?;
+            }
+        }
+        let output_dir = raw.output_dir.as_deref().map(|dir| relative_to(&base_dir, dir));
+        Ok(Experiment { source, description: raw.description, llm, query, output_dir, modes, storage })
+    }
+}
+
+fn resolve_mode(
+    raw: &RawExperiment,
+    mode: &RawMode,
+    index: usize,
+    llm: &LlmModel,
+    source: &Source,
+    edit: &dyn Edit,
+) -> ConfigResult<ModeRun> {
+    // A key this mode overrides is named as the mode's; otherwise as the
+    // experiment's default.
+    let owner = |overridden: bool| overridden.then_some(index);
+    let transport: Mode = mode.transport.parse().map_err(|message: String| source.invalid(Some(index), "transport", message))?;
+    let topology_name = mode.topology.clone().unwrap_or_else(|| raw.topology.clone());
+    let gpus = mode.gpus.or(raw.gpus);
+    let gpu = mode.gpu.clone().or_else(|| raw.gpu.clone());
+    let models = mode.models.clone().unwrap_or_else(|| raw.models.clone());
+    let tp = mode.tp.unwrap_or(raw.tp);
+    let selection: Selection = match mode.allreduce.as_ref().or(raw.allreduce.as_ref()) {
+        Some(text) => text.parse().map_err(|message: String| source.invalid(owner(mode.allreduce.is_some()), "allreduce", message))?,
+        None => Selection::Fastest,
+    };
+    let stack: Stack = match mode.stack.as_ref().or(raw.stack.as_ref()) {
+        Some(text) => text.parse().map_err(|message: String| source.invalid(owner(mode.stack.is_some()), "stack", message))?,
+        None => Stack::default(),
+    };
+    let scope: Scope = match mode.scope.as_ref().or(raw.scope.as_ref()) {
+        Some(text) => text.parse().map_err(|message: String| source.invalid(owner(mode.scope.is_some()), "scope", message))?,
+        None => Scope::default(),
+    };
+    let fusion = mode.fusion.clone().or_else(|| raw.fusion.clone()).unwrap_or_else(|| Fusion::DEFAULT.to_string());
+    llm.fusion(&fusion).map_err(|message| source.invalid(owner(mode.fusion.is_some()), "fusion", message))?;
+    let channels = mode.channels.or(raw.channels);
+    if let Some(count) = channels
+        && !(1..=MAX_CHANNELS).contains(&count)
+    {
+        return Err(source.invalid(
+            owner(mode.channels.is_some()),
+            "channels",
+            format!("{count} channels: NCCL runs 1 to {MAX_CHANNELS} (NCCL_MAX_NCHANNELS)"),
+        ));
+    }
+
+    // Files named in the experiment are read relative to its folder.
+    let base_dir = source.base_dir();
+    let from_here = |name: &String| {
+        if looks_like_file(name) { relative_to(&base_dir, Path::new(name)).to_string_lossy().into_owned() } else { name.clone() }
+    };
+    let name = from_here(&topology_name);
+    let models = models.iter().map(from_here).collect();
+    let spec = TopologySpec { name, options: PresetOptions { gpus, gpu: gpu.clone() }, models };
+    let (topology, hardware) = topology::resolve_edited(&spec, edit).map_err(|error| {
+        if let crate::Error::Config(unknown @ ConfigError::UnknownName { .. }) = &error {
+            return source.invalid(owner(mode.models.is_some()), "models", unknown.to_string());
+        }
+        let message = error.to_string();
+        let key = match topology_error_key(&message) {
+            "gpus" => source.key(owner(mode.gpus.is_some()), "gpus"),
+            "gpu" => source.key(owner(mode.gpu.is_some()), "gpu"),
+            _ => source.key(owner(mode.topology.is_some()), "topology"),
+        };
+        ConfigError::invalid(source.path(), key, message)
+    })?;
+
+    let gpus = topology.gpus().len() as u32;
+    let allowed = tp::allowed_degrees(llm, gpus);
+    if !allowed.contains(&tp) {
+        let list: Vec<String> = allowed.iter().map(u32::to_string).collect();
+        return Err(source.invalid(
+            owner(mode.tp.is_some()),
+            "tp",
+            format!(
+                "TP={tp} cannot run {} on the {gpus} GPUs of {}: TP must divide its {} heads and {} FFN columns and fit the GPUs; allowed: {}",
+                llm.name,
+                topology.name,
+                llm.heads,
+                llm.ffn,
+                list.join(", ")
+            ),
+        ));
+    }
+    check_kv_cache(&raw.query, llm, tp, &topology, &hardware).map_err(|message| source.invalid(None, "query.batch", message))?;
+    Ok(ModeRun {
+        label: mode.label.clone().unwrap_or_else(|| transport.to_string()),
+        mode: transport,
+        topology,
+        hardware,
+        tp,
+        selection,
+        stack,
+        channels,
+        scope,
+        fusion,
+        index,
+    })
+}
+
+/// The KV cache of the query's sequences must fit in the memory of each GPU
+/// of the TP group (weights and activations are not counted: a loose bound
+/// that keeps batches physical).
+fn check_kv_cache(query: &RawQuery, llm: &LlmModel, tp: u32, topology: &Topology, hardware: &HardwareModel) -> Result<(), String> {
+    let gpu = hardware.gpu(&topology.gpu_model)?;
+    let tokens = query.prompt.saturating_add(query.output);
+    let needed = llm.kv_cache_bytes_per_gpu(tokens, query.batch, tp);
+    if needed <= u128::from(gpu.memory.0) {
+        return Ok(());
+    }
+    let per_sequence = llm.kv_cache_bytes_per_gpu(tokens, 1, tp).max(1);
+    let most = u128::from(gpu.memory.0) / per_sequence;
+    Err(format!(
+        "{} sequences of {tokens} tokens need {:.1} GB of KV cache on each GPU at TP={tp}, more than a {} holds ({:.1} GB); at most {most} fit",
+        query.batch,
+        needed as f64 / 1e9,
+        gpu.name,
+        gpu.memory.as_f64() / 1e9
+    ))
+}
+
+/// Whether a name in an experiment is a file (resolved from the
+/// experiment's folder) rather than a shipped model or preset.
+fn looks_like_file(name: &str) -> bool {
+    name.ends_with(".toml") || name.contains('/')
+}
+
+/// Which key a topology error is about, from its message (the topology
+/// layer reports options by their flag names).
+fn topology_error_key(message: &str) -> &'static str {
+    if message.contains("--gpus") {
+        "gpus"
+    } else if message.contains("--gpu ") || message.contains("unknown GPU model") {
+        "gpu"
+    } else {
+        "topology"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+model = "llama-3.1-70b"
+tp = 8
+topology = "hgx-h20"
+[query]
+prompt = 8192
+output = 256
+[[mode]]
+transport = "nvswitch"
+[[mode]]
+transport = "p2p"
+topology = "pcie-gen4-8gpu"
+gpu = "h20"
+"#;
+
+    fn error_of(text: &str) -> String {
+        Experiment::parse(Path::new("exp.toml"), text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_mode_overrides_only_what_it_names() {
+        let experiment = Experiment::parse(Path::new("configs/exp.toml"), GOOD).unwrap();
+        assert_eq!(experiment.query, Query { prompt: 8192, output: 256, batch: 1 });
+        assert_eq!(experiment.output_dir, Some(PathBuf::from("results/exp")), "the default is under the current folder");
+        let written =
+            Experiment::parse(Path::new("configs/exp.toml"), &GOOD.replace("tp = 8", "tp = 8\noutput_dir = \"../out/x\"")).unwrap();
+        assert_eq!(written.output_dir, Some(PathBuf::from("out/x")), "a written one is relative to the file");
+        let [nvswitch, p2p] = &experiment.modes[..] else { panic!("two modes") };
+        assert_eq!((nvswitch.label.as_str(), nvswitch.topology.name.as_str(), nvswitch.tp), ("nvswitch", "hgx-h20", 8));
+        assert_eq!((p2p.mode, p2p.topology.name.as_str(), p2p.topology.gpu_model.as_str()), (Mode::P2p, "pcie-gen4-8gpu", "h20"));
+    }
+
+    #[test]
+    fn a_typo_names_the_key_and_the_expected_ones() {
+        let error = error_of(&GOOD.replace("prompt =", "promt ="));
+        assert!(error.starts_with("exp.toml:") && error.contains("promt") && error.contains("prompt"), "{error}");
+    }
+
+    #[test]
+    fn tp_larger_than_the_gpus_lists_the_allowed_degrees() {
+        let error = error_of(&GOOD.replace("tp = 8", "tp = 16"));
+        assert!(error.contains("key `tp`") && error.contains("allowed: 1, 2, 4, 8"), "{error}");
+        let error = error_of(&GOOD.replace("gpu = \"h20\"", "gpu = \"h20\"\ngpus = 4"));
+        assert!(error.contains("key `tp`") && error.contains("4 GPUs") && error.contains("allowed: 1, 2, 4"), "{error}");
+        let error = error_of(&GOOD.replace("gpu = \"h20\"", "gpu = \"h20\"\ntp = 3"));
+        assert!(error.contains("key `mode[1].tp`") && error.contains("TP=3"), "{error}");
+    }
+
+    #[test]
+    fn unknown_models_transports_and_topologies_say_what_is_allowed() {
+        let error = error_of(&GOOD.replace("llama-3.1-70b", "llama-9b"));
+        assert!(error.contains("key `model`") && error.contains("llama-3.1-8b"), "{error}");
+        let error = error_of(&GOOD.replace("\"p2p\"", "\"pcie\""));
+        assert!(error.contains("key `mode[1].transport`") && error.contains("nvswitch"), "{error}");
+        let error = error_of(&GOOD.replace("\"pcie-gen4-8gpu\"", "\"pcie-gen9\""));
+        assert!(error.contains("key `mode[1].topology`") && error.contains("pcie-gen4-8gpu"), "{error}");
+        let error = error_of(&GOOD.replace("tp = 8", "tp = 8\nmodels = [\"h200x9\"]"));
+        assert!(error.contains("key `models`") && error.contains("h200-fit"), "{error}");
+    }
+
+    #[test]
+    fn queries_must_fit_the_context_and_the_gpus_memory() {
+        let error = error_of(&GOOD.replace("prompt = 8192", "prompt = 10000000"));
+        assert!(error.contains("key `query.prompt`") && error.contains("131072"), "{error}");
+        let error = error_of(&GOOD.replace("output = 256", "output = 100000000"));
+        assert!(error.contains("key `query.output`") && error.contains("context"), "{error}");
+        let error = error_of(&GOOD.replace("output = 256", "output = 256\nbatch = 2147483648"));
+        assert!(error.contains("key `query.batch`") && error.contains("KV cache") && error.contains("96.0 GB"), "{error}");
+        // Llama-3.1-70B at TP=8 holds one KV head a GPU: 40 KiB a token; 96 GB hold 277 sequences of 8448 tokens.
+        assert!(error.contains("at most 277 fit"), "{error}");
+    }
+
+    #[test]
+    fn scope_and_fusion_are_read_and_checked_against_the_model() {
+        let experiment =
+            Experiment::parse(Path::new("e.toml"), &GOOD.replace("tp = 8\n", "tp = 8\nscope = \"layers\"\nfusion = \"torch\"\n")).unwrap();
+        assert!(experiment.modes.iter().all(|m| m.scope == Scope::Layers && m.fusion == "torch"));
+        let defaults = Experiment::parse(Path::new("e.toml"), GOOD).unwrap();
+        assert!(defaults.modes.iter().all(|m| m.scope == Scope::Full && m.fusion == "vllm"));
+        let error = error_of(&GOOD.replace("tp = 8\n", "tp = 8\nscope = \"everything\"\n"));
+        assert!(error.contains("key `scope`") && error.contains("layers"), "{error}");
+        let error = error_of(&GOOD.replace("gpu = \"h20\"", "gpu = \"h20\"\nfusion = \"sglang\""));
+        assert!(error.contains("key `mode[1].fusion`") && error.contains("torch, vllm"), "{error}");
+    }
+
+    #[test]
+    fn labels_must_be_unique() {
+        let error = error_of(&GOOD.replace("\"p2p\"", "\"nvswitch\""));
+        assert!(error.contains("mode[1].label") && error.contains("unique"), "{error}");
+    }
+}

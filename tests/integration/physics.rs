@@ -1,0 +1,124 @@
+//! The collective model's physics, checked against hand arithmetic: bus
+//! bandwidth follows the links where the links bind and the channels where
+//! one channel's rate binds, never a table; latency is a sum of named parts,
+//! each counted once; rows the model cannot predict are listed, not fatal.
+
+use icsim::collective::{self, Algorithm, Choice, Op, Protocol, Request};
+use icsim::config::hardware::HardwareModel;
+use icsim::network::LinkId;
+use icsim::topology::{LinkKind, Topology};
+use icsim::transport::Mode;
+use icsim::units::Bytes;
+
+use crate::common::{icsim, preset, stderr, succeeded};
+
+/// 8x H200 on NVSwitch, NCCL's uncalibrated priors, with every GPU's NVLink
+/// port cut to `links` of its 18 links.
+fn board_with_nvlinks(links: u32) -> (Topology, HardwareModel) {
+    let (mut topo, model) = preset("hgx-h200", None, &["base"]);
+    let nvlinks: Vec<(usize, String, u32)> = topo
+        .links()
+        .iter()
+        .enumerate()
+        .filter_map(|(index, link)| match &link.kind {
+            LinkKind::NvLink { generation, links } => Some((index, generation.clone(), *links)),
+            _ => None,
+        })
+        .collect();
+    assert!(!nvlinks.is_empty(), "hgx-h200 has NVLink ports");
+    for (index, generation, shipped) in nvlinks {
+        let link = &topo.links()[index];
+        let (bandwidth, latency) = (link.bandwidth.scaled(f64::from(links) / f64::from(shipped)), link.latency);
+        topo.set_link(LinkId(index as u32), LinkKind::NvLink { generation, links }, bandwidth, latency);
+    }
+    (topo, model)
+}
+
+fn ring_busbw(board: &(Topology, HardwareModel), bytes: Bytes, channels: Option<u32>) -> f64 {
+    let (topo, model) = board;
+    let request = Request {
+        algorithm: Choice::Fixed(Algorithm::Ring),
+        protocol: Choice::Fixed(Protocol::Simple),
+        channels,
+        ..Request::new(Op::AllReduce, bytes, topo.gpus().to_vec(), Mode::Nvswitch)
+    };
+    collective::simulate(topo, model, request).expect("a ring runs on NVSwitch").busbw_gbps()
+}
+
+fn assert_ratio(label: &str, got: f64, want: f64, tolerance: f64) {
+    println!("{label}: ratio {got:.3}, physics says {want:.3}");
+    assert!((got / want - 1.0).abs() <= tolerance, "{label}: ratio {got:.3} is not {want:.3} within {:.0}%", tolerance * 100.0);
+}
+
+#[test]
+fn bus_bandwidth_follows_the_nvlink_links_where_they_bind_and_only_there() {
+    let bytes = Bytes::gib(1);
+    // Four and eight links per GPU: 24 channels push far more than either
+    // port carries, so the port binds and twice the links is twice the rate.
+    let (four, eight) = (ring_busbw(&board_with_nvlinks(4), bytes, None), ring_busbw(&board_with_nvlinks(8), bytes, None));
+    println!("8x H200, 1 GiB ring: 4 links {four:.1} GB/s, 8 links {eight:.1} GB/s");
+    assert_ratio("8 links over 4 links", eight / four, 2.0, 0.03);
+    // Two channels push well under even 18 links' worth: more links change
+    // nothing, because the links are not what binds.
+    let (shipped, doubled) = (ring_busbw(&board_with_nvlinks(18), bytes, Some(2)), ring_busbw(&board_with_nvlinks(36), bytes, Some(2)));
+    println!("8x H200, 1 GiB ring on 2 channels: 18 links {shipped:.1} GB/s, 36 links {doubled:.1} GB/s");
+    assert_ratio("36 links over 18 links, 2 channels", doubled / shipped, 1.0, 0.01);
+}
+
+#[test]
+fn bus_bandwidth_follows_the_channel_count_below_the_links_worth() {
+    let board = board_with_nvlinks(18);
+    let bytes = Bytes::gib(1);
+    let rates: Vec<(u32, f64)> = [1, 2, 4].into_iter().map(|channels| (channels, ring_busbw(&board, bytes, Some(channels)))).collect();
+    for (channels, rate) in &rates {
+        println!("8x H200, 1 GiB ring on {channels} channel(s): {rate:.1} GB/s");
+    }
+    assert_ratio("2 channels over 1", rates[1].1 / rates[0].1, 2.0, 0.03);
+    assert_ratio("4 channels over 1", rates[2].1 / rates[0].1, 4.0, 0.03);
+    // With the links cut to two, 8 channels already push three times what
+    // the port carries: the port binds and 16 channels gain nothing.
+    let narrow = board_with_nvlinks(2);
+    let (eight, sixteen) = (ring_busbw(&narrow, bytes, Some(8)), ring_busbw(&narrow, bytes, Some(16)));
+    println!("8x H200 with 2 links each, 1 GiB ring: 8 channels {eight:.1} GB/s, 16 channels {sixteen:.1} GB/s");
+    assert_ratio("16 channels over 8, link-bound", sixteen / eight, 1.0, 0.02);
+}
+
+#[test]
+fn an_eight_byte_ring_costs_its_named_parts_once() {
+    // base.toml, NCCL's priors: LL over NVLink has base_latency 6.6 us and
+    // step_latency 0.3 us; each step crosses GPU -> NVSwitch -> GPU, two
+    // NVLink hops of 0.15 us; the nccl-graph caller adds nothing. A ring
+    // allreduce takes 2 (n - 1) steps, so by hand:
+    //   2 GPUs: 6.6 + 2 x (0.3 + 2 x 0.15) = 7.8 us
+    //   8 GPUs: 6.6 + 14 x (0.3 + 2 x 0.15) = 15.0 us (NCCL's own figure)
+    for (gpus, by_hand_us) in [(2u32, 7.8), (4, 10.2), (8, 15.0)] {
+        let (topo, model) = preset("hgx-h200", Some(gpus), &["base"]);
+        let request = Request {
+            algorithm: Choice::Fixed(Algorithm::Ring),
+            protocol: Choice::Fixed(Protocol::Ll),
+            ..Request::new(Op::AllReduce, Bytes(8), topo.gpus().to_vec(), Mode::Nvswitch)
+        };
+        let simulated = collective::simulate(&topo, &model, request).expect("LL runs on NVSwitch").time.as_us();
+        println!("{gpus} GPUs, 8 B ring LL: simulated {simulated:.3} us, by hand {by_hand_us:.3} us");
+        assert!((simulated - by_hand_us).abs() <= 0.01, "{gpus} GPUs: {simulated:.3} us is not the {by_hand_us} us of its parts");
+    }
+}
+
+#[test]
+fn validate_lists_the_rows_it_cannot_predict_and_goes_on() {
+    // Pageable copies and all-to-all have no model: they are listed with the
+    // reason, and every other row is still predicted.
+    let file = std::env::temp_dir().join(format!("icsim-unpredictable-{}.jsonl", std::process::id()));
+    let rows = [
+        r#"{"schema":1,"system":"x","op":"copy","path":"h2d_pageable","bytes":1048576,"time_us":94.5}"#,
+        r#"{"schema":1,"system":"x","op":"alltoall","transport":"nvswitch","ranks":2,"bytes":1048576,"time_us":20.0}"#,
+        r#"{"schema":1,"system":"x","op":"allreduce","transport":"nvswitch","ranks":2,"bytes":1048576,"time_us":20.0}"#,
+    ];
+    std::fs::write(&file, rows.join("\n")).unwrap();
+    let output = icsim(&["calibrate", "validate", file.to_str().unwrap(), "--topology", "hgx-h200", "--gpus", "2"]);
+    let printed = succeeded(&output);
+    println!("{printed}{}", stderr(&output));
+    assert!(printed.contains("not predicted"), "the unpredictable rows are listed: {printed}");
+    assert!(printed.contains("h2d_pageable") && printed.contains("alltoall"), "both are named: {printed}");
+    assert!(printed.lines().any(|l| l.starts_with("allreduce nvswitch ranks=2") && l.contains("ring")), "the allreduce is still predicted");
+}
