@@ -57,9 +57,10 @@ enum Command {
 /// Which server to simulate.
 #[derive(Debug, Clone, Args)]
 pub struct TopologyArgs {
-    /// A preset (hgx-h100, hgx-h200, hgx-h20, hgx-a100, h20-nvlink-mesh,
-    /// pcie-gen3-8gpu, pcie-gen4-8gpu, pcie-gen5-8gpu) or a topology file:
-    /// TOML, `nvidia-smi topo -m` output or NCCL's topology XML.
+    /// A preset (hgx-h100, hgx-h200, hgx-h20, hgx-b200, hgx-a100,
+    /// h20-nvlink-mesh, pcie-gen3-8gpu, pcie-gen4-8gpu, pcie-gen5-8gpu,
+    /// gb200-nvl72, nvlink-fabric) or a topology file: TOML, `nvidia-smi topo
+    /// -m` output or NCCL's topology XML.
     #[arg(long, short = 't', default_value = "hgx-h200")]
     pub topology: String,
     /// Use the first N GPUs.

@@ -177,11 +177,12 @@ pub fn bus_gbps(model: &HardwareModel, arch: &NcclArch, ring: &RingGraph, algori
             }
         }
         (Algorithm::Nvls, Protocol::Simple) => {
-            // One search channel per head GPU; the search charges the head's
-            // links twice and every other GPU's once: (n + 1) x speed must
+            // One search channel per head GPU, at most NCCL's NVLS arity of
+            // them; the search charges the head's links twice and every
+            // other GPU's once: (heads + 1) x speed must
             // fit the GPU. The inter bandwidth is then raised to at most
             // twice that, capped by the fastest search speed.
-            let heads = f64::from(ranks.max(2));
+            let heads = f64::from(ranks.min(model.nccl.max_nvls_heads).max(2));
             let fastest = arch.search_speeds.first().copied().unwrap_or(0.0);
             let per_head = arch.search_speeds.iter().copied().find(|&s| s * (heads + 1.0) <= ring.gpu_gbps + 1e-9).unwrap_or(0.0);
             let intra = per_head * arch.nvls_efficiency * (heads - 1.0) / heads * 2.0;
@@ -381,6 +382,19 @@ mod tests {
         let (model, _) = sm90();
         assert!((bus_gbps(&model, &arch, &ring, Algorithm::Nvls, Protocol::Simple, 8) - 476.0).abs() < 0.01);
         assert!((bus_gbps(&model, &arch, &ring, Algorithm::Nvls, Protocol::Simple, 2) - 102.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn nvls_on_72_blackwell_gpus_runs_on_32_heads() {
+        // NCCL_MAX_NVLS_ARITY heads, not one a GPU: 33 x 20 GB/s fits 18 x
+        // 40.1, so 32 heads at 20 x 0.74 x 31/32 x 2 GB/s, 917.6 GB/s of bus
+        // bandwidth. With 72 heads no search speed would fit (73 x 18 > 721.8).
+        let model = HardwareModel::base();
+        let arch = model.nccl_arch(100).unwrap().clone();
+        let gpu_gbps = 18.0 * arch.nvlink_gbps;
+        let ring = ring_search(100, &arch, 32, gpu_gbps, gpu_gbps, 1);
+        let nvls = bus_gbps(&model, &arch, &ring, Algorithm::Nvls, Protocol::Simple, 72);
+        assert!((nvls - 32.0 * 20.0 * 0.74 * 31.0 / 32.0 * 2.0).abs() < 0.01, "{nvls}");
     }
 
     #[test]

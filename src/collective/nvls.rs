@@ -1,10 +1,11 @@
 //! NVLS allreduce as a stream of tasks: the reduction happens inside the
 //! NVSwitch. Each GPU pushes its buffer to the switch once and gets the
 //! reduced result back once; chunks are pipelined over NCCL's NVLS
-//! channels. Besides its buffer a GPU also sends and receives its own 1/n
-//! shard once (the multimem load-reduce and multicast store of NCCL's NVLS
-//! kernels), so each way carries (1 + 1/n) of the buffer. A channel is a
-//! lane of the stream and a chunk a batch.
+//! channels. Besides its buffer a head GPU also sends and receives its own
+//! 1/h share once (the multimem load-reduce and multicast store of NCCL's
+//! NVLS kernels; h is the rank count up to NCCL's NVLS arity of 32), so
+//! each way carries (1 + 1/h) of the buffer. A channel is a lane of the
+//! stream and a chunk a batch.
 //!
 //! Every rank does the same with each chunk. When every GPU's port into
 //! the switch is alike and nothing else crosses them, one rank stands for
@@ -24,8 +25,10 @@ pub struct NvlsChannel {
 
 #[derive(Debug)]
 pub struct NvlsStream {
-    /// Ranks of the call (the shard each sends and receives is 1/ranks).
-    pub ranks: usize,
+    /// GPUs that reduce and multicast a share of each chunk (every rank up
+    /// to NCCL's NVLS arity): a head sends and receives its 1/heads share
+    /// once more, and the heads set the pace.
+    pub heads: usize,
     pub channels: Vec<NvlsChannel>,
     /// Per simulated rank: its path into the switch, and out of it.
     pub up: Vec<Path>,
@@ -36,8 +39,8 @@ pub struct NvlsStream {
 
 /// NCCL's NVLS chunk (enqueue.cc, calcCollChunking): at most `max`, and
 /// smaller while the call is short for its channels and heads.
-pub fn chunk(max: Bytes, bytes: Bytes, channels: usize, ranks: usize) -> Bytes {
-    let concurrent = (channels.max(1) * ranks.max(1)) as u64;
+pub fn chunk(max: Bytes, bytes: Bytes, channels: usize, heads: usize) -> Bytes {
+    let concurrent = (channels.max(1) * heads.max(1)) as u64;
     let mut chunk = max.0.max(1);
     for (depth, floor) in [(64, 65_536), (8, 32_768), (2, 16_384)] {
         if bytes.0 < depth * concurrent * chunk && chunk > floor {
@@ -90,7 +93,7 @@ impl Generator<Path> for NvlsRun<'_> {
         }
         let chunk = channel.bytes.even_part(chunks, run.chunks_sent);
         run.chunks_sent += 1;
-        let wire = Bytes(chunk.0 + chunk.0.div_ceil(nvls.ranks as u64));
+        let wire = Bytes(chunk.0 + chunk.0.div_ceil(nvls.heads as u64));
         let cap = Some(nvls.channel_cap);
         run.pushed.clear();
         for (up, last) in nvls.up.iter().zip(run.last_up.iter_mut()) {

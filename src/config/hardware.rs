@@ -219,7 +219,6 @@ pub struct NvlsModel {
     /// (`nccl.arch.*.nvls_efficiency`): 1 is NCCL's model.
     pub efficiency_vs_nccl: f64,
     pub latency: Time,
-    pub channels: u32,
     pub chunk: Bytes,
 }
 
@@ -269,6 +268,8 @@ pub struct NcclArch {
     pub tree_channel_max_gbps: f64,
     /// Efficiency of NVLS reduction in the model (0 where there is none).
     pub nvls_efficiency: f64,
+    /// Thread blocks (channels) an NVLS collective runs on one node.
+    pub nvls_channels: u32,
 }
 
 /// NCCL's latency table (µs) for one algorithm: LL, LL128, Simple.
@@ -297,6 +298,9 @@ pub struct NcclModel {
     /// Tree allreduce bandwidth corrections by log2(bytes / 64), 23 each.
     pub tree_correction: TreeCorrection,
     pub max_channels: u32,
+    /// Most GPUs that head NVLS channels (NCCL_MAX_NVLS_ARITY): on a larger
+    /// NVLink domain only this many GPUs reduce, the others only push and pull.
+    pub max_nvls_heads: u32,
     pub arch: BTreeMap<String, NcclArch>,
 }
 

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use super::experiment::MAX_CHANNELS;
 use super::hardware::HardwareModel;
 use super::{ConfigError, ConfigResult, check_range};
 
@@ -39,9 +40,9 @@ impl HardwareModel {
         }
         add("shm.copy_chunk".into(), self.shm.copy_chunk.as_f64());
         add("shm.slots".into(), f64::from(self.shm.slots));
-        add("nvls.channels".into(), f64::from(self.nvls.channels));
         add("nvls.chunk".into(), self.nvls.chunk.as_f64());
         add("nccl.max_channels".into(), f64::from(self.nccl.max_channels));
+        add("nccl.max_nvls_heads".into(), f64::from(self.nccl.max_nvls_heads));
         add("nccl.ll128_factor".into(), self.nccl.ll128_factor);
         add("nccl.tree_factor".into(), self.nccl.tree_factor);
         for (name, arch) in &self.nccl.arch {
@@ -61,15 +62,19 @@ impl HardwareModel {
                 return Err(ConfigError::invalid(path, key, format!("{value} is not allowed: must be more than zero")));
             }
         }
-        if self.nccl.max_channels > crate::config::experiment::MAX_CHANNELS {
+        if self.nccl.max_channels > MAX_CHANNELS {
             return Err(ConfigError::invalid(
                 path,
                 "nccl.max_channels",
-                format!("{} is more than NCCL's {} (MAXCHANNELS)", self.nccl.max_channels, crate::config::experiment::MAX_CHANNELS),
+                format!("{} is more than NCCL's {} (MAXCHANNELS)", self.nccl.max_channels, MAX_CHANNELS),
             ));
         }
         for (name, arch) in &self.nccl.arch {
             check_range(path, &format!("nccl.arch.{name}.nvls_efficiency"), arch.nvls_efficiency, 0.0..=1.0)?;
+            let channels = f64::from(arch.nvls_channels);
+            if arch.nvls_efficiency > 0.0 {
+                check_range(path, &format!("nccl.arch.{name}.nvls_channels"), channels, 1.0..=f64::from(MAX_CHANNELS))?;
+            }
         }
         for (name, g) in &self.pcie {
             check_range(path, &format!("pcie.{name}.efficiency"), g.efficiency, 0.05..=1.0)?;
@@ -183,7 +188,8 @@ mod tests {
         for (overlay, key) in [
             ("[gpu.h200]\nbf16_tflops = 0.0\n", "gpu.h200.bf16_tflops"),
             ("[pcie.gen5]\nlane_rate = \"0B/s\"\n", "pcie.gen5.lane_rate"),
-            ("[nvls]\nchannels = 0\n", "nvls.channels"),
+            ("[nccl]\nmax_nvls_heads = 0\n", "nccl.max_nvls_heads"),
+            ("[nccl.arch.sm90]\nnvls_channels = 0\n", "nccl.arch.sm90.nvls_channels"),
             ("[gpu.h200]\nmemory_bandwidth = \"0B/s\"\n", "gpu.h200.memory_bandwidth"),
             ("[nccl]\nmax_channels = 65\n", "nccl.max_channels"),
         ] {

@@ -70,6 +70,14 @@ fn bad_sizes_and_units_say_what_is_accepted() {
 }
 
 #[test]
+fn the_topology_help_names_every_preset() {
+    let help = stdout(&icsim(&["collective", "--help"]));
+    for (name, _) in icsim::topology::PRESETS {
+        assert!(help.contains(name), "`collective --help` does not name the preset {name}:\n{help}");
+    }
+}
+
+#[test]
 fn topo_show_describes_links_and_relations() {
     let output = icsim(&["topo", "show", "pcie-gen4-8gpu"]);
     assert!(output.status.success(), "{}", stderr(&output));

@@ -32,6 +32,8 @@ pub struct Plan {
     connections: Vec<Vec<Connection>>,
     pub class: PathClass,
     pub nccl: RingGraph,
+    /// Thread blocks NCCL gives NVLS on this GPU's architecture.
+    nvls_channels: u32,
     /// Channels this call uses.
     pub channels: u32,
     /// Data bytes each channel handles.
@@ -89,6 +91,7 @@ impl Plan {
             connections,
             class,
             nccl: graph,
+            nvls_channels: arch.nvls_channels,
             channels: 1,
             channel_bytes: vec![request.bytes],
             transport,
@@ -202,9 +205,9 @@ impl Plan {
     }
 
     /// NCCL's channel count for this layout, or the forced one.
-    fn comm_channels(&self, model: &HardwareModel) -> u32 {
+    fn comm_channels(&self) -> u32 {
         match self.algorithm {
-            Algorithm::Nvls => model.nvls.channels,
+            Algorithm::Nvls => self.nvls_channels,
             _ => self.request.channels.unwrap_or(self.nccl.runtime_channels),
         }
     }
@@ -222,7 +225,7 @@ impl Plan {
                     _ => protocol.channel_threshold.0 * if ring_ll { u64::from(n) } else { 1 },
                 };
                 let call = CallShape { op: self.request.op, protocol: self.protocol, ranks: n, bytes: self.request.bytes.0, threshold };
-                nccl::channel_split(&call, self.comm_channels(model)).into_iter().map(Bytes).collect()
+                nccl::channel_split(&call, self.comm_channels()).into_iter().map(Bytes).collect()
             }
         }
     }

@@ -227,13 +227,14 @@ impl Plan {
             .into_iter()
             .map(|ChannelClass { channel, copies }| NvlsChannel { bytes: self.channel_bytes[channel], copies })
             .collect();
+        let heads = n.min(model.nccl.max_nvls_heads as usize);
         let stream = NvlsStream {
-            ranks: n,
+            heads,
             channels,
             up,
             down,
-            chunk: nvls::chunk(model.nvls.chunk, self.request.bytes, self.channel_bytes.len(), n),
-            channel_cap: port.scaled(efficiency / f64::from(model.nvls.channels)),
+            chunk: nvls::chunk(model.nvls.chunk, self.request.bytes, self.channel_bytes.len(), heads),
+            channel_cap: port.scaled(efficiency / f64::from(self.nvls_channels)),
         };
         Ok(Body { stream: Box::new(stream), mirrored: mirrored.unwrap_or_default() })
     }
