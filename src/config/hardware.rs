@@ -220,6 +220,10 @@ pub struct NvlsModel {
     pub efficiency_vs_nccl: f64,
     pub latency: Time,
     pub chunk: Bytes,
+    /// What a channel spends on each chunk besides moving it: the flags
+    /// every rank posts and the heads wait for before the switch reduces
+    /// it, in series with the data.
+    pub chunk_overhead: Time,
 }
 
 /// Direct-access allreduce kernels (one-shot, two-shot) of inference engines.

@@ -105,6 +105,26 @@ fn an_eight_byte_ring_costs_its_named_parts_once() {
 }
 
 #[test]
+fn an_nvls_chunk_costs_its_handshake_once_in_series_with_its_data() {
+    // 8x H200, 512 MiB: 16 channels of 32 MiB in 64 KiB chunks, 512 chunks
+    // a channel. Each chunk's handshake is in series with the channel's
+    // data, so 1 us more per chunk is 512 us more for the call, as long as
+    // the channels, not the ports, set the pace.
+    let time = |overhead_us: u64| {
+        let (topo, mut model) = preset("hgx-h200", None, &["base"]);
+        model.nvls.chunk_overhead = icsim::units::Time::from_us_f64(overhead_us as f64);
+        let request = Request {
+            algorithm: Choice::Fixed(Algorithm::Nvls),
+            ..Request::new(Op::AllReduce, Bytes::mib(512), topo.gpus().to_vec(), Mode::Nvswitch)
+        };
+        collective::simulate(&topo, &model, request).expect("NVLS runs on 8x H200").time.as_us()
+    };
+    let (one, two) = (time(1), time(2));
+    println!("8x H200, 512 MiB NVLS: {one:.1} us with 1 us a chunk, {two:.1} us with 2 us");
+    assert!(((two - one) / 512.0 - 1.0).abs() <= 0.01, "{:.1} us more for 512 chunks", two - one);
+}
+
+#[test]
 fn validate_lists_the_rows_it_cannot_predict_and_goes_on() {
     // Pageable copies and all-to-all have no model: they are listed with the
     // reason, and every other row is still predicted.

@@ -242,6 +242,9 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
     // NVLS: the switch's reduction rate and its latency.
     let nvls: Vec<&Run> = runs.iter().filter(|r| r.plan.algorithm == Algorithm::Nvls).collect();
     let nvls_large: Vec<Point> = nvls.iter().filter(|r| r.m.bytes >= LARGE).map(|r| r.index).collect();
+    // NCCL shrinks the NVLS chunk for smaller calls: sizes on both sides of
+    // a shrink tell the per-chunk cost from the rate.
+    let nvls_chunks: BTreeSet<u64> = nvls.iter().map(|r| r.plan.nvls_chunk(model).0).collect();
     push(
         Group {
             name: "nvls".into(),
@@ -254,12 +257,13 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
                     |m, v| m.nvls.efficiency_vs_nccl = v,
                 ),
                 time("nvls.latency".into(), |m| m.nvls.latency, |m, v| m.nvls.latency = v),
+                time("nvls.chunk_overhead".into(), |m| m.nvls.chunk_overhead, |m, v| m.nvls.chunk_overhead = v),
             ],
             points: nvls.iter().map(|r| r.index).collect(),
-            needs: "NVLS allreduces (NCCL's choice with NVLS enabled) small and from 16 MiB".into(),
+            needs: "NVLS allreduces (NCCL's choice with NVLS enabled) small and from 16 MiB, at two chunk sizes or more".into(),
         },
-        !nvls_large.is_empty() && nvls.len() > nvls_large.len(),
-        "needs NVLS allreduces both small and from 16 MiB".into(),
+        !nvls_large.is_empty() && nvls.len() > nvls_large.len() && nvls_chunks.len() >= 2,
+        "needs NVLS allreduces both small and from 16 MiB, at two chunk sizes or more".into(),
     );
     (out, skipped)
 }

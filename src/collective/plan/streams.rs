@@ -15,7 +15,7 @@ use crate::engine::{Stream, TaskGraph, TaskId};
 use crate::network::{LinkId, Path};
 use crate::topology::{LinkKind, Medium, NodeKind, Topology};
 use crate::transport::{self, Connection, PathClass, Pipe, PipeRules};
-use crate::units::{Bandwidth, Time};
+use crate::units::{Bandwidth, Bytes, Time};
 
 use super::Plan;
 
@@ -202,8 +202,17 @@ impl Plan {
         })
     }
 
+    /// GPUs that head NVLS channels: every rank, up to NCCL's NVLS arity.
+    fn nvls_heads(&self, model: &HardwareModel) -> usize {
+        self.request.ranks.len().min(model.nccl.max_nvls_heads as usize)
+    }
+
+    /// The chunk NCCL's NVLS kernel moves at a time for this call.
+    pub fn nvls_chunk(&self, model: &HardwareModel) -> Bytes {
+        nvls::chunk(model.nvls.chunk, self.request.bytes, self.channel_bytes.len(), self.nvls_heads(model))
+    }
+
     fn nvls_body(&self, topo: &Topology, model: &HardwareModel, symmetry: Symmetry) -> Result<Body, CollectiveError> {
-        let n = self.request.ranks.len();
         let switch_path = |from, to| {
             topo.path(from, to, Medium::NvSwitch).ok_or_else(|| CollectiveError::Unsupported("nvls needs every GPU on the NVSwitch".into()))
         };
@@ -227,14 +236,14 @@ impl Plan {
             .into_iter()
             .map(|ChannelClass { channel, copies }| NvlsChannel { bytes: self.channel_bytes[channel], copies })
             .collect();
-        let heads = n.min(model.nccl.max_nvls_heads as usize);
         let stream = NvlsStream {
-            heads,
+            heads: self.nvls_heads(model),
             channels,
             up,
             down,
-            chunk: nvls::chunk(model.nvls.chunk, self.request.bytes, self.channel_bytes.len(), heads),
+            chunk: self.nvls_chunk(model),
             channel_cap: port.scaled(efficiency / f64::from(self.nvls_channels)),
+            chunk_overhead: model.nvls.chunk_overhead,
         };
         Ok(Body { stream: Box::new(stream), mirrored: mirrored.unwrap_or_default() })
     }
