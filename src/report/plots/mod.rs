@@ -249,13 +249,7 @@ impl Figure for LogLogLines {
             chart.draw_series([Text::new(format!(" {label}"), (x, below_top), style)]).map_err(text_error)?;
         }
         for (s, series) in self.series.iter().enumerate() {
-            let line = color(s).stroke_width(3);
-            chart
-                .draw_series(LineSeries_::new(series.points.iter().map(to_log), line))
-                .map_err(text_error)?
-                .label(&series.name)
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], line));
-            chart.draw_series(series.points.iter().map(|p| Circle::new(to_log(p), 3, color(s).filled()))).map_err(text_error)?;
+            draw_dotted_line(&mut chart, s, &series.name, series.points.iter().map(to_log), 3)?;
             // A coloured triangle with a black rim: a black one under a smaller one.
             for (size, fill) in [(13, BLACK), (9, color(s))] {
                 chart.draw_series(series.marked.iter().map(|p| TriangleMarker::new(to_log(p), size, fill.filled()))).map_err(text_error)?;
@@ -310,6 +304,37 @@ fn log_log_chart<'a, DB: DrawingBackend>(
         .map_err(text_error)?;
     let x_format = move |x: &f64| x_axis.label(*x);
     let y_format = |y: &f64| LogAxis::Decimal.label(*y);
+    draw_grid(&mut chart, (x_labels, &x_format), (y_labels, &y_format), (x_desc, y_desc))?;
+    Ok(chart)
+}
+
+/// Series `s`'s line in its colour with a dot at every point, named in the
+/// legend.
+fn draw_dotted_line<'a, DB: DrawingBackend + 'a>(
+    chart: &mut LogChart<'a, DB>,
+    s: usize,
+    name: &str,
+    points: impl Iterator<Item = (f64, f64)> + Clone,
+    radius: i32,
+) -> DrawResult {
+    let line = color(s).stroke_width(3);
+    chart
+        .draw_series(LineSeries_::new(points.clone(), line))
+        .map_err(text_error)?
+        .label(name)
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], line));
+    chart.draw_series(points.map(|p| Circle::new(p, radius, color(s).filled()))).map_err(text_error)?;
+    Ok(())
+}
+
+/// A chart's grid, tick labels (how many, and how they read) and axis
+/// descriptions, in the house style.
+fn draw_grid<'a, DB: DrawingBackend + 'a>(
+    chart: &mut LogChart<'a, DB>,
+    (x_labels, x_format): (usize, &dyn Fn(&f64) -> String),
+    (y_labels, y_format): (usize, &dyn Fn(&f64) -> String),
+    (x_desc, y_desc): (&str, &str),
+) -> DrawResult {
     chart
         .configure_mesh()
         .x_labels(x_labels)
@@ -322,8 +347,7 @@ fn log_log_chart<'a, DB: DrawingBackend>(
         .axis_desc_style(("sans-serif", AXIS_DESC_SIZE))
         .light_line_style(WHITE)
         .draw()
-        .map_err(text_error)?;
-    Ok(chart)
+        .map_err(text_error)
 }
 
 // ------------------------------------------------------------------ timeline

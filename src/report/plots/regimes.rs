@@ -8,7 +8,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{DrawResult, Figure, LABEL_SIZE, LineSeries_, LogAxis, PlotError, color, draw_legend, log_log_chart, save, text_error};
+use super::{DrawResult, Figure, LABEL_SIZE, LogAxis, PlotError, color, draw_dotted_line, draw_legend, log_log_chart, save, text_error};
 
 /// One line: points `(x, y, regime)` in order of x.
 #[derive(Debug, Clone)]
@@ -49,13 +49,7 @@ impl Figure for RegimeLines {
         let mut chart = log_log_chart(root, &self.title, x_axis, (x_range, x_labels), (y_range, y_labels), (&self.x_label, &self.y_label))?;
         let to_log = move |p: &(f64, f64, String)| (x_axis.to_axis(p.0), p.1.log10());
         for (s, series) in self.series.iter().enumerate() {
-            let line = color(s).stroke_width(3);
-            chart
-                .draw_series(LineSeries_::new(series.points.iter().map(to_log), line))
-                .map_err(text_error)?
-                .label(&series.name)
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], line));
-            chart.draw_series(series.points.iter().map(|p| Circle::new(to_log(p), 4, color(s).filled()))).map_err(text_error)?;
+            draw_dotted_line(&mut chart, s, &series.name, series.points.iter().map(to_log), 4)?;
             // Labels of alternate series go above and below their lines.
             let (anchor, nudge) = if s % 2 == 0 { (VPos::Bottom, 0.04) } else { (VPos::Top, -0.04) };
             let style = ("sans-serif", LABEL_SIZE).into_font().color(&color(s)).pos(Pos::new(HPos::Left, anchor));

@@ -11,7 +11,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{
-    AXIS_DESC_SIZE, DrawResult, Figure, LABEL_SIZE, LineSeries_, LogChart, PlotError, TITLE_SIZE, color, draw_legend, number_label, save,
+    DrawResult, Figure, LABEL_SIZE, LineSeries_, LogChart, PlotError, TITLE_SIZE, color, draw_grid, draw_legend, number_label, save,
     text_error,
 };
 
@@ -110,19 +110,7 @@ fn frame<'a, DB: DrawingBackend>(
         .y_label_area_size(85)
         .build_cartesian_2d(x_range, y_range)
         .map_err(text_error)?;
-    chart
-        .configure_mesh()
-        .x_labels(x_labels)
-        .y_labels(y_labels)
-        .x_label_formatter(x_format)
-        .y_label_formatter(y_format)
-        .x_desc(x_desc)
-        .y_desc(y_desc)
-        .label_style(("sans-serif", LABEL_SIZE))
-        .axis_desc_style(("sans-serif", AXIS_DESC_SIZE))
-        .light_line_style(WHITE)
-        .draw()
-        .map_err(text_error)?;
+    draw_grid(&mut chart, (x_labels, x_format), (y_labels, y_format), (x_desc, y_desc))?;
     Ok(chart)
 }
 
