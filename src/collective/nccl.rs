@@ -192,20 +192,22 @@ pub fn bus_gbps(model: &HardwareModel, arch: &NcclArch, ring: &RingGraph, algori
     }
 }
 
-/// NCCL's cost-model terms for one algorithm and protocol: its latency (µs)
-/// and bandwidth (GB/s of the buffer as nccl-tests counts it), as its tuning
-/// table prints them; None where NCCL would not run them.
-#[allow(clippy::too_many_arguments)]
-pub fn model_terms(
-    model: &HardwareModel,
-    arch: &NcclArch,
-    ring: &RingGraph,
-    class: PathClass,
-    op: Op,
-    algorithm: Algorithm,
-    protocol: Protocol,
-    ranks: u32,
-) -> Option<(f64, f64)> {
+/// One candidate as NCCL's cost model weighs it: an algorithm and protocol
+/// for an operation over `ranks` GPUs whose connections are of `class`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    pub class: PathClass,
+    pub op: Op,
+    pub algorithm: Algorithm,
+    pub protocol: Protocol,
+    pub ranks: u32,
+}
+
+/// NCCL's cost-model terms for one candidate: its latency (µs) and
+/// bandwidth (GB/s of the buffer as nccl-tests counts it), as its tuning
+/// table prints them; None where NCCL would not run it.
+pub fn model_terms(model: &HardwareModel, arch: &NcclArch, ring: &RingGraph, candidate: &Candidate) -> Option<(f64, f64)> {
+    let Candidate { class, op, algorithm, protocol, ranks } = *candidate;
     let nccl = &model.nccl;
     let n = f64::from(ranks);
     let bus = bus_gbps(model, arch, ring, algorithm, protocol, ranks);
@@ -231,25 +233,15 @@ pub fn model_terms(
     Some((latency, algbw))
 }
 
-/// NCCL's closed-form time of one collective, microseconds, or None where
-/// NCCL would not use this algorithm and protocol: latency plus bytes over
+/// NCCL's closed-form time of one collective of `bytes`, microseconds, or
+/// None where NCCL would not use this candidate: latency plus bytes over
 /// bandwidth, a tree's bandwidth corrected by size as NCCL does.
-#[allow(clippy::too_many_arguments)]
-pub fn predicted_us(
-    model: &HardwareModel,
-    arch: &NcclArch,
-    ring: &RingGraph,
-    class: PathClass,
-    op: Op,
-    algorithm: Algorithm,
-    protocol: Protocol,
-    ranks: u32,
-    bytes: u64,
-) -> Option<f64> {
+pub fn predicted_us(model: &HardwareModel, arch: &NcclArch, ring: &RingGraph, candidate: &Candidate, bytes: u64) -> Option<f64> {
+    let Candidate { algorithm, protocol, ranks, .. } = *candidate;
     if ranks < 2 {
         return Some(0.0);
     }
-    let (latency, mut algbw) = model_terms(model, arch, ring, class, op, algorithm, protocol, ranks)?;
+    let (latency, mut algbw) = model_terms(model, arch, ring, candidate)?;
     if algorithm == Algorithm::Tree {
         let nccl = &model.nccl;
         let table = match protocol {
@@ -431,7 +423,9 @@ mod tests {
             [Protocol::Ll, Protocol::Ll128, Protocol::Simple]
                 .into_iter()
                 .filter_map(|p| {
-                    predicted_us(&model, &arch, &ring, PathClass::Nvlink, Op::AllReduce, Algorithm::Ring, p, ranks, bytes).map(|t| (t, p))
+                    let candidate =
+                        Candidate { class: PathClass::Nvlink, op: Op::AllReduce, algorithm: Algorithm::Ring, protocol: p, ranks };
+                    predicted_us(&model, &arch, &ring, &candidate, bytes).map(|t| (t, p))
                 })
                 .min_by(|a, b| a.0.total_cmp(&b.0))
                 .unwrap()

@@ -85,8 +85,9 @@ fn ncclss_tuning_table_is_reproduced_for_every_algorithm_and_protocol() {
         let request = Request::new(op(row["op"].as_str().unwrap()), Bytes::mib(1), topo.gpus()[..ranks as usize].to_vec(), setting.mode);
         let plan = Plan::new(&topo, &model, request.clone()).unwrap();
         let class = if setting.mode == Mode::Shm { PathClass::Shm } else { PathClass::Nvlink };
-        let (latency, bw) = nccl::model_terms(&model, &arch, &plan.nccl, class, request.op, algorithm, protocol, ranks)
-            .unwrap_or_else(|| panic!("{row}: icsim has no term NCCL has"));
+        let candidate = nccl::Candidate { class, op: request.op, algorithm, protocol, ranks };
+        let (latency, bw) =
+            nccl::model_terms(&model, &arch, &plan.nccl, &candidate).unwrap_or_else(|| panic!("{row}: icsim has no term NCCL has"));
         assert!((latency - printed_latency).abs() < 0.051, "{row}: latency {latency:.2}");
         // NCCL prints one decimal.
         assert!((bw - printed_bw).abs() < 0.051, "{row}: bandwidth {bw:.2}");

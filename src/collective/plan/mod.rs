@@ -168,8 +168,8 @@ impl Plan {
         let mut best: Option<(Option<f64>, Algorithm, Protocol)> = None;
         for &algorithm in &algorithms {
             for protocol in self.protocols_for(model, algorithm) {
-                let estimate =
-                    nccl::predicted_us(model, arch, &self.nccl, self.class, self.request.op, algorithm, protocol, n, self.request.bytes.0);
+                let candidate = nccl::Candidate { class: self.class, op: self.request.op, algorithm, protocol, ranks: n };
+                let estimate = nccl::predicted_us(model, arch, &self.nccl, &candidate, self.request.bytes.0);
                 let direct = matches!(algorithm, Algorithm::OneShot | Algorithm::TwoShot);
                 if estimate.is_none() && !direct {
                     continue;
