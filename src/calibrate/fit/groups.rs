@@ -152,7 +152,13 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         "no large multi-channel rings over NVLink".into(),
     );
     if let Some(generation) = model.gpu(&topo.gpu_model).ok().map(|g| g.pcie_generation.clone()) {
-        let shm = crowded(PathClass::Shm);
+        // Simple only: the protocol NCCL runs through host memory for large
+        // calls (LL128 only where forced); LL128's own reads of flagged
+        // lines are its channel's limit, fitted apart.
+        let shm: Vec<Point> = crowded(PathClass::Shm)
+            .into_iter()
+            .filter(|&point| runs.iter().any(|r| r.index == point && r.plan.protocol == Protocol::Simple))
+            .collect();
         let (get_gen, set_gen) = (generation.clone(), generation.clone());
         push(
             Group {
