@@ -13,7 +13,7 @@
 
 use crate::engine::{Builder, Generator, Stream, TaskRef};
 use crate::network::Path;
-use crate::units::{Bandwidth, Bytes, Time};
+use crate::units::{Bandwidth, Bytes};
 
 /// One simulated channel: its data bytes and how many identical channels
 /// it stands for.
@@ -30,14 +30,13 @@ pub struct NvlsStream {
     /// once more, and the heads set the pace.
     pub heads: usize,
     pub channels: Vec<NvlsChannel>,
-    /// Per simulated rank: its path into the switch, and out of it.
+    /// Per simulated rank: its path into the switch (its latency includes
+    /// the flag handshake of each chunk, in series with the data), and out
+    /// of it.
     pub up: Vec<Path>,
     pub down: Vec<Path>,
     pub chunk: Bytes,
     pub channel_cap: Bandwidth,
-    /// Each rank's flag handshake per chunk, between its push and the
-    /// reduction, and before its next push.
-    pub chunk_overhead: Time,
 }
 
 /// NCCL's NVLS chunk (enqueue.cc, calcCollChunking): at most `max`, and
@@ -104,10 +103,9 @@ impl Generator<Path> for NvlsRun<'_> {
                 Some(task) => std::slice::from_ref(task),
                 None => &[],
             };
-            let pushed = graph.transfer(up.clone(), wire, cap, channel.copies, after);
-            let synced = if nvls.chunk_overhead > Time::ZERO { graph.delay(nvls.chunk_overhead, &[pushed]) } else { pushed };
-            *last = Some(synced);
-            run.pushed.push(synced);
+            let task = graph.transfer(up.clone(), wire, cap, channel.copies, after);
+            *last = Some(task);
+            run.pushed.push(task);
         }
         // One rank standing for all: the switch reduces when its push is in.
         let reduced = if let [pushed] = run.pushed[..] { pushed } else { graph.join(&run.pushed) };

@@ -228,6 +228,11 @@ impl Plan {
             up.truncate(1);
             down.truncate(1);
         }
+        // Each chunk's flag handshake follows its push, before the switch
+        // reduces it and before the next push: it arrives that much later.
+        for path in &mut up {
+            path.latency = path.latency + model.nvls.chunk_overhead;
+        }
         let port = topo.nvlink_bandwidth(self.request.ranks[0]);
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
         let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
@@ -243,7 +248,6 @@ impl Plan {
             down,
             chunk: self.nvls_chunk(model),
             channel_cap: port.scaled(efficiency / f64::from(self.nvls_channels)),
-            chunk_overhead: model.nvls.chunk_overhead,
         };
         Ok(Body { stream: Box::new(stream), mirrored: mirrored.unwrap_or_default() })
     }
