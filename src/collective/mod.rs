@@ -34,7 +34,7 @@ use crate::units::{Bytes, Time};
 
 pub use crate::config::protocol::{PROTOCOLS, Protocol};
 pub use nccl::RingGraph;
-pub use plan::{Body, Plan};
+pub use plan::{Body, Expansion, Plan};
 pub use symmetry::Symmetry;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]

@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::collective::{CollectiveError, Op, Request, Selection};
+use crate::collective::{CollectiveError, Expansion, Op, Request, Selection};
 use crate::config::hardware::{GpuModel, HardwareModel};
 use crate::engine::{self, Fabric, Schedule, TaskGraph, TaskId};
 use crate::network::Path;
@@ -314,11 +314,8 @@ impl Replayer<'_> {
                         }
                         Collectives::Embedded | Collectives::Inline => {
                             let plan = cache.plan(request.clone(), self.selection)?.clone();
-                            if collectives == Collectives::Inline {
-                                plan.build_inline(self.topo, self.model, graph, &after)?
-                            } else {
-                                plan.build(self.topo, self.model, graph, &after)?
-                            }
+                            let expansion = if collectives == Collectives::Inline { Expansion::Inline } else { Expansion::Streamed };
+                            plan.build(self.topo, self.model, graph, &after, expansion)?
                         }
                     };
                     if self.eager() {

@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 
-use icsim::collective::{self, Algorithm, Choice, Op, Plan, Protocol, Request, Symmetry};
+use icsim::collective::{self, Algorithm, Choice, Expansion, Op, Plan, Protocol, Request, Symmetry};
 use icsim::engine::{self, TaskGraph};
 use icsim::topology::{Medium, NodeKind, Topology};
 use icsim::transport::{self, Mode, TransportError};
@@ -109,7 +109,8 @@ fn graph_with(
 ) -> TaskGraph<icsim::network::Path> {
     let mut graph = TaskGraph::new();
     let kernel = graph.delay(Time::from_us(3), &[]);
-    let end = if inline { plan.build_inline(topo, model, &mut graph, &[kernel]) } else { plan.build(topo, model, &mut graph, &[kernel]) };
+    let expansion = if inline { Expansion::Inline } else { Expansion::Streamed };
+    let end = plan.build(topo, model, &mut graph, &[kernel], expansion);
     let end = end.unwrap();
     let gpus = topo.gpus();
     let path = topo.path(gpus[0], gpus[1], Medium::NvSwitch).or_else(|| topo.path(gpus[0], gpus[1], Medium::Pcie)).unwrap();
@@ -148,7 +149,7 @@ fn a_streamed_ring_keeps_memory_flat_in_the_number_of_chunks() {
         let request = request(&topo, Op::AllReduce, bytes, Algorithm::Ring, Protocol::Simple, Mode::Auto);
         let plan = Plan::new(&topo, &model, Request { channels: Some(2), ..request }).unwrap();
         let mut graph = TaskGraph::new();
-        plan.build(&topo, &model, &mut graph, &[]).unwrap();
+        plan.build(&topo, &model, &mut graph, &[], Expansion::Streamed).unwrap();
         let schedule = engine::run(&graph, &mut topo.network());
         (schedule.peak_tasks, schedule.events)
     };

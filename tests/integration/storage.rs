@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use icsim::collective::{Algorithm, Choice, Op, Plan, Protocol, Request};
+use icsim::collective::{Algorithm, Choice, Expansion, Op, Plan, Protocol, Request};
 use icsim::config::hardware::HardwareModel;
 use icsim::engine::TaskGraph;
 use icsim::network::Path as Route;
@@ -117,7 +117,9 @@ fn an_shm_allreduce_slows_by_what_the_shared_link_leaves_it_while_gds_loads_thro
         path: StoragePath::Gds,
         target: JobTarget::Drives(ArrayKind::Local),
     };
-    let collective = |graph: &mut TaskGraph<Route>| plan.build(&topo, &model, graph, &[]).map_err(|e| StorageError::Invalid(e.to_string()));
+    let collective = |graph: &mut TaskGraph<Route>| {
+        plan.build(&topo, &model, graph, &[], Expansion::Streamed).map_err(|e| StorageError::Invalid(e.to_string()))
+    };
     let fight = contend(&topo, &model, &load, collective).unwrap();
     let shared = fight.shared.clone().expect("they share a link");
     assert_eq!(shared.label, "cpu0 -> pcie-sw0 (PCIe gen4 x16)");

@@ -15,7 +15,7 @@ use crate::units::Bytes;
 use super::nccl::{self, CallShape, RingGraph};
 use super::{Algorithm, Choice, CollectiveError, Op, PROTOCOLS, Protocol, Request, layout};
 
-pub use streams::Body;
+pub use streams::{Body, Expansion};
 
 /// Algorithms NCCL's tuner chooses among, in NCCL's order (ties go to the
 /// first). One-shot and two-shot are not NCCL's: they run only when asked.

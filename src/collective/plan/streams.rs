@@ -28,37 +28,31 @@ pub struct Body {
 
 /// How a call's tasks enter a graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Expansion {
-    /// Generated while the graph runs.
+pub enum Expansion {
+    /// Generated while the graph runs, identical channels simulated once.
     Streamed,
-    /// Written into the graph before it runs.
+    /// Every task of every channel written into the graph before it runs
+    /// (for timelines of the call's transfers).
     Inline,
 }
 
 impl Plan {
-    /// Adds the collective to `graph` after `after`, its body generated while
-    /// the graph runs (identical channels simulated once); returns the task
-    /// that finishes when the collective has.
+    /// Adds the collective to `graph` after `after`, its tasks entering as
+    /// `expansion` says; returns the task that finishes when the collective
+    /// has.
     pub fn build(
         &self,
         topo: &Topology,
         model: &HardwareModel,
         graph: &mut TaskGraph<Path>,
         after: &[TaskId],
+        expansion: Expansion,
     ) -> Result<TaskId, CollectiveError> {
-        self.add_to(topo, model, graph, after, Symmetry::Channels, Expansion::Streamed).map(|(end, _)| end)
-    }
-
-    /// Like [`Plan::build`], with every task of every channel written into
-    /// `graph` (for timelines of the call's transfers).
-    pub fn build_inline(
-        &self,
-        topo: &Topology,
-        model: &HardwareModel,
-        graph: &mut TaskGraph<Path>,
-        after: &[TaskId],
-    ) -> Result<TaskId, CollectiveError> {
-        self.add_to(topo, model, graph, after, Symmetry::None, Expansion::Inline).map(|(end, _)| end)
+        let symmetry = match expansion {
+            Expansion::Streamed => Symmetry::Channels,
+            Expansion::Inline => Symmetry::None,
+        };
+        self.add_to(topo, model, graph, after, symmetry, expansion).map(|(end, _)| end)
     }
 
     /// Adds the collective alone (at the start of `graph`), streamed with
@@ -231,7 +225,7 @@ impl Plan {
         // Each chunk's flag handshake follows its push, before the switch
         // reduces it and before the next push: it arrives that much later.
         for path in &mut up {
-            path.latency = path.latency + model.nvls.chunk_overhead;
+            path.latency += model.nvls.chunk_overhead;
         }
         let port = topo.nvlink_bandwidth(self.request.ranks[0]);
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
