@@ -153,6 +153,12 @@ fn pick(triple: ProtocolTriple, protocol: Protocol) -> f64 {
     }
 }
 
+/// GPUs that head NVLS channels among `ranks`: every rank, up to NCCL's
+/// NVLS arity; the others only push and pull.
+pub fn nvls_heads(model: &HardwareModel, ranks: u32) -> u32 {
+    ranks.min(model.nccl.max_nvls_heads)
+}
+
 /// NCCL's modelled bus bandwidth for one algorithm and protocol, GB/s (zero
 /// where NCCL would not run it).
 pub fn bus_gbps(model: &HardwareModel, arch: &NcclArch, ring: &RingGraph, algorithm: Algorithm, protocol: Protocol, ranks: u32) -> f64 {
@@ -182,7 +188,7 @@ pub fn bus_gbps(model: &HardwareModel, arch: &NcclArch, ring: &RingGraph, algori
             // other GPU's once: (heads + 1) x speed must
             // fit the GPU. The inter bandwidth is then raised to at most
             // twice that, capped by the fastest search speed.
-            let heads = f64::from(ranks.min(model.nccl.max_nvls_heads).max(2));
+            let heads = f64::from(nvls_heads(model, ranks).max(2));
             let fastest = arch.search_speeds.first().copied().unwrap_or(0.0);
             let per_head = arch.search_speeds.iter().copied().find(|&s| s * (heads + 1.0) <= ring.gpu_gbps + 1e-9).unwrap_or(0.0);
             let intra = per_head * arch.nvls_efficiency * (heads - 1.0) / heads * 2.0;

@@ -122,19 +122,19 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
     }
     // Many channels on a link: the contention knee (NVLink), and what GPU
     // threads reading host memory get of their PCIe link (SHM).
-    let crowded = |class: PathClass| -> Vec<Point> {
+    let crowded = |class: PathClass, keep: fn(Protocol) -> bool| -> Vec<Point> {
         runs.iter()
             .filter(|r| {
                 r.plan.class == class
                     && r.plan.algorithm == Algorithm::Ring
-                    && r.plan.protocol != Protocol::Ll
+                    && keep(r.plan.protocol)
                     && r.plan.channels >= 4
                     && r.m.bytes >= 64 << 20
             })
             .map(|r| r.index)
             .collect()
     };
-    let nvlink = crowded(PathClass::Nvlink);
+    let nvlink = crowded(PathClass::Nvlink, |p| p != Protocol::Ll);
     push(
         Group {
             name: "channels sharing NVLink".into(),
@@ -155,10 +155,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         // Simple only: the protocol NCCL runs through host memory for large
         // calls (LL128 only where forced); LL128's own reads of flagged
         // lines are its channel's limit, fitted apart.
-        let shm: Vec<Point> = crowded(PathClass::Shm)
-            .into_iter()
-            .filter(|&point| runs.iter().any(|r| r.index == point && r.plan.protocol == Protocol::Simple))
-            .collect();
+        let shm = crowded(PathClass::Shm, |p| p == Protocol::Simple);
         let (get_gen, set_gen) = (generation.clone(), generation.clone());
         push(
             Group {

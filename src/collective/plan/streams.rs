@@ -196,9 +196,9 @@ impl Plan {
         })
     }
 
-    /// GPUs that head NVLS channels: every rank, up to NCCL's NVLS arity.
+    /// GPUs that head NVLS channels in this call.
     fn nvls_heads(&self, model: &HardwareModel) -> usize {
-        self.request.ranks.len().min(model.nccl.max_nvls_heads as usize)
+        nccl::nvls_heads(model, self.request.ranks.len() as u32) as usize
     }
 
     /// The chunk NCCL's NVLS kernel moves at a time for this call.
