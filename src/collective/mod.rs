@@ -359,6 +359,31 @@ mod tests {
     }
 
     #[test]
+    fn nccl_drops_an_empty_call_and_copies_one_ranks_buffer_on_its_gpu() {
+        let model = HardwareModel::base();
+        let topo = preset("hgx-h200", &PresetOptions::default(), &model).unwrap();
+        let stack = model.stack(Stack::Eager).unwrap();
+        let gpu = model.gpu(&topo.gpu_model).unwrap();
+        // Asked for NVLS, as a user might: NCCL never gets as far as choosing.
+        let asked = |gpus: usize, bytes: Bytes| Request {
+            algorithm: Choice::Fixed(Algorithm::Nvls),
+            stack: Stack::Eager,
+            ..Request::new(Op::AllReduce, bytes, topo.gpus()[..gpus].to_vec(), Mode::Auto)
+        };
+        let empty = simulate(&topo, &model, asked(8, Bytes(0))).unwrap();
+        assert_eq!(empty.time, stack.collective_call, "an empty call costs its caller only");
+        assert!(empty.usage.iter().all(|u| u.bytes == Bytes(0)));
+        let bytes = Bytes::mib(64);
+        let alone = simulate(&topo, &model, asked(1, bytes)).unwrap();
+        // Read once and written once at the GPU's memory rate, by hand.
+        let copy = Time::from_us_f64(2e6 * bytes.0 as f64 / (gpu.memory_bandwidth.bytes_per_sec() * gpu.compute.memory));
+        let expected = stack.collective_call + stack.kernel_launch + copy;
+        assert!(alone.time.0.abs_diff(expected.0) <= 1, "{} against {expected}", alone.time);
+        assert_eq!((alone.algorithm, alone.protocol, alone.channels), (Algorithm::Ring, Protocol::Simple, 1));
+        assert!(alone.usage.iter().all(|u| u.bytes == Bytes(0)), "no link carries one rank's copy");
+    }
+
+    #[test]
     fn ring_allreduce_moves_two_n_minus_one_over_n_of_the_buffer_through_every_gpu() {
         let model = HardwareModel::base();
         for gpus in [2usize, 4, 8] {

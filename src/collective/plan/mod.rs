@@ -105,6 +105,19 @@ impl Plan {
         Ok(plan)
     }
 
+    /// What NCCL does instead of a collective, if it does: an empty call is
+    /// dropped, and one rank's call is a copy on its GPU (enqueue.cc
+    /// taskAppend, ncclLaunchOneRank).
+    pub fn nccl_shortcut(&self) -> Option<&'static str> {
+        if self.request.bytes.0 == 0 {
+            Some("empty: NCCL drops the call")
+        } else if self.request.ranks.len() < 2 {
+            Some("one rank: NCCL copies the buffer on the GPU")
+        } else {
+            None
+        }
+    }
+
     /// Why `algorithm` cannot run this request, if it cannot.
     fn unavailable(&self, topo: &Topology, model: &HardwareModel, algorithm: Algorithm) -> Option<String> {
         let op = self.request.op;
@@ -156,6 +169,14 @@ impl Plan {
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
         let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
         let n = self.request.ranks.len() as u32;
+        if let Some(shortcut) = self.nccl_shortcut() {
+            // NCCL takes these before choosing anything (enqueue.cc
+            // taskAppend); with one rank its cost table holds ring/Simple
+            // only (updateCollCostTable).
+            (self.algorithm, self.protocol, self.nccl_estimate_us) = (Algorithm::Ring, Protocol::Simple, Some(0.0));
+            self.note = Some(shortcut.to_string());
+            return Ok(());
+        }
         let algorithms: Vec<Algorithm> = match self.request.algorithm {
             Choice::Fixed(a) => {
                 if let Some(reason) = self.unavailable(topo, model, a) {
@@ -215,6 +236,9 @@ impl Plan {
     /// The data each channel handles, as NCCL deals it out.
     fn deal_channels(&self, model: &HardwareModel) -> Vec<Bytes> {
         let n = self.request.ranks.len() as u32;
+        if self.nccl_shortcut().is_some() {
+            return vec![self.request.bytes];
+        }
         match self.algorithm {
             Algorithm::OneShot | Algorithm::TwoShot => vec![self.request.bytes],
             Algorithm::Ring | Algorithm::Tree | Algorithm::Nvls => {
