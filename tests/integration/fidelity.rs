@@ -201,10 +201,12 @@ fn the_shared_torch_file_is_predicted_with_the_torch_graph_caller() {
 }
 
 /// The public nccl-tests tables of one GPU (aiconfigurator, NCCL 2.29.2,
-/// eager launches) on its HGX board, pooled per GPU count from 512 B.
+/// eager launches) on its board (HGX, or a GB200 NVL72 compute tray's four
+/// GPUs), pooled per GPU count from 512 B.
 fn public_table(gpu: &str, misses: &[Miss], bound: Bound) -> usize {
     let measured = read(&measurements_dir().join(format!("public-aiconfigurator/{gpu}.jsonl")));
-    let rows = predict(&board(&format!("hgx-{gpu}"), 8, &[]), &measured);
+    let (preset, gpus) = if gpu == "gb200" { ("gb200-nvl72".to_string(), 4) } else { (format!("hgx-{gpu}"), 8) };
+    let rows = predict(&board(&preset, gpus, &[]), &measured);
     let pooled: Vec<Row> = rows
         .into_iter()
         .filter(|r| is_collective(r) && r.bytes >= 512)
@@ -224,7 +226,7 @@ fn the_public_h200_tables_are_within_5_percent_per_gpu_count() {
 }
 
 #[test]
-fn the_public_h100_and_b200_tables_are_predicted_within_10_percent_per_gpu_count() {
+fn the_public_h100_b200_and_gb200_tables_are_predicted_within_10_percent_per_gpu_count() {
     // Never fitted: the H200's fit carried over by the datasheet differences
     // (link counts and rates, NCCL's per-architecture constants).
     assert_eq!(public_table("h100", &[], Bound { median: 0.10, max: NO_MAX }), 3);
@@ -237,6 +239,13 @@ fn the_public_h100_and_b200_tables_are_predicted_within_10_percent_per_gpu_count
         Miss { series: "b200 ranks=8", today: Bound { median: 0.42, max: NO_MAX } },
     ];
     assert_eq!(public_table("b200", &misses, Bound { median: 0.10, max: NO_MAX }), 3);
+    // Two and four GPUs of one GB200 NVL72 tray, through the rack's NVLink
+    // switches: Blackwell again, with B200's small-message miss.
+    let misses = [
+        Miss { series: "gb200 ranks=2", today: Bound { median: 0.35, max: NO_MAX } },
+        Miss { series: "gb200 ranks=4", today: Bound { median: 0.39, max: NO_MAX } },
+    ];
+    assert_eq!(public_table("gb200", &misses, Bound { median: 0.10, max: NO_MAX }), 2);
 }
 
 #[test]

@@ -3,7 +3,8 @@ icsim's measurement schema 1 (kept beside its output as its provenance).
 
 Source: https://github.com/ai-dynamo/aiconfigurator (Apache-2.0), commit
 095f58a51, files aic-core/src/aiconfigurator_core/systems/data/<gpu>/comm/nccl/
-2.29.2/nccl_perf.parquet. Their collector (collector/network/collect_nccl.py)
+2.29.2/nccl_perf.parquet (gb200: 2 and 4 GPUs of one GB200
+NVL72 compute tray). Their collector (collector/network/collect_nccl.py)
 runs nccl-tests (`<op>_perf -b S -e S -t <gpus> -d <dtype> -w 40 -a 1
 -n 100|60 -c 0`, one process, a thread per GPU, no CUDA graph) and stores the
 out-of-place time; `message_size` is in elements of `nccl_dtype`, the size
@@ -16,7 +17,7 @@ import sys
 
 import pandas as pd
 
-GPUS = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200"}
+GPUS = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "gb200"}
 OPS = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter", "alltoall": "alltoall"}
 DTYPES = {"half": ("float16", 2), "int8": ("int8", 1)}
 
