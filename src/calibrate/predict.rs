@@ -10,7 +10,7 @@ use crate::config::llm::LlmModel;
 use crate::engine::{TaskGraph, run};
 use crate::topology::{Medium, Topology};
 use crate::transport::Mode;
-use crate::units::{Bandwidth, Bytes, Time};
+use crate::units::{Bytes, Time};
 use crate::workload::tp::{Pass, Query, TensorParallel};
 
 use super::schema::{ALLREDUCE_SEQUENCE, LLM_FORWARD, Measurement};
@@ -173,9 +173,7 @@ fn predict_copy(topo: &Topology, model: &HardwareModel, m: &Measurement) -> Resu
     let flows = match path_name {
         "d2d_gpu0" => {
             let gpu = model.gpu(&topo.gpu_model).map_err(PredictError::Failed)?;
-            // Every byte is read once and written once.
-            let rate: Bandwidth = gpu.memory_bandwidth.scaled(gpu.compute.memory / 2.0);
-            return Ok((model.copy_setup + bytes / rate).max(overhead));
+            return Ok((model.copy_setup + bytes / gpu.local_copy_rate()).max(overhead));
         }
         "h2d_pinned" => vec![(topo.memory_path(gpu0, memory, true).ok_or_else(|| no_path("host-to-GPU path"))?, bytes)],
         "d2h_pinned" => vec![(topo.memory_path(gpu0, memory, false).ok_or_else(|| no_path("GPU-to-host path"))?, bytes)],

@@ -94,6 +94,14 @@ pub struct GpuModel {
     pub compute: ComputeEfficiency,
 }
 
+impl GpuModel {
+    /// The rate of a copy within the GPU's memory: every byte read once and
+    /// written once at the memory's achieved rate.
+    pub fn local_copy_rate(&self) -> Bandwidth {
+        self.memory_bandwidth.scaled(self.compute.memory / 2.0)
+    }
+}
+
 /// What one protocol costs on one class of path: the latencies a call and a
 /// step pay besides the links' own hop latency, and the path's own limit on
 /// what one channel can push (each counted once; see src/collective/rate.rs).

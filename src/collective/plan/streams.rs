@@ -296,21 +296,20 @@ impl Plan {
             .fold(1.0, f64::min)
     }
 
-    /// The fixed latency a call pays before its first step: the caller's
-    /// cost, then the kernel's start with the protocol's set-up.
     /// The time of a call NCCL does not run as a collective: the caller's
-    /// cost; for one rank's data also a kernel launch and a copy that reads
-    /// and writes every byte once in the GPU's memory.
+    /// cost; for one rank's data also a kernel launch and a copy within the
+    /// GPU's memory.
     fn shortcut_time(&self, topo: &Topology, model: &HardwareModel) -> Result<Time, CollectiveError> {
         let stack = model.stack(self.request.stack).map_err(CollectiveError::Model)?;
         if self.request.bytes.0 == 0 {
             return Ok(stack.collective_call);
         }
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
-        let copy_rate = gpu.memory_bandwidth.scaled(gpu.compute.memory / 2.0);
-        Ok(stack.collective_call + stack.kernel_launch + self.request.bytes / copy_rate)
+        Ok(stack.collective_call + stack.kernel_launch + self.request.bytes / gpu.local_copy_rate())
     }
 
+    /// The fixed latency a call pays before its first step: the caller's
+    /// cost, then the kernel's start with the protocol's set-up.
     fn start_latency(&self, model: &HardwareModel) -> Result<Time, CollectiveError> {
         let caller = model.stack(self.request.stack).map_err(CollectiveError::Model)?.collective_call;
         let kernel = match self.algorithm {
