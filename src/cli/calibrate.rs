@@ -201,6 +201,7 @@ impl MeasurementArgs {
         let mut rows = Vec::new();
         for (((source, topo), path), lines) in sources.iter().zip(&topologies).zip(&self.measurements).zip(lines) {
             super::checks::warn_unusual_links(topo, model);
+            super::checks::warn_other_gpus(path, topo, model, &source.measurements);
             let predicted = validate::compare(topo, model, &source.measurements).map_err(|error| {
                 let line = lines.get(error.index).copied().unwrap_or(error.index + 1);
                 ConfigError::invalid(path, format!("line {line}"), format!("{}: {}", error.series, error.error))
@@ -413,6 +414,9 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
         }
         CalibrateCommand::Fit { measurements, topology, out, system, evaluations, allow_bounds, same_topology } => {
             let (sources, lines, model) = measurements.sources(&topology, same_topology, "--hardware")?;
+            for ((source, topo), path) in sources.iter().zip(fit::build_all(&sources, &model)?).zip(&measurements.measurements) {
+                super::checks::warn_other_gpus(path, &topo, &model, &source.measurements);
+            }
             let points: Vec<icsim::calibrate::schema::Measurement> = sources.iter().flat_map(|s| s.measurements.clone()).collect();
             if points.is_empty() {
                 bail!("{} holds no measurements", measurements.names());

@@ -1,13 +1,18 @@
 //! What the command line says beside results that may not be physical:
-//! warnings about links far outside known hardware, a `warning` field on
+//! warnings about links far outside known hardware and about measurements
+//! of another GPU than the topology's, a `warning` field on
 //! each result such a link limits or whose link utilisation passes 1 (which
 //! a correct simulation never gives), and a refusal of times that reached
 //! the end of the simulated clock. Computes no result.
 
+use std::collections::BTreeMap;
+
+use icsim::calibrate::schema::Measurement;
 use icsim::config::hardware::HardwareModel;
 use icsim::report::Record;
 use icsim::topology::{Topology, plausible};
 use icsim::units::Time;
+use icsim::workload::gpu_key;
 use serde_json::Value;
 
 use super::BadInput;
@@ -19,6 +24,28 @@ const UTILISATION_TOLERANCE: f64 = 1e-6;
 pub fn warn_unusual_links(topo: &Topology, model: &HardwareModel) {
     for unusual in plausible::unusual_links(topo, model) {
         eprintln!("warning: {}: {}", topo.name, unusual.why);
+    }
+}
+
+/// Prints a warning for every GPU that rows of `file` were measured on
+/// other than `topo`'s: their collectives and copies are simulated on
+/// `topo`'s GPU (kernels and forwards on their own), so the comparison is
+/// not like with like.
+pub fn warn_other_gpus(file: &std::path::Path, topo: &Topology, model: &HardwareModel, rows: &[Measurement]) {
+    let mut others: BTreeMap<&str, usize> = BTreeMap::new();
+    for row in rows.iter().filter(|r| r.is_collective() || r.op == "copy") {
+        if let Some(name) = row.gpu.as_deref().filter(|name| gpu_key(model, name).as_deref() != Some(topo.gpu_model.as_str())) {
+            *others.entry(name).or_default() += 1;
+        }
+    }
+    for (name, count) in others {
+        let key = gpu_key(model, name).map_or("not in the hardware model".to_string(), |key| format!("`{key}` in the hardware model"));
+        eprintln!(
+            "warning: {}: {count} rows were measured on {name} ({key}), simulated here on {}'s {}; pass a --topology with that GPU",
+            file.display(),
+            topo.name,
+            topo.gpu_model
+        );
     }
 }
 

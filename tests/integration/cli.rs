@@ -119,6 +119,22 @@ fn validate_reports_every_point_and_the_error_statistics() {
 }
 
 #[test]
+fn validate_warns_when_rows_were_measured_on_another_gpu_than_the_topologys() {
+    let gb200 = concat!(env!("CARGO_MANIFEST_DIR"), "/models/hardware/measurements/public-aiconfigurator/gb200.jsonl");
+    let on_h200 = icsim(&["calibrate", "validate", gb200, "--format", "json"]);
+    let warning = stderr(&on_h200);
+    assert!(on_h200.status.success(), "{warning}");
+    assert!(
+        warning.contains(
+            "gb200.jsonl: 252 rows were measured on NVIDIA GB200 (`b200` in the hardware model), simulated here on hgx-h200's h200"
+        ),
+        "{warning}"
+    );
+    let on_its_rack = icsim(&["calibrate", "validate", gb200, "--topology", "gb200-nvl72", "--gpus", "4", "--format", "json"]);
+    assert!(on_its_rack.status.success() && !stderr(&on_its_rack).contains("measured on"), "{}", stderr(&on_its_rack));
+}
+
+#[test]
 fn fit_writes_an_overlay_with_its_provenance() {
     let dir = std::env::temp_dir().join(format!("icsim-fit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
