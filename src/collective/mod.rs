@@ -377,7 +377,7 @@ mod tests {
         let alone = simulate(&topo, &model, asked(1, bytes)).unwrap();
         // Read once and written once at the GPU's memory rate, by hand.
         let copy = Time::from_us_f64(2e6 * bytes.0 as f64 / (gpu.memory_bandwidth.bytes_per_sec() * gpu.compute.memory));
-        let expected = stack.collective_call + stack.kernel_launch + copy;
+        let expected = stack.collective_call + stack.copy_launch + copy;
         assert!(alone.time.0.abs_diff(expected.0) <= 1, "{} against {expected}", alone.time);
         assert_eq!((alone.algorithm, alone.protocol, alone.channels), (Algorithm::Ring, Protocol::Simple, 1));
         assert!(alone.usage.iter().all(|u| u.bytes == Bytes(0)), "no link carries one rank's copy");

@@ -259,6 +259,10 @@ pub struct StackModel {
     /// Added to every compute kernel: the gap between kernels of a graph, or
     /// the host's launch cost when eager (short kernels wait for it).
     pub kernel_launch: Time,
+    /// Added to every memory copy the caller issues (NCCL's one-rank
+    /// collective is one): a copy node's start in a graph, the host's
+    /// cudaMemcpyAsync when eager.
+    pub copy_launch: Time,
 }
 
 /// Per-architecture constants of NCCL's tuning model (src/graph/tuning.cc,

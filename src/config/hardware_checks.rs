@@ -127,7 +127,7 @@ impl HardwareModel {
                 return Err(ConfigError::invalid(
                     path,
                     format!("stack.{stack}"),
-                    "missing: every stack needs collective_call and kernel_launch",
+                    "missing: every stack needs collective_call, kernel_launch and copy_launch",
                 ));
             }
         }

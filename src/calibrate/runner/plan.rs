@@ -9,7 +9,7 @@ use super::collectives::{self, CollectivePoint, Sequence};
 use super::copies;
 use super::memory;
 use super::nccl::DataType;
-use super::settings::{NCCL_VARIABLES_SET_PER_SETTING, NcclSetting};
+use super::settings::{NCCL_VARIABLES_SET_PER_SETTING, NcclSetting, TransportSetting};
 use super::{Probe, RunOptions};
 
 /// The passes of `llm` at TP=`ranks` as measured points: a prefill of
@@ -65,13 +65,7 @@ impl RunPlan {
         let mut collectives = Vec::new();
         if !options.skip_collectives {
             for &ranks in group_sizes {
-                if ranks < 2 {
-                    notices.push(format!(
-                        "{ranks} GPU: NCCL collectives need 2 or more ranks, so none are measured on it; run on 2+ GPUs (or --gpus 2) to measure them"
-                    ));
-                    continue;
-                }
-                collectives.extend(Self::collectives_on(options, probe.usable_memory, ranks, llm, &mut notices));
+                collectives.extend(Self::collectives_for(options, probe.usable_memory, ranks, llm, &mut notices));
             }
             if !collectives.is_empty() {
                 for name in NCCL_VARIABLES_SET_PER_SETTING {
@@ -91,6 +85,33 @@ impl RunPlan {
             }
         }
         RunPlan { copies, collectives, notices: unique }
+    }
+
+    /// What is measured on `ranks` GPUs. One rank's collective is a copy on
+    /// its GPU (NCCL's ncclLaunchOneRank): no transport, protocol, algorithm
+    /// or channel count to force and no tensor-parallel allreduce to replay,
+    /// so only NCCL's default setting runs there.
+    fn collectives_for(
+        options: &RunOptions,
+        device_limit: u64,
+        ranks: usize,
+        llm: Option<&LlmModel>,
+        notices: &mut Vec<String>,
+    ) -> Vec<(usize, NcclSetting, Vec<CollectivePoint>)> {
+        if ranks >= 2 {
+            return Self::collectives_on(options, device_limit, ranks, llm, notices);
+        }
+        notices.push(
+            "1 GPU: NCCL runs a one-rank collective as a copy on the GPU, so only NCCL's default setting is measured on it; run on 2+ GPUs (or --gpus 2) to measure collectives between GPUs".into(),
+        );
+        let alone = RunOptions {
+            transports: vec![TransportSetting::Default],
+            protos: vec![None],
+            algos: vec![None],
+            channels: vec![None],
+            ..options.clone()
+        };
+        Self::collectives_on(&alone, device_limit, ranks, None, notices)
     }
 
     /// Every setting's points on `ranks` GPUs: single collectives, and the
@@ -152,6 +173,25 @@ mod tests {
         assert!(sequence_points(&llm, 8192, 3, 80 << 30, &mut notices).is_empty());
         assert_eq!(sequence_points(&llm, 8192, 2, 100 << 20, &mut notices).len(), 1);
         assert!(notices[0].contains("TP=3") && notices[1].contains("128MiB"), "{notices:?}");
+    }
+
+    #[test]
+    fn one_gpu_measures_nccls_one_rank_collectives_under_its_default_setting_only() {
+        let options = RunOptions {
+            ops: vec![Op::AllReduce, Op::AllGather],
+            transports: vec![TransportSetting::Default, TransportSetting::Shm],
+            protos: vec![None, Some(Protocol::Ll)],
+            algos: vec![None, Some(Algorithm::Tree)],
+            channels: vec![None, Some(4)],
+            collective_sizes: vec![Bytes::mib(1)],
+            ..options()
+        };
+        let llm = LlmModel::load("llama-3.1-70b").unwrap();
+        let mut notices = Vec::new();
+        let planned = RunPlan::collectives_for(&options, 80 << 30, 1, Some(&llm), &mut notices);
+        let described: Vec<(usize, String, usize)> = planned.iter().map(|(r, s, p)| (*r, s.label(), p.len())).collect();
+        assert_eq!(described, vec![(1, "default".to_string(), 2)], "two single collectives, no LLM pass");
+        assert!(notices.iter().any(|n| n.contains("one-rank collective as a copy")), "{notices:?}");
     }
 
     #[test]

@@ -297,15 +297,15 @@ impl Plan {
     }
 
     /// The time of a call NCCL does not run as a collective: the caller's
-    /// cost; for one rank's data also a kernel launch and a copy within the
-    /// GPU's memory.
+    /// cost; for one rank's data also a copy within the GPU's memory, which
+    /// NCCL issues as cudaMemcpyAsync (ncclLaunchOneRank, for sums).
     fn shortcut_time(&self, topo: &Topology, model: &HardwareModel) -> Result<Time, CollectiveError> {
         let stack = model.stack(self.request.stack).map_err(CollectiveError::Model)?;
         if self.request.bytes.0 == 0 {
             return Ok(stack.collective_call);
         }
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
-        Ok(stack.collective_call + stack.kernel_launch + self.request.bytes / gpu.local_copy_rate())
+        Ok(stack.collective_call + stack.copy_launch + self.request.bytes / gpu.local_copy_rate())
     }
 
     /// The fixed latency a call pays before its first step: the caller's
