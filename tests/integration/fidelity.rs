@@ -146,7 +146,6 @@ fn the_runners_two_gpu_file_is_predicted_series_by_series() {
     let forced_misses = [
         Miss { series: "reducescatter nvswitch proto=ll128 ranks=2", today: Bound { median: 0.12, max: NO_MAX } },
         Miss { series: "reducescatter shm proto=ll128 ranks=2", today: Bound { median: 0.11, max: NO_MAX } },
-        Miss { series: "allreduce shm algo=tree ranks=2", today: Bound { median: 0.21, max: NO_MAX } },
     ];
     hold("runner, 2x H200, forced protocol or algorithm", &rows, forced, FORCED_BOUND, &forced_misses);
 }
@@ -166,10 +165,7 @@ fn the_runners_four_gpu_file_is_predicted_series_by_series() {
     let forced_misses = [
         Miss { series: "reducescatter nvswitch proto=ll128 ranks=4", today: Bound { median: 0.14, max: NO_MAX } },
         Miss { series: "reducescatter shm proto=ll ranks=4", today: Bound { median: 0.11, max: NO_MAX } },
-        // Worse (12% before) since the host-read limit is fitted on Simple,
-        // the protocol NCCL runs through host memory; LL128 there is forced.
-        Miss { series: "allreduce shm proto=ll128 ranks=4", today: Bound { median: 0.16, max: NO_MAX } },
-        Miss { series: "allreduce shm algo=tree ranks=4", today: Bound { median: 0.29, max: NO_MAX } },
+        Miss { series: "allreduce shm algo=tree ranks=4", today: Bound { median: 0.19, max: NO_MAX } },
     ];
     hold("runner, 4x H200, 4 ranks, forced protocol or algorithm", &rows, |r| four(r) && forced(r), FORCED_BOUND, &forced_misses);
 }

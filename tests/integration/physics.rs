@@ -142,3 +142,30 @@ fn validate_lists_the_rows_it_cannot_predict_and_goes_on() {
     assert!(printed.contains("h2d_pageable") && printed.contains("alltoall"), "both are named: {printed}");
     assert!(printed.lines().any(|l| l.starts_with("allreduce nvswitch ranks=2") && l.contains("ring")), "the allreduce is still predicted");
 }
+
+#[test]
+fn spreading_a_tree_over_more_channels_never_slows_it() {
+    // With one chunk a channel, a chunk walks the chain's hops one after
+    // another: four channels load the shared host memory and PCIe no more at
+    // a time than one channel with four chunks does.
+    let (topo, model) = crate::common::preset(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/models/hardware/measurements/h200x4-runner/nccl-topo.xml"),
+        Some(4),
+        &["h200-fit"],
+    );
+    for mode in [Mode::Shm, Mode::Nvswitch] {
+        for bytes in [Bytes::kib(512), Bytes::mib(2), Bytes::mib(8)] {
+            let time = |channels| {
+                let request = Request {
+                    algorithm: Choice::Fixed(Algorithm::Tree),
+                    protocol: Choice::Fixed(Protocol::Simple),
+                    channels: Some(channels),
+                    ..Request::new(Op::AllReduce, bytes, topo.gpus().to_vec(), mode)
+                };
+                collective::simulate(&topo, &model, request).unwrap().time
+            };
+            let (one, four) = (time(1), time(4));
+            assert!(four.0 <= one.0, "{mode}, {bytes:?}: 4 channels {four} against 1 channel {one}");
+        }
+    }
+}

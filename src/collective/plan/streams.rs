@@ -168,10 +168,16 @@ impl Plan {
             orders.push((up, down));
         }
         let alone = rate::chain_channel_rate(n, &cta, path_rate) * protocol.wire_factor;
+        let chunk = nccl::tree_chunk(protocol.tree_chunk, self.protocol, self.request.bytes, self.channel_bytes.len(), n);
+        // A chunk is on one hop of the chain at a time: a channel with fewer
+        // chunks than hops loads the links it shares only that part of the
+        // time.
+        let most_chunks = self.channel_bytes.iter().map(|b| b.0.div_ceil(chunk.0).max(1)).max().unwrap_or(1);
+        let duty = (most_chunks as f64 / (2 * (n - 1)) as f64).min(1.0);
         let flows: Vec<(&Connection, f64)> = (0..self.channel_bytes.len())
             .flat_map(|c| {
                 let (up, down) = &orders[c % 2];
-                up.iter().chain(down).map(|k| (k, alone))
+                up.iter().chain(down).map(|k| (k, alone * duty))
             })
             .collect();
         let slowdown = self.contention(topo, model, &flows);
@@ -187,7 +193,7 @@ impl Plan {
             .collect();
         Ok(TreeStream {
             channels,
-            chunk: nccl::tree_chunk(protocol.tree_chunk, self.protocol, self.request.bytes, self.channel_bytes.len(), n),
+            chunk,
             wire_factor: protocol.wire_factor,
             rates: ChainRates {
                 send: Bandwidth::from_bytes_per_sec_f64(alone * slowdown),
