@@ -65,7 +65,7 @@ impl RunPlan {
         let mut collectives = Vec::new();
         if !options.skip_collectives {
             for &ranks in group_sizes {
-                collectives.extend(Self::collectives_for(options, probe.usable_memory, ranks, llm, &mut notices));
+                collectives.extend(Self::collectives_on(options, probe.usable_memory, ranks, llm, &mut notices));
             }
             if !collectives.is_empty() {
                 for name in NCCL_VARIABLES_SET_PER_SETTING {
@@ -87,35 +87,11 @@ impl RunPlan {
         RunPlan { copies, collectives, notices: unique }
     }
 
-    /// What is measured on `ranks` GPUs. One rank's collective is a copy on
-    /// its GPU (NCCL's ncclLaunchOneRank): no transport, protocol, algorithm
-    /// or channel count to force and no tensor-parallel allreduce to replay,
-    /// so only NCCL's default setting runs there.
-    fn collectives_for(
-        options: &RunOptions,
-        device_limit: u64,
-        ranks: usize,
-        llm: Option<&LlmModel>,
-        notices: &mut Vec<String>,
-    ) -> Vec<(usize, NcclSetting, Vec<CollectivePoint>)> {
-        if ranks >= 2 {
-            return Self::collectives_on(options, device_limit, ranks, llm, notices);
-        }
-        notices.push(
-            "1 GPU: NCCL runs a one-rank collective as a copy on the GPU, so only NCCL's default setting is measured on it; run on 2+ GPUs (or --gpus 2) to measure collectives between GPUs".into(),
-        );
-        let alone = RunOptions {
-            transports: vec![TransportSetting::Default],
-            protos: vec![None],
-            algos: vec![None],
-            channels: vec![None],
-            ..options.clone()
-        };
-        Self::collectives_on(&alone, device_limit, ranks, None, notices)
-    }
-
     /// Every setting's points on `ranks` GPUs: single collectives, and the
-    /// LLM's allreduce passes where nothing is forced.
+    /// LLM's allreduce passes where nothing is forced. One rank's collective
+    /// is a copy on its GPU (NCCL's ncclLaunchOneRank): no transport,
+    /// protocol, algorithm or channel count to force and no tensor-parallel
+    /// allreduce to replay, so only NCCL's default setting runs there.
     pub fn collectives_on(
         options: &RunOptions,
         device_limit: u64,
@@ -123,6 +99,22 @@ impl RunPlan {
         llm: Option<&LlmModel>,
         notices: &mut Vec<String>,
     ) -> Vec<(usize, NcclSetting, Vec<CollectivePoint>)> {
+        let alone;
+        let (options, llm) = if ranks < 2 {
+            notices.push(
+                "1 GPU: NCCL runs a one-rank collective as a copy on the GPU, so only NCCL's default setting is measured on it; run on 2+ GPUs (or --gpus 2) to measure collectives between GPUs".into(),
+            );
+            alone = RunOptions {
+                transports: vec![TransportSetting::Default],
+                protos: vec![None],
+                algos: vec![None],
+                channels: vec![None],
+                ..options.clone()
+            };
+            (&alone, None)
+        } else {
+            (options, llm)
+        };
         let points = collectives::plan_points(&options.ops, &options.collective_sizes, ranks, device_limit, notices);
         let sequences = match (llm, &options.sequences) {
             (Some(llm), Some(asked)) => sequence_points(llm, asked.prompt, ranks, device_limit, notices),
@@ -188,7 +180,7 @@ mod tests {
         };
         let llm = LlmModel::load("llama-3.1-70b").unwrap();
         let mut notices = Vec::new();
-        let planned = RunPlan::collectives_for(&options, 80 << 30, 1, Some(&llm), &mut notices);
+        let planned = RunPlan::collectives_on(&options, 80 << 30, 1, Some(&llm), &mut notices);
         let described: Vec<(usize, String, usize)> = planned.iter().map(|(r, s, p)| (*r, s.label(), p.len())).collect();
         assert_eq!(described, vec![(1, "default".to_string(), 2)], "two single collectives, no LLM pass");
         assert!(notices.iter().any(|n| n.contains("one-rank collective as a copy")), "{notices:?}");
