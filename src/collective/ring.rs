@@ -26,6 +26,9 @@ pub struct StepRates {
     pub steps: usize,
     /// Data rate of the loop's final, receive-only primitive (the copy out).
     pub receive: Bandwidth,
+    /// What contention leaves of the rate the channels could push alone (1:
+    /// none).
+    pub slowdown: f64,
 }
 
 /// One simulated channel: its data bytes (of the buffer, or of one rank's

@@ -194,6 +194,12 @@ pub struct CtaModel {
 #[serde(deny_unknown_fields)]
 pub struct Contention {
     pub sharpness: f64,
+    /// Contending channels' shares of a link fluctuate and the call waits
+    /// for the last channel: after a ring whose channels contend (its rate
+    /// `slowdown` of what they could push alone) and that runs for `T` us,
+    /// the slowest of `n` channels lags by
+    /// `straggler x (1 - slowdown) x sqrt(2 ln n) x sqrt(T)` us.
+    pub straggler: f64,
 }
 
 /// The three protocols, by name.

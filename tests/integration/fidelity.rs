@@ -143,10 +143,7 @@ fn the_runners_two_gpu_file_is_predicted_series_by_series() {
         Miss { series: "reducescatter shm ranks=2", today: Bound { median: 0.05, max: 0.20 } },
     ];
     hold("runner, 2x H200, NCCL choosing, from 8 B", &rows, nccl_choosing, SERIES_BOUND, &misses);
-    let forced_misses = [
-        Miss { series: "reducescatter nvswitch proto=ll128 ranks=2", today: Bound { median: 0.12, max: NO_MAX } },
-        Miss { series: "reducescatter shm proto=ll128 ranks=2", today: Bound { median: 0.11, max: NO_MAX } },
-    ];
+    let forced_misses = [Miss { series: "reducescatter shm proto=ll128 ranks=2", today: Bound { median: 0.11, max: NO_MAX } }];
     hold("runner, 2x H200, forced protocol or algorithm", &rows, forced, FORCED_BOUND, &forced_misses);
 }
 
@@ -163,8 +160,7 @@ fn the_runners_four_gpu_file_is_predicted_series_by_series() {
     let four = ranks(4);
     hold("runner, 4x H200, 4 ranks, NCCL choosing, from 8 B", &rows, |r| four(r) && nccl_choosing(r), SERIES_BOUND, &misses);
     let forced_misses = [
-        Miss { series: "reducescatter nvswitch proto=ll128 ranks=4", today: Bound { median: 0.14, max: NO_MAX } },
-        Miss { series: "reducescatter shm proto=ll ranks=4", today: Bound { median: 0.11, max: NO_MAX } },
+        Miss { series: "reducescatter nvswitch proto=ll128 ranks=4", today: Bound { median: 0.13, max: NO_MAX } },
         Miss { series: "allreduce shm algo=tree ranks=4", today: Bound { median: 0.19, max: NO_MAX } },
     ];
     hold("runner, 4x H200, 4 ranks, forced protocol or algorithm", &rows, |r| four(r) && forced(r), FORCED_BOUND, &forced_misses);
@@ -232,9 +228,8 @@ fn public_table(gpu: &str, misses: &[Miss], bound: Bound) -> usize {
 #[test]
 fn the_public_h200_tables_are_within_5_percent_per_gpu_count() {
     let misses = [
-        Miss { series: "h200 ranks=2", today: Bound { median: 0.055, max: NO_MAX } },
         Miss { series: "h200 ranks=4", today: Bound { median: 0.055, max: NO_MAX } },
-        Miss { series: "h200 ranks=8", today: Bound { median: 0.115, max: NO_MAX } },
+        Miss { series: "h200 ranks=8", today: Bound { median: 0.09, max: NO_MAX } },
     ];
     assert_eq!(public_table("h200", &misses, Bound { median: 0.05, max: NO_MAX }), 3);
 }
@@ -316,8 +311,8 @@ fn the_public_4_gib_figures_are_predicted_from_the_links() {
     let figures = [
         Figure { board: "hgx-h100", gpus: 8, algorithm: ring, public: (365.0, 370.0), bound: 0.10, missed_today: None },
         Figure { board: "hgx-h200", gpus: 8, algorithm: ring, public: (365.0, 370.0), bound: 0.10, missed_today: None },
-        Figure { board: "hgx-h100", gpus: 4, algorithm: ring, public: (365.0, 370.0), bound: 0.10, missed_today: Some(0.11) },
-        Figure { board: "hgx-h100", gpus: 2, algorithm: ring, public: (365.0, 370.0), bound: 0.10, missed_today: Some(0.16) },
+        Figure { board: "hgx-h100", gpus: 4, algorithm: ring, public: (365.0, 370.0), bound: 0.10, missed_today: None },
+        Figure { board: "hgx-h100", gpus: 2, algorithm: ring, public: (365.0, 370.0), bound: 0.10, missed_today: Some(0.13) },
         Figure {
             board: "hgx-h100",
             gpus: 8,

@@ -169,3 +169,27 @@ fn spreading_a_tree_over_more_channels_never_slows_it() {
         }
     }
 }
+
+#[test]
+fn contended_channels_lag_as_the_square_root_of_the_call() {
+    // The slowest of n contending channels ends sqrt(2 ln n) spreads late,
+    // and a spread grows as the square root of the time: four times the
+    // bytes, twice the lag. A channel that contends with nothing keeps pace.
+    let (topo, mut model) = preset("hgx-h200", None, &["base"]);
+    let time = |model: &HardwareModel, bytes: Bytes, channels: u32| {
+        let request = Request {
+            algorithm: Choice::Fixed(Algorithm::Ring),
+            protocol: Choice::Fixed(Protocol::Simple),
+            channels: Some(channels),
+            ..Request::new(Op::AllReduce, bytes, topo.gpus().to_vec(), Mode::Nvswitch)
+        };
+        collective::simulate(&topo, model, request).unwrap().time
+    };
+    let without = model.clone();
+    model.contention.straggler = 1.0;
+    assert_eq!(time(&model, Bytes::gib(1), 1), time(&without, Bytes::gib(1), 1), "one channel contends with nothing");
+    let lag = |bytes| time(&model, bytes, 24).as_us() - time(&without, bytes, 24).as_us();
+    let (small, large) = (lag(Bytes::mib(256)), lag(Bytes::gib(1)));
+    assert!(small > 0.0, "24 channels contend on 8x H200: {small} us");
+    assert!((large / small - 2.0).abs() < 0.01, "four times the bytes, twice the lag: {small} us, then {large} us");
+}

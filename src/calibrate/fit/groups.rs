@@ -138,13 +138,22 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
     push(
         Group {
             name: "channels sharing NVLink".into(),
-            parameters: vec![parameter(
-                "contention.sharpness".into(),
-                Unit::Ratio,
-                (0.5, 50.0),
-                |m| m.contention.sharpness,
-                |m, v| m.contention.sharpness = v,
-            )],
+            parameters: vec![
+                parameter(
+                    "contention.sharpness".into(),
+                    Unit::Ratio,
+                    (0.5, 50.0),
+                    |m| m.contention.sharpness,
+                    |m, v| m.contention.sharpness = v,
+                ),
+                parameter(
+                    "contention.straggler".into(),
+                    Unit::Ratio,
+                    (0.0, 50.0),
+                    |m| m.contention.straggler,
+                    |m, v| m.contention.straggler = v,
+                ),
+            ],
             points: nvlink.clone(),
             needs: "large Simple or LL128 rings over NVLink with 4 or more channels".into(),
         },

@@ -9,7 +9,7 @@ use crate::collective::rate::{self, Primitive};
 use crate::collective::ring::{RingChannel, RingStream, StepRates};
 use crate::collective::symmetry::{self, ChannelClass, Symmetry};
 use crate::collective::tree::{self, ChainChannel, ChainRates, TreeStream};
-use crate::collective::{Algorithm, CollectiveError, nccl};
+use crate::collective::{Algorithm, CollectiveError, Op, Protocol, nccl};
 use crate::config::hardware::{CtaRates, HardwareModel, PathCost};
 use crate::engine::{Stream, TaskGraph, TaskId};
 use crate::network::{LinkId, Path};
@@ -24,6 +24,8 @@ use super::Plan;
 pub struct Body {
     pub stream: Box<dyn Stream<Path>>,
     pub mirrored: Vec<(LinkId, LinkId)>,
+    /// How long after the stream's end the slowest channel ends.
+    pub straggler: Time,
 }
 
 /// How a call's tasks enter a graph.
@@ -82,18 +84,25 @@ impl Plan {
         }
         let start = graph.delay(self.start_latency(model)?, after);
         let body = self.body(topo, model, symmetry)?;
-        let end = match expansion {
+        let mut end = match expansion {
             Expansion::Streamed => graph.stream(body.stream, &[start]),
             Expansion::Inline => graph.inline(&*body.stream, &[start]),
         };
+        if body.straggler > Time::ZERO {
+            end = graph.delay(body.straggler, &[end]);
+        }
         Ok((end, body.mirrored))
     }
 
     /// The call's body (what follows its start latency) as a stream.
     pub fn body(&self, topo: &Topology, model: &HardwareModel, symmetry: Symmetry) -> Result<Body, CollectiveError> {
-        let alone = |stream: Box<dyn Stream<Path>>| Body { stream, mirrored: Vec::new() };
+        let alone = |stream: Box<dyn Stream<Path>>| Body { stream, mirrored: Vec::new(), straggler: Time::ZERO };
         match self.algorithm {
-            Algorithm::Ring => Ok(alone(Box::new(self.ring_stream(topo, model, symmetry)?))),
+            Algorithm::Ring => {
+                let ring = self.ring_stream(topo, model, symmetry)?;
+                let straggler = self.straggler(model, &ring);
+                Ok(Body { straggler, ..alone(Box::new(ring)) })
+            }
             Algorithm::Tree => Ok(alone(Box::new(self.tree_stream(topo, model, symmetry)?))),
             Algorithm::Nvls => self.nvls_body(topo, model, symmetry),
             Algorithm::OneShot | Algorithm::TwoShot => Ok(alone(Box::new(DirectStream {
@@ -145,8 +154,35 @@ impl Plan {
                 send: Bandwidth::from_bytes_per_sec_f64(alone * slowdown),
                 steps: rate::ring_sends(op, n),
                 receive: Bandwidth::from_bytes_per_sec_f64(rate::ring_final(op).rate(&cta) * slowdown),
+                slowdown,
             },
         })
+    }
+
+    /// How long the slowest of a ring's channels ends after the others:
+    /// contending channels' shares of a link fluctuate, so their progress
+    /// spreads as a random walk does, with the square root of the time; the
+    /// slowest of n lags by about sqrt(2 ln n) of that spread. Channels that
+    /// do not contend (`slowdown` 1) keep pace.
+    fn straggler(&self, model: &HardwareModel, ring: &RingStream) -> Time {
+        let (channels, coefficient) = (self.channel_bytes.len(), model.contention.straggler);
+        let contended = 1.0 - ring.rates.slowdown;
+        // Seen, and fitted, on Simple and LL128 channels sharing NVLink;
+        // through host memory the channels' limit is the host's, not a
+        // shared link's, and LL's flagged lines are not fitted for it.
+        let fitted_on = self.class == PathClass::Nvlink && self.protocol != Protocol::Ll;
+        if !fitted_on || channels < 2 || coefficient <= 0.0 || contended <= 0.0 {
+            return Time::ZERO;
+        }
+        // A channel's bytes are its part of the buffer (allreduce: a rank's
+        // share of it each send) or of one rank's part (all-gather,
+        // reduce-scatter: all of it each send).
+        let largest = self.channel_bytes.iter().map(|b| b.0).max().unwrap_or(0) as f64;
+        let per_send = if matches!(ring.op, Op::AllReduce | Op::Broadcast) { largest / ring.ranks as f64 } else { largest };
+        let wire_per_send = per_send * ring.wire_factor;
+        let seconds = ring.rates.steps as f64 * wire_per_send / ring.rates.send.bytes_per_sec();
+        let spread_us = (seconds * 1e6).sqrt();
+        Time::from_us_f64(coefficient * contended * (2.0 * (channels as f64).ln()).sqrt() * spread_us)
     }
 
     /// The tree (a chain inside one node) with its channels' connections
@@ -249,7 +285,7 @@ impl Plan {
             chunk: self.nvls_chunk(model),
             channel_cap: port.scaled(efficiency / f64::from(self.nvls_channels)),
         };
-        Ok(Body { stream: Box::new(stream), mirrored: mirrored.unwrap_or_default() })
+        Ok(Body { stream: Box::new(stream), mirrored: mirrored.unwrap_or_default(), straggler: Time::ZERO })
     }
 
     fn costs<'m>(&self, model: &'m HardwareModel) -> &'m PathCost {
