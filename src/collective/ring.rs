@@ -26,9 +26,6 @@ pub struct StepRates {
     pub steps: usize,
     /// Data rate of the loop's final, receive-only primitive (the copy out).
     pub receive: Bandwidth,
-    /// What contention leaves of the rate the channels could push alone (1:
-    /// none).
-    pub slowdown: f64,
 }
 
 /// One simulated channel: its data bytes (of the buffer, or of one rank's
@@ -87,6 +84,21 @@ fn next_loop(op: Op, ranks: usize, remaining: &mut Bytes, chunk: Bytes) -> Optio
             *remaining = *remaining - loop_bytes;
             Some(loop_bytes.split_even(ranks as u64).collect())
         }
+    }
+}
+
+impl RingStream {
+    /// How long the largest channel spends sending at its rate: its bytes
+    /// are its part of the buffer (allreduce, broadcast: a rank's share of
+    /// it a send) or of one rank's part (all-gather, reduce-scatter: all of
+    /// it a send), as `next_loop` deals them.
+    pub fn sending_time(&self) -> Time {
+        let largest = self.channels.iter().map(|c| c.bytes.0).max().unwrap_or(0) as f64;
+        let per_send = match self.op {
+            Op::AllReduce | Op::Broadcast => largest / self.ranks as f64,
+            Op::AllGather | Op::ReduceScatter => largest,
+        };
+        Time::from_us_f64(1e6 * self.rates.steps as f64 * per_send * self.wire_factor / self.rates.send.bytes_per_sec())
     }
 }
 

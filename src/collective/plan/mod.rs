@@ -166,9 +166,6 @@ impl Plan {
 
     /// Fixes the algorithm and protocol: as asked, or as NCCL's tuner would.
     fn choose(&mut self, topo: &Topology, model: &HardwareModel) -> Result<(), CollectiveError> {
-        let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
-        let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
-        let n = self.request.ranks.len() as u32;
         if let Some(shortcut) = self.nccl_shortcut() {
             // NCCL takes these before choosing anything (enqueue.cc
             // taskAppend); with one rank its cost table holds ring/Simple
@@ -177,6 +174,9 @@ impl Plan {
             self.note = Some(shortcut.to_string());
             return Ok(());
         }
+        let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
+        let arch = model.nccl_arch(gpu.arch).map_err(CollectiveError::Model)?;
+        let n = self.request.ranks.len() as u32;
         let algorithms: Vec<Algorithm> = match self.request.algorithm {
             Choice::Fixed(a) => {
                 if let Some(reason) = self.unavailable(topo, model, a) {

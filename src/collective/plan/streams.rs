@@ -9,7 +9,7 @@ use crate::collective::rate::{self, Primitive};
 use crate::collective::ring::{RingChannel, RingStream, StepRates};
 use crate::collective::symmetry::{self, ChannelClass, Symmetry};
 use crate::collective::tree::{self, ChainChannel, ChainRates, TreeStream};
-use crate::collective::{Algorithm, CollectiveError, Op, Protocol, nccl};
+use crate::collective::{Algorithm, CollectiveError, Protocol, nccl};
 use crate::config::hardware::{CtaRates, HardwareModel, PathCost};
 use crate::engine::{Stream, TaskGraph, TaskId};
 use crate::network::{LinkId, Path};
@@ -98,11 +98,7 @@ impl Plan {
     pub fn body(&self, topo: &Topology, model: &HardwareModel, symmetry: Symmetry) -> Result<Body, CollectiveError> {
         let alone = |stream: Box<dyn Stream<Path>>| Body { stream, mirrored: Vec::new(), straggler: Time::ZERO };
         match self.algorithm {
-            Algorithm::Ring => {
-                let ring = self.ring_stream(topo, model, symmetry)?;
-                let straggler = self.straggler(model, &ring);
-                Ok(Body { straggler, ..alone(Box::new(ring)) })
-            }
+            Algorithm::Ring => self.ring_body(topo, model, symmetry),
             Algorithm::Tree => Ok(alone(Box::new(self.tree_stream(topo, model, symmetry)?))),
             Algorithm::Nvls => self.nvls_body(topo, model, symmetry),
             Algorithm::OneShot | Algorithm::TwoShot => Ok(alone(Box::new(DirectStream {
@@ -123,7 +119,9 @@ impl Plan {
         PipeRules { latency: costs.step_latency, overhead: costs.slice_overhead, streaming: true }
     }
 
-    fn ring_stream(&self, topo: &Topology, model: &HardwareModel, symmetry: Symmetry) -> Result<RingStream, CollectiveError> {
+    /// The ring with its channels' pipes and rates, and how late its
+    /// slowest channel ends.
+    fn ring_body(&self, topo: &Topology, model: &HardwareModel, symmetry: Symmetry) -> Result<Body, CollectiveError> {
         let n = self.request.ranks.len();
         let protocol = self.protocol.model(model);
         let (cta, path_rate) = self.channel_physics(topo, model)?;
@@ -142,7 +140,7 @@ impl Plan {
                 pipes: ring_of(channel).iter().map(|k| Pipe::with_copies(k.clone(), rules, model, copies)).collect(),
             })
             .collect();
-        Ok(RingStream {
+        let ring = RingStream {
             op,
             ranks: n,
             channels,
@@ -154,9 +152,10 @@ impl Plan {
                 send: Bandwidth::from_bytes_per_sec_f64(alone * slowdown),
                 steps: rate::ring_sends(op, n),
                 receive: Bandwidth::from_bytes_per_sec_f64(rate::ring_final(op).rate(&cta) * slowdown),
-                slowdown,
             },
-        })
+        };
+        let straggler = self.straggler(model, &ring, slowdown);
+        Ok(Body { stream: Box::new(ring), mirrored: Vec::new(), straggler })
     }
 
     /// How long the slowest of a ring's channels ends after the others:
@@ -164,9 +163,9 @@ impl Plan {
     /// spreads as a random walk does, with the square root of the time; the
     /// slowest of n lags by about sqrt(2 ln n) of that spread. Channels that
     /// do not contend (`slowdown` 1) keep pace.
-    fn straggler(&self, model: &HardwareModel, ring: &RingStream) -> Time {
+    fn straggler(&self, model: &HardwareModel, ring: &RingStream, slowdown: f64) -> Time {
         let (channels, coefficient) = (self.channel_bytes.len(), model.contention.straggler);
-        let contended = 1.0 - ring.rates.slowdown;
+        let contended = 1.0 - slowdown;
         // Seen, and fitted, on Simple and LL128 channels sharing NVLink;
         // through host memory the channels' limit is the host's, not a
         // shared link's, and LL's flagged lines are not fitted for it.
@@ -174,14 +173,7 @@ impl Plan {
         if !fitted_on || channels < 2 || coefficient <= 0.0 || contended <= 0.0 {
             return Time::ZERO;
         }
-        // A channel's bytes are its part of the buffer (allreduce: a rank's
-        // share of it each send) or of one rank's part (all-gather,
-        // reduce-scatter: all of it each send).
-        let largest = self.channel_bytes.iter().map(|b| b.0).max().unwrap_or(0) as f64;
-        let per_send = if matches!(ring.op, Op::AllReduce | Op::Broadcast) { largest / ring.ranks as f64 } else { largest };
-        let wire_per_send = per_send * ring.wire_factor;
-        let seconds = ring.rates.steps as f64 * wire_per_send / ring.rates.send.bytes_per_sec();
-        let spread_us = (seconds * 1e6).sqrt();
+        let spread_us = ring.sending_time().as_us().sqrt();
         Time::from_us_f64(coefficient * contended * (2.0 * (channels as f64).ln()).sqrt() * spread_us)
     }
 
