@@ -113,14 +113,43 @@ pub fn ring_sends(op: Op, ranks: usize) -> usize {
     }
 }
 
-/// A channel's average data rate over one ring loop: bytes sent over the
-/// time its thread block spends on every primitive of the loop (the final
-/// receive included), never above what the path lets one channel push.
-pub fn ring_channel_rate(op: Op, ranks: usize, cta: &CtaRates, path_rate: Option<f64>) -> f64 {
+/// A ring loop of one channel, per byte of a chunk: its thread block's time
+/// on the primitives whose memory operations cross the link that channels
+/// contend for (every sending one; the final receive too where it reads
+/// what arrived over that link, as through host memory), and on those that
+/// touch only the GPU's own memory, which contention does not slow.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RingLoop {
+    pub sends: usize,
+    pub on_link: f64,
+    pub local: f64,
+}
+
+/// The loop of `op` over `ranks` on thread blocks of rates `cta`; the final
+/// receive counts as on the link when `final_reads_over_link`.
+pub fn ring_loop(op: Op, ranks: usize, cta: &CtaRates, final_reads_over_link: bool) -> RingLoop {
     let sends = ring_sends(op, ranks);
-    let busy: f64 = (0..sends).map(|s| ring_step(op, ranks, s).seconds_per_byte(cta)).sum::<f64>() + ring_final(op).seconds_per_byte(cta);
-    let own = sends as f64 / busy;
-    path_rate.map_or(own, |limit| own.min(limit))
+    let sending: f64 = (0..sends).map(|s| ring_step(op, ranks, s).seconds_per_byte(cta)).sum();
+    let last = ring_final(op).seconds_per_byte(cta);
+    let (on_link, local) = if final_reads_over_link { (sending + last, 0.0) } else { (sending, last) };
+    RingLoop { sends, on_link, local }
+}
+
+impl RingLoop {
+    /// What the channel pushes while it works on the link (bytes sent a
+    /// second), never above what the path lets one channel push: its
+    /// demand on the link.
+    pub fn link_rate(&self, path_rate: Option<f64>) -> f64 {
+        let own = self.sends as f64 / self.on_link;
+        path_rate.map_or(own, |limit| own.min(limit))
+    }
+
+    /// The channel's average data rate over the loop when its work on the
+    /// link runs at `slowdown` of its demand.
+    pub fn rate(&self, path_rate: Option<f64>, slowdown: f64) -> f64 {
+        let sends = self.sends as f64;
+        sends / (sends / (self.link_rate(path_rate) * slowdown) + self.local)
+    }
 }
 
 /// A chain's (NCCL's tree inside one node) average data rate per flow: the
@@ -182,17 +211,17 @@ mod tests {
         // runner's one-channel analysis): all-reduce over 2 ranks loads 2,
         // stores 1 and stores remotely 1 per byte sent.
         let cta = hopper_simple();
-        let ar2 = ring_channel_rate(Op::AllReduce, 2, &cta, None) / 1e9;
+        let ar2 = ring_loop(Op::AllReduce, 2, &cta, false).rate(None, 1.0) / 1e9;
         let expected = 1.0 / (2.0 / 147.0 + 1.0 / 56.0 + 1.0 / 61.0);
         assert!((ar2 - expected).abs() < 1e-9, "{ar2} vs {expected}");
         // Measured (h200x4-channels, one channel, 1 GiB): 20.9, 15.2, 18.3 GB/s.
-        let ag2 = ring_channel_rate(Op::AllGather, 2, &cta, None) / 1e9;
-        let rs2 = ring_channel_rate(Op::ReduceScatter, 2, &cta, None) / 1e9;
+        let ag2 = ring_loop(Op::AllGather, 2, &cta, false).rate(None, 1.0) / 1e9;
+        let rs2 = ring_loop(Op::ReduceScatter, 2, &cta, false).rate(None, 1.0) / 1e9;
         for (got, measured) in [(ar2, 20.9), (ag2, 15.2), (rs2, 18.3)] {
             assert!((got / measured - 1.0).abs() < 0.03, "{got:.2} GB/s against {measured}");
         }
         // A path slower than the thread block sets the rate.
-        assert_eq!(ring_channel_rate(Op::AllReduce, 2, &cta, Some(1e9)), 1e9);
+        assert!((ring_loop(Op::AllReduce, 2, &cta, true).rate(Some(1e9), 1.0) / 1e9 - 1.0).abs() < 1e-12);
         // Two ranks of a chain: the root reduces, copies and sends; the far
         // end sends, then receives. Both about an all-reduce ring's rate.
         let chain = chain_channel_rate(2, &cta, None) / 1e9;

@@ -75,10 +75,16 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         })
         .collect();
     let arch = model.gpu(&topo.gpu_model).map(|g| format!("sm{}", g.arch)).unwrap_or_default();
+    // A group is fitted only where its data can place every parameter: the
+    // right kind of runs, and at least as many of them as parameters.
     let mut push = |group: Group, identified: bool, reason: String| {
-        if identified {
+        let (points, parameters) = (group.points.len(), group.parameters.len());
+        if identified && points >= parameters {
             out.push(group);
-        } else if !group.points.is_empty() || group.name.starts_with("thread blocks") {
+        } else if identified {
+            let reason = format!("{points} point(s) for {parameters} parameters; needs {}", group.needs);
+            skipped.push(Skipped { name: group.name, reason });
+        } else if points > 0 || group.name.starts_with("thread blocks") {
             skipped.push(Skipped { name: group.name, reason });
         }
     };

@@ -128,7 +128,11 @@ impl Plan {
         let op = self.request.op;
         let rings = self.connections.len();
         let ring_of = |c: usize| &self.connections[c % rings];
-        let alone = rate::ring_channel_rate(op, n, &cta, path_rate) * protocol.wire_factor;
+        // Through host memory the final receive reads what arrived over the
+        // contended link too; over NVLink or PCIe it reads the GPU's own memory.
+        let final_over_link = self.class == PathClass::Shm;
+        let ring_loop = rate::ring_loop(op, n, &cta, final_over_link);
+        let alone = ring_loop.link_rate(path_rate) * protocol.wire_factor;
         let flows: Vec<(&Connection, f64)> =
             (0..self.channel_bytes.len()).flat_map(|c| ring_of(c).iter().map(move |k| (k, alone))).collect();
         let slowdown = self.contention(topo, model, &flows);
@@ -149,12 +153,14 @@ impl Plan {
             min_slice: protocol.min_slice,
             wire_factor: protocol.wire_factor,
             rates: StepRates {
-                send: Bandwidth::from_bytes_per_sec_f64(alone * slowdown),
+                send: Bandwidth::from_bytes_per_sec_f64(ring_loop.rate(path_rate, slowdown) * protocol.wire_factor),
                 steps: rate::ring_sends(op, n),
-                receive: Bandwidth::from_bytes_per_sec_f64(rate::ring_final(op).rate(&cta) * slowdown),
+                receive: Bandwidth::from_bytes_per_sec_f64(rate::ring_final(op).rate(&cta) * if final_over_link { slowdown } else { 1.0 }),
             },
         };
-        let straggler = self.straggler(model, &ring, slowdown);
+        // The lag follows how much contention slows the channel's loop as a whole.
+        let loop_slowdown = ring_loop.rate(path_rate, slowdown) / ring_loop.rate(path_rate, 1.0);
+        let straggler = self.straggler(model, &ring, loop_slowdown);
         Ok(Body { stream: Box::new(ring), mirrored: Vec::new(), straggler })
     }
 
@@ -197,11 +203,13 @@ impl Plan {
         }
         let alone = rate::chain_channel_rate(n, &cta, path_rate) * protocol.wire_factor;
         let chunk = nccl::tree_chunk(protocol.tree_chunk, self.protocol, self.request.bytes, self.channel_bytes.len(), n);
-        // A chunk is on one hop of the chain at a time: a channel with fewer
-        // chunks than hops loads the links it shares only that part of the
-        // time.
+        // A chunk is on one hop of the chain at a time, and a channel's
+        // chunks fill its pipeline of 2(n-1) hops and drain from it: a hop
+        // carries the channel during `chunks` of the pipeline's
+        // `chunks + 2(n-1) - 1` stages, and loads the links it shares only
+        // that part of the time.
         let most_chunks = self.channel_bytes.iter().map(|b| b.0.div_ceil(chunk.0).max(1)).max().unwrap_or(1);
-        let duty = (most_chunks as f64 / (2 * (n - 1)) as f64).min(1.0);
+        let duty = most_chunks as f64 / (most_chunks + 2 * (n as u64 - 1) - 1) as f64;
         let flows: Vec<(&Connection, f64)> = (0..self.channel_bytes.len())
             .flat_map(|c| {
                 let (up, down) = &orders[c % 2];
