@@ -20,6 +20,7 @@ const SHIPPED: &[(&str, &str)] = &[
     ("h200-fit", include_str!("../../models/hardware/h200-fit.toml")),
     ("h200-compute", include_str!("../../models/hardware/h200-compute.toml")),
     ("h200-forward", include_str!("../../models/hardware/h200-forward.toml")),
+    ("blackwell-latency", include_str!("../../models/hardware/blackwell-latency.toml")),
 ];
 
 /// One PCIe generation, per lane and per direction.
@@ -185,6 +186,13 @@ pub struct CtaModel {
     /// ...times these factors per protocol.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speedup: Option<ProtocolTriple>,
+    /// What a ring or tree call's start and each of its steps take longer
+    /// on this architecture than on the one the protocols' latencies were
+    /// fitted on (zero there); fitted where this one's rates follow it.
+    #[serde(default)]
+    pub call_latency: Time,
+    #[serde(default)]
+    pub step_latency: Time,
 }
 
 /// How SM-driven traffic fills a link: the rate of `n` channels each able to
@@ -538,6 +546,12 @@ impl HardwareModel {
     /// The thread-block rates of a GPU model for `protocol`.
     pub fn gpu_cta_rates(&self, gpu: &GpuModel, protocol: super::protocol::Protocol) -> Result<CtaRates, String> {
         self.cta_rates(&format!("sm{}", gpu.arch), protocol)
+    }
+
+    /// What a GPU's architecture adds to a call's start and to a step
+    /// (zero for an architecture without a thread-block table).
+    pub fn arch_latency(&self, gpu: &GpuModel) -> (Time, Time) {
+        self.cta.get(&format!("sm{}", gpu.arch)).map_or((Time::ZERO, Time::ZERO), |c| (c.call_latency, c.step_latency))
     }
 
     pub fn nccl_arch(&self, arch: u32) -> Result<&NcclArch, String> {

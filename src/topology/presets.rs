@@ -66,11 +66,15 @@ pub const PRESETS: &[(&str, &str)] = &[
 /// collective overlay (h200-fit.toml) is fitted on H200 NVSwitch boards;
 /// the other NVSwitch boards take it as a prediction: what differs is their
 /// datasheet (link counts and rates, NCCL's per-architecture constants, the
-/// thread blocks of sm100 scaled by NCCL's own Blackwell/Hopper ratios).
-/// The overlays' keys are disjoint.
+/// thread blocks of sm100 scaled by NCCL's own Blackwell/Hopper ratios),
+/// and for Blackwell what its calls and steps take longer than Hopper's
+/// (blackwell-latency.toml, fitted on a GB200 tray's public tables, so
+/// that HGX B200 stays a prediction). The overlays' keys are disjoint.
 pub fn preset_models(name: &str) -> &'static [&'static str] {
     match name {
-        "hgx-h200" | "hgx-h100" | "hgx-h20" | "hgx-b200" | "gb200-nvl72" | "nvlink-fabric" => &["h200-fit", "h200-compute", "h200-forward"],
+        "hgx-h200" | "hgx-h100" | "hgx-h20" | "hgx-b200" | "gb200-nvl72" | "nvlink-fabric" => {
+            &["h200-fit", "blackwell-latency", "h200-compute", "h200-forward"]
+        }
         _ => &["h200-compute", "h200-forward"],
     }
 }

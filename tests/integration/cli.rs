@@ -135,6 +135,36 @@ fn validate_warns_when_rows_were_measured_on_another_gpu_than_the_topologys() {
 }
 
 #[test]
+fn a_fit_on_blackwell_places_only_what_blackwell_adds_to_latency() {
+    // B200's thread blocks follow H200's (`like = "sm90"`): its calls place
+    // only the architecture's own call and step latency, nothing fitted on
+    // H200 (callers, protocols, thread blocks) moves.
+    let out = std::env::temp_dir().join(format!("icsim-blackwell-{}.toml", std::process::id()));
+    let gb200 = concat!(env!("CARGO_MANIFEST_DIR"), "/models/hardware/measurements/public-aiconfigurator/gb200.jsonl");
+    let output = icsim(&[
+        "calibrate",
+        "fit",
+        gb200,
+        "--topology",
+        "gb200-nvl72",
+        "--gpus",
+        "4",
+        "--system",
+        "gb200",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    let keys: Vec<&str> =
+        text.lines().filter(|l| l.contains(" = ") && !l.starts_with('#')).map(|l| l.split(" = ").next().unwrap()).collect();
+    assert!(text.contains("[cta.sm100]"), "{text}");
+    assert_eq!(keys[..2], ["call_latency", "step_latency"], "{text}");
+    assert!(!text.contains("[stack.") && !text.contains("[protocol."), "{text}");
+}
+
+#[test]
 fn fit_writes_an_overlay_with_its_provenance() {
     let dir = std::env::temp_dir().join(format!("icsim-fit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

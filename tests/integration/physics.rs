@@ -8,7 +8,7 @@ use icsim::config::hardware::HardwareModel;
 use icsim::network::LinkId;
 use icsim::topology::{LinkKind, Topology};
 use icsim::transport::Mode;
-use icsim::units::Bytes;
+use icsim::units::{Bytes, Time};
 
 use crate::common::{icsim, preset, stderr, succeeded};
 
@@ -102,6 +102,31 @@ fn an_eight_byte_ring_costs_its_named_parts_once() {
         println!("{gpus} GPUs, 8 B ring LL: simulated {simulated:.3} us, by hand {by_hand_us:.3} us");
         assert!((simulated - by_hand_us).abs() <= 0.01, "{gpus} GPUs: {simulated:.3} us is not the {by_hand_us} us of its parts");
     }
+}
+
+#[test]
+fn blackwell_pays_its_own_call_and_step_latency_once_each() {
+    // The same ring on B200 (NVLink 5 hops of the same 0.15 us), with what
+    // blackwell-latency.toml says Blackwell adds: once at the call's start
+    // and once a step, 2 (n - 1) steps.
+    let (topo, with) = preset("hgx-b200", Some(4), &["base"]);
+    let (call, step) = with.arch_latency(with.gpu(&topo.gpu_model).unwrap());
+    let mut without = with.clone();
+    let sm100 = without.cta.get_mut("sm100").unwrap();
+    (sm100.call_latency, sm100.step_latency) = (Time::ZERO, Time::ZERO);
+    assert!(call.as_us() > 1.0 && step.as_us() > 0.1, "fitted: {call}, {step}");
+    let time = |model: &HardwareModel| {
+        let request = Request {
+            algorithm: Choice::Fixed(Algorithm::Ring),
+            protocol: Choice::Fixed(Protocol::Ll),
+            ..Request::new(Op::AllReduce, Bytes(8), topo.gpus().to_vec(), Mode::Nvswitch)
+        };
+        collective::simulate(&topo, model, request).unwrap().time.as_us()
+    };
+    let added = time(&with) - time(&without);
+    let by_hand = call.as_us() + 6.0 * step.as_us();
+    println!("4x B200, 8 B ring LL: Blackwell adds {added:.3} us; by hand {by_hand:.3} us");
+    assert!((added - by_hand).abs() <= 0.001, "{added:.3} us against {by_hand:.3} us");
 }
 
 #[test]

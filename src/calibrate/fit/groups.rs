@@ -7,7 +7,8 @@
 use std::collections::BTreeSet;
 
 use super::parameters::{
-    Parameter, Read, Unit, Write, class_name, cta_parameters, latency_parameters, parameter, path_cost, path_cost_ref, rate, time,
+    Parameter, Read, Unit, Write, arch_latency_parameters, class_name, cta_parameters, latency_parameters, parameter, path_cost,
+    path_cost_ref, rate, time,
 };
 use super::{Group, Point, Skipped, Source};
 use crate::calibrate::predict::plan_as_measured;
@@ -27,6 +28,8 @@ const LARGE: u64 = 16 << 20;
 const LARGEST: u64 = 256 << 20;
 /// Collectives up to this size are set by latency.
 const SMALL: u64 = 4 << 10;
+/// An architecture's own latency shows in calls up to this size.
+const ARCH_LATENCY_LARGEST: u64 = 64 << 10;
 
 /// How a collective measurement runs in the starting model.
 struct Run {
@@ -88,6 +91,25 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             skipped.push(Skipped { name: group.name, reason });
         }
     };
+    // An architecture whose thread blocks follow another's: its calls place
+    // only what it adds to a call's start and to a step; everything else
+    // stays as fitted on the architecture it follows.
+    if model.cta.get(&arch).is_some_and(|c| c.like.is_some()) {
+        let small: Vec<&Run> = runs.iter().filter(|r| r.ring_or_tree() && r.m.bytes <= ARCH_LATENCY_LARGEST).collect();
+        let steps: BTreeSet<usize> = small.iter().map(|r| r.steps()).collect();
+        let needs = format!("ring or tree calls of at most 64 KiB on {arch} at two step counts or more");
+        push(
+            Group {
+                name: format!("latency of {arch}"),
+                parameters: arch_latency_parameters(&arch),
+                points: small.iter().map(|r| r.index).collect(),
+                needs: needs.clone(),
+            },
+            steps.len() >= 2,
+            format!("{} step count(s); needs {needs}", steps.len()),
+        );
+        return (out, skipped);
+    }
     for protocol in crate::collective::PROTOCOLS {
         // One channel over NVLink: the thread block alone sets the rate.
         let alone: Vec<&Run> = runs

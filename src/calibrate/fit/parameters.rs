@@ -4,7 +4,7 @@
 //! architecture, and the helpers other groups are built with).
 
 use crate::collective::Protocol;
-use crate::config::hardware::{CtaRates, HardwareModel, PathCost};
+use crate::config::hardware::{CtaModel, CtaRates, HardwareModel, PathCost};
 use crate::transport::PathClass;
 use crate::units::{Bandwidth, Time};
 
@@ -136,6 +136,25 @@ pub(super) fn latency_parameters(protocol: Protocol, class: PathClass) -> Vec<Pa
             move |m, v| path_cost(m, protocol, class).step_latency = v,
         ),
     ]
+}
+
+/// What an architecture adds to a call's start and to each step.
+pub(super) fn arch_latency_parameters(arch: &str) -> Vec<Parameter> {
+    type Get = fn(&CtaModel) -> Time;
+    type Set = fn(&mut CtaModel, Time);
+    let fields: [(&str, Get, Set); 2] =
+        [("call_latency", |c| c.call_latency, |c, v| c.call_latency = v), ("step_latency", |c| c.step_latency, |c, v| c.step_latency = v)];
+    fields
+        .into_iter()
+        .map(|(name, get, set)| {
+            let (get_arch, set_arch) = (arch.to_string(), arch.to_string());
+            time(
+                format!("cta.{arch}.{name}"),
+                move |m| m.cta.get(&get_arch).map_or(Time::ZERO, get),
+                move |m, v| set(m.cta.get_mut(&set_arch).expect("the architecture's table exists"), v),
+            )
+        })
+        .collect()
 }
 
 /// The thread-block rates of one architecture and protocol (set on that

@@ -82,7 +82,7 @@ impl Plan {
         if self.nccl_shortcut().is_some() {
             return Ok((graph.delay(self.shortcut_time(topo, model)?, after), Vec::new()));
         }
-        let start = graph.delay(self.start_latency(model)?, after);
+        let start = graph.delay(self.start_latency(topo, model)?, after);
         let body = self.body(topo, model, symmetry)?;
         let mut end = match expansion {
             Expansion::Streamed => graph.stream(body.stream, &[start]),
@@ -114,9 +114,10 @@ impl Plan {
     /// NCCL's transports are SM-driven: through host memory the reader
     /// follows the writer, and a step pays the protocol's step cost on top
     /// of the links' hop latency.
-    fn pipe_rules(&self, model: &HardwareModel) -> PipeRules {
+    fn pipe_rules(&self, topo: &Topology, model: &HardwareModel) -> Result<PipeRules, CollectiveError> {
         let costs = self.costs(model);
-        PipeRules { latency: costs.step_latency, overhead: costs.slice_overhead, streaming: true }
+        let (_, arch_step) = model.arch_latency(model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?);
+        Ok(PipeRules { latency: costs.step_latency + arch_step, overhead: costs.slice_overhead, streaming: true })
     }
 
     /// The ring with its channels' pipes and rates, and how late its
@@ -136,7 +137,7 @@ impl Plan {
         let flows: Vec<(&Connection, f64)> =
             (0..self.channel_bytes.len()).flat_map(|c| ring_of(c).iter().map(move |k| (k, alone))).collect();
         let slowdown = self.contention(topo, model, &flows);
-        let rules = self.pipe_rules(model);
+        let rules = self.pipe_rules(topo, model)?;
         let channels = symmetry::channel_classes(&self.channel_bytes, |c| c % rings, symmetry)
             .into_iter()
             .map(|ChannelClass { channel, copies }| RingChannel {
@@ -217,7 +218,7 @@ impl Plan {
             })
             .collect();
         let slowdown = self.contention(topo, model, &flows);
-        let rules = self.pipe_rules(model);
+        let rules = self.pipe_rules(topo, model)?;
         let pipes =
             |connections: &[Connection], copies| connections.iter().map(|k| Pipe::with_copies(k.clone(), rules, model, copies)).collect();
         let channels = symmetry::channel_classes(&self.channel_bytes, |c| c % 2, symmetry)
@@ -352,12 +353,15 @@ impl Plan {
 
     /// The fixed latency a call pays before its first step: the caller's
     /// cost, then the kernel's start with the protocol's set-up.
-    fn start_latency(&self, model: &HardwareModel) -> Result<Time, CollectiveError> {
+    fn start_latency(&self, topo: &Topology, model: &HardwareModel) -> Result<Time, CollectiveError> {
         let caller = model.stack(self.request.stack).map_err(CollectiveError::Model)?.collective_call;
         let kernel = match self.algorithm {
             Algorithm::Nvls => model.nvls.latency,
             Algorithm::OneShot | Algorithm::TwoShot => model.direct.launch_latency,
-            Algorithm::Ring | Algorithm::Tree => self.costs(model).base_latency,
+            Algorithm::Ring | Algorithm::Tree => {
+                let (arch_call, _) = model.arch_latency(model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?);
+                self.costs(model).base_latency + arch_call
+            }
         };
         Ok(caller + kernel)
     }
