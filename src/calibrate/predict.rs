@@ -22,6 +22,10 @@ pub enum PredictError {
     /// counted in the error statistics).
     #[error("not modelled: {0}")]
     NotModelled(String),
+    /// The measurement ran on more GPUs than the topology has (a file of
+    /// several GPU counts checked on a few of its GPUs): listed, not counted.
+    #[error("not on this topology: {0}")]
+    Elsewhere(String),
     #[error("{0}")]
     Failed(String),
 }
@@ -74,8 +78,11 @@ fn as_measured<'t>(topo: &'t Topology, m: &Measurement) -> Cow<'t, Topology> {
 fn transport_and_ranks(topo: &Topology, m: &Measurement) -> Result<(Mode, usize), PredictError> {
     let mode: Mode = m.transport.as_deref().unwrap_or("auto").parse().map_err(PredictError::NotModelled)?;
     let ranks = m.ranks.unwrap_or(topo.gpus().len() as u32) as usize;
-    if ranks > topo.gpus().len() || ranks == 0 {
-        return Err(PredictError::Failed(format!("{ranks} ranks measured; topology {} has {} GPUs", topo.name, topo.gpus().len())));
+    if ranks == 0 {
+        return Err(PredictError::Failed("0 ranks measured; a collective needs at least 1".into()));
+    }
+    if ranks > topo.gpus().len() {
+        return Err(PredictError::Elsewhere(format!("{ranks} ranks measured; topology {} has {} GPUs", topo.name, topo.gpus().len())));
     }
     Ok((mode, ranks))
 }

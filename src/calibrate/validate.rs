@@ -6,7 +6,7 @@
 use rayon::prelude::*;
 use serde_json::json;
 
-use super::predict::{PredictError, predict};
+use super::predict::{PredictError, Prediction, predict};
 use super::schema::{LLM_FORWARD, Measurement};
 use crate::config::hardware::HardwareModel;
 use crate::report::Record;
@@ -122,23 +122,33 @@ pub struct RowError {
 }
 
 /// Predicts every measurement (in parallel, results in input order).
-/// A row the model does not model is listed with the reason; one it
-/// should predict but cannot is an error naming the row.
+/// A row the model does not model, or that ran on more GPUs than the
+/// topology has, is listed with the reason; one it should predict but
+/// cannot is an error naming the row, and so is the first of a file none of
+/// whose rows the topology can run.
 pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measurement]) -> Result<Vec<Row>, RowError> {
+    let predictions: Vec<Result<Prediction, PredictError>> = measurements.par_iter().map(|m| predict(topo, model, m)).collect();
+    let row_error = |index: usize, error: &PredictError| RowError { index, series: measurements[index].series(), error: error.clone() };
+    if predictions.iter().all(Result::is_err)
+        && let Some(index) = predictions.iter().position(|p| matches!(p, Err(PredictError::Elsewhere(_))))
+        && let Err(error) = &predictions[index]
+    {
+        return Err(row_error(index, error));
+    }
     measurements
-        .par_iter()
+        .iter()
+        .zip(predictions)
         .enumerate()
-        .map(|(index, m)| {
-            let label = label(m);
-            let (predicted_us, note) = match predict(topo, model, m) {
+        .map(|(index, (m, prediction))| {
+            let (predicted_us, note) = match prediction {
                 Ok(p) => (Some(p.time.as_us()), p.detail),
-                Err(PredictError::NotModelled(why)) => (None, format!("not modelled: {why}")),
-                Err(error) => return Err(RowError { index, series: m.series(), error }),
+                Err(error @ (PredictError::NotModelled(_) | PredictError::Elsewhere(_))) => (None, error.to_string()),
+                Err(error) => return Err(row_error(index, &error)),
             };
             Ok(Row {
                 series: m.series(),
                 bytes: m.bytes,
-                label,
+                label: label(m),
                 measured_us: m.time_us,
                 error: predicted_us.map(|p| p / m.time_us - 1.0),
                 predicted_us,

@@ -71,7 +71,7 @@ pub struct TopologyArgs {
     #[arg(long)]
     pub gpu: Option<String>,
     /// Hardware model overlay: a shipped one (base, h200-fit,
-    /// blackwell-latency, h200-compute, h200-forward) or a
+    /// blackwell-latency, ampere-latency, h200-compute, h200-forward) or a
     /// .toml file, applied after the topology's own; repeatable.
     #[arg(long = "hardware", value_name = "NAME|FILE")]
     pub hardware: Vec<String>,

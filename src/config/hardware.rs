@@ -21,6 +21,7 @@ const SHIPPED: &[(&str, &str)] = &[
     ("h200-compute", include_str!("../../models/hardware/h200-compute.toml")),
     ("h200-forward", include_str!("../../models/hardware/h200-forward.toml")),
     ("blackwell-latency", include_str!("../../models/hardware/blackwell-latency.toml")),
+    ("ampere-latency", include_str!("../../models/hardware/ampere-latency.toml")),
 ];
 
 /// One PCIe generation, per lane and per direction.

@@ -67,13 +67,15 @@ pub const PRESETS: &[(&str, &str)] = &[
 /// the other NVSwitch boards take it as a prediction: what differs is their
 /// datasheet (link counts and rates, NCCL's per-architecture constants, the
 /// thread blocks of sm100 scaled by NCCL's own Blackwell/Hopper ratios),
-/// and for Blackwell what its calls and steps take longer than Hopper's
-/// (blackwell-latency.toml, fitted on a GB200 tray's public tables, so
-/// that HGX B200 stays a prediction). The overlays' keys are disjoint.
+/// and for Blackwell and Ampere what their calls and steps take longer
+/// than Hopper's (blackwell-latency.toml, fitted on a GB200 tray's public
+/// tables, so that HGX B200 stays a prediction; ampere-latency.toml, fitted
+/// on A100's tables of 2 and 4 GPUs, so that 8 stay one). The overlays'
+/// keys are disjoint.
 pub fn preset_models(name: &str) -> &'static [&'static str] {
     match name {
-        "hgx-h200" | "hgx-h100" | "hgx-h20" | "hgx-b200" | "gb200-nvl72" | "nvlink-fabric" => {
-            &["h200-fit", "blackwell-latency", "h200-compute", "h200-forward"]
+        "hgx-h200" | "hgx-h100" | "hgx-h20" | "hgx-b200" | "gb200-nvl72" | "nvlink-fabric" | "hgx-a100" => {
+            &["h200-fit", "blackwell-latency", "ampere-latency", "h200-compute", "h200-forward"]
         }
         _ => &["h200-compute", "h200-forward"],
     }

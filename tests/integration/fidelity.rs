@@ -246,6 +246,15 @@ fn the_public_h100_b200_and_gb200_tables_are_predicted_within_10_percent_per_gpu
 }
 
 #[test]
+fn the_public_a100_tables_fit_amperes_latency_on_2_and_4_gpus_and_predict_8() {
+    // A100 (NCCL 2.27.3): what Ampere adds to a call and a step
+    // (ampere-latency.toml) is fitted on the 2- and 4-GPU tables; the
+    // 8-GPU one is a prediction, and misses the 10% the other GPUs meet.
+    let misses = [Miss { series: "a100 ranks=8", today: Bound { median: 0.12, max: NO_MAX } }];
+    assert_eq!(public_table("a100", &misses, Bound { median: 0.10, max: NO_MAX }), 3);
+}
+
+#[test]
 fn leaving_one_source_out_predicts_the_other() {
     // Overlays fitted from base on one source only (models/hardware/loso/),
     // each predicting the source it never saw. The torch file alone cannot
@@ -309,7 +318,7 @@ fn the_public_4_gib_figures_are_predicted_from_the_links() {
             bound: 0.08,
             missed_today: None,
         },
-        Figure { board: "hgx-a100", gpus: 8, algorithm: Choice::Auto, public: (232.0, 232.0), bound: 0.08, missed_today: Some(0.09) },
+        Figure { board: "hgx-a100", gpus: 8, algorithm: Choice::Auto, public: (232.0, 232.0), bound: 0.08, missed_today: None },
     ];
     for figure in figures {
         let (topo, model) = preset(figure.board, None, &[]);

@@ -158,6 +158,7 @@ fn validate_lists_the_rows_it_cannot_predict_and_goes_on() {
         r#"{"schema":1,"system":"x","op":"copy","path":"h2d_pageable","bytes":1048576,"time_us":94.5}"#,
         r#"{"schema":1,"system":"x","op":"alltoall","transport":"nvswitch","ranks":2,"bytes":1048576,"time_us":20.0}"#,
         r#"{"schema":1,"system":"x","op":"allreduce","transport":"nvswitch","ranks":2,"bytes":1048576,"time_us":20.0}"#,
+        r#"{"schema":1,"system":"x","op":"allreduce","transport":"nvswitch","ranks":4,"bytes":1048576,"time_us":25.0}"#,
     ];
     std::fs::write(&file, rows.join("\n")).unwrap();
     let output = icsim(&["calibrate", "validate", file.to_str().unwrap(), "--topology", "hgx-h200", "--gpus", "2"]);
@@ -165,6 +166,9 @@ fn validate_lists_the_rows_it_cannot_predict_and_goes_on() {
     println!("{printed}{}", stderr(&output));
     assert!(printed.contains("not predicted"), "the unpredictable rows are listed: {printed}");
     assert!(printed.contains("h2d_pageable") && printed.contains("alltoall"), "both are named: {printed}");
+    // A file of several GPU counts checked on fewer GPUs: the larger calls
+    // are listed, not refused.
+    assert!(printed.contains("ranks=4: not on this topology: 4 ranks measured"), "{printed}");
     assert!(printed.lines().any(|l| l.starts_with("allreduce nvswitch ranks=2") && l.contains("ring")), "the allreduce is still predicted");
 }
 
