@@ -229,6 +229,23 @@ mod tests {
     }
 
     #[test]
+    fn contention_slows_only_the_primitives_on_the_link() {
+        let cta = hopper_simple();
+        // A reduce-scatter's send (a load and a store into the peer) presses
+        // on the link harder than its loop's average rate says.
+        let over_nvlink = ring_loop(Op::ReduceScatter, 2, &cta, false);
+        assert!(over_nvlink.link_rate(None) > 1.5 * over_nvlink.rate(None, 1.0));
+        // At half speed on the link the loop takes its link part twice and
+        // its local part (the final receive from local memory) once.
+        let per_byte = 1.0 / over_nvlink.rate(None, 0.5);
+        let by_hand = (2.0 * over_nvlink.on_link + over_nvlink.local) / over_nvlink.sends as f64;
+        assert!((per_byte / by_hand - 1.0).abs() < 1e-12);
+        // Through host memory the final receive reads across the link too.
+        let through_host = ring_loop(Op::ReduceScatter, 2, &cta, true);
+        assert!((through_host.rate(None, 0.5) / through_host.rate(None, 1.0) - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
     fn the_soft_minimum_follows_the_smaller_far_from_the_knee_and_bends_near_it() {
         assert!((soft_min(10.0, 1000.0, 2.76) / 10.0 - 1.0).abs() < 1e-4);
         assert!((soft_min(1e6, 400.0, 2.76) / 400.0 - 1.0).abs() < 1e-6);
