@@ -129,9 +129,12 @@ pub struct RowError {
 pub fn compare(topo: &Topology, model: &HardwareModel, measurements: &[Measurement]) -> Result<Vec<Row>, RowError> {
     let predictions: Vec<Result<Prediction, PredictError>> = measurements.par_iter().map(|m| predict(topo, model, m)).collect();
     let row_error = |index: usize, error: &PredictError| RowError { index, series: measurements[index].series(), error: error.clone() };
-    if predictions.iter().all(Result::is_err)
-        && let Some(index) = predictions.iter().position(|p| matches!(p, Err(PredictError::Elsewhere(_))))
-        && let Err(error) = &predictions[index]
+    let elsewhere = predictions.iter().enumerate().find_map(|(index, p)| match p {
+        Err(error @ PredictError::Elsewhere(_)) => Some((index, error)),
+        _ => None,
+    });
+    if let Some((index, error)) = elsewhere
+        && predictions.iter().all(Result::is_err)
     {
         return Err(row_error(index, error));
     }

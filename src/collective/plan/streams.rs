@@ -116,7 +116,7 @@ impl Plan {
     /// of the links' hop latency.
     fn pipe_rules(&self, topo: &Topology, model: &HardwareModel) -> Result<PipeRules, CollectiveError> {
         let costs = self.costs(model);
-        let (_, arch_step) = model.arch_latency(model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?);
+        let (_, arch_step) = self.arch_latency(topo, model)?;
         Ok(PipeRules { latency: costs.step_latency + arch_step, overhead: costs.slice_overhead, streaming: true })
     }
 
@@ -145,6 +145,7 @@ impl Plan {
                 pipes: ring_of(channel).iter().map(|k| Pipe::with_copies(k.clone(), rules, model, copies)).collect(),
             })
             .collect();
+        let loop_rate = ring_loop.rate(path_rate, slowdown);
         let ring = RingStream {
             op,
             ranks: n,
@@ -154,13 +155,13 @@ impl Plan {
             min_slice: protocol.min_slice,
             wire_factor: protocol.wire_factor,
             rates: StepRates {
-                send: Bandwidth::from_bytes_per_sec_f64(ring_loop.rate(path_rate, slowdown) * protocol.wire_factor),
+                send: Bandwidth::from_bytes_per_sec_f64(loop_rate * protocol.wire_factor),
                 steps: rate::ring_sends(op, n),
                 receive: Bandwidth::from_bytes_per_sec_f64(rate::ring_final(op).rate(&cta) * if final_over_link { slowdown } else { 1.0 }),
             },
         };
         // The lag follows how much contention slows the channel's loop as a whole.
-        let loop_slowdown = ring_loop.rate(path_rate, slowdown) / ring_loop.rate(path_rate, 1.0);
+        let loop_slowdown = loop_rate / ring_loop.rate(path_rate, 1.0);
         let straggler = self.straggler(model, &ring, loop_slowdown);
         Ok(Body { stream: Box::new(ring), mirrored: Vec::new(), straggler })
     }
@@ -351,6 +352,11 @@ impl Plan {
         Ok(stack.collective_call + stack.copy_launch + self.request.bytes / gpu.local_copy_rate())
     }
 
+    /// What the GPU's architecture adds to a call's start and to a step.
+    fn arch_latency(&self, topo: &Topology, model: &HardwareModel) -> Result<(Time, Time), CollectiveError> {
+        Ok(model.arch_latency(model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?))
+    }
+
     /// The fixed latency a call pays before its first step: the caller's
     /// cost, then the kernel's start with the protocol's set-up.
     fn start_latency(&self, topo: &Topology, model: &HardwareModel) -> Result<Time, CollectiveError> {
@@ -358,10 +364,7 @@ impl Plan {
         let kernel = match self.algorithm {
             Algorithm::Nvls => model.nvls.latency,
             Algorithm::OneShot | Algorithm::TwoShot => model.direct.launch_latency,
-            Algorithm::Ring | Algorithm::Tree => {
-                let (arch_call, _) = model.arch_latency(model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?);
-                self.costs(model).base_latency + arch_call
-            }
+            Algorithm::Ring | Algorithm::Tree => self.costs(model).base_latency + self.arch_latency(topo, model)?.0,
         };
         Ok(caller + kernel)
     }
