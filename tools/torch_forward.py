@@ -5,6 +5,7 @@ kernels through PyTorch on NVIDIA GPUs, written as icsim's schema-1 rows.
     python3 tools/torch_forward.py forward   --model llama-3.1-70b --tp 2 --prompt 8192 --batch 1 --out m/forward.jsonl
     python3 tools/torch_forward.py attention --model llama-3.1-70b --tp 1,2,4,8 --out m/attention.jsonl
     python3 tools/torch_forward.py forward   ... --profile        # also which kernels PyTorch launches a layer
+    python3 tools/torch_forward.py caller    --out m/caller.jsonl   # what PyTorch adds to a collective call
 
 `forward` follows the method of shared/calibration/h200x2-nvswitch/
 llama70b-tp2-forward.jsonl: random bf16 weights, one layer's weights reused
@@ -30,6 +31,18 @@ KV caches cycled so that every call reads its cache from HBM. Rows:
 the profiler saw with its calls a layer and mean time (`op: kernel_trace`):
 which kernels PyTorch really runs, to compare with the LLM file's `torch`
 fusion.
+
+`caller` measures what PyTorch itself adds to a collective call, on one
+GPU: torch.distributed at one rank, where NCCL's call is a copy on the GPU
+(out of place: all_gather_into_tensor, reduce_scatter_tensor) or nothing at
+all (in place, all_reduce of a sum). Raw NCCL's one-rank copy in a CUDA
+graph is 0.85 us (models/hardware/measurements/h200-device-1gpu/
+one-rank.jsonl); what a torch call takes beyond it is PyTorch's cost per
+call. Each call of 8 B to 2 KiB is timed as in the shared torch file: 20
+calls captured in a CUDA graph, mean of 20 replays (`stack: torch-graph`),
+and 20 calls launched back to back from Python between CUDA events
+(`stack: torch-eager`). A graph of 20 torch `copy_` calls of the same sizes
+is the control (`op: copy`, path `d2d_gpu0`). Rows have `ranks: 1`.
 
 Needs PyTorch with CUDA; model shapes come from models/llm/NAME.toml.
 """
@@ -319,13 +332,65 @@ def run_attention(args):
     return rows
 
 
+def run_caller(args):
+    """PyTorch's own cost per collective call, at one rank (see the module's text)."""
+    import torch
+
+    os.environ["NCCL_NVLS_ENABLE"] = "0"
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(args.port))
+    torch.cuda.set_device(0)
+    device = torch.device("cuda", 0)
+    torch.distributed.init_process_group("nccl", rank=0, world_size=1, device_id=device)
+    dist = torch.distributed
+    gpu = torch.cuda.get_device_name(0)
+    nccl = ".".join(map(str, torch.cuda.nccl.version()))
+    calls, replays = 20, 20
+    rows = []
+    for size in (8, 32, 128, 512, 2048):
+        src = torch.ones(size // 4, device=device, dtype=torch.float32)
+        dst = torch.empty_like(src)
+        cases = {
+            "allreduce": (lambda: dist.all_reduce(src), "in place: NCCL launches nothing at one rank"),
+            "allgather": (lambda: dist.all_gather_into_tensor(dst, src), "out of place: NCCL copies on the GPU at one rank"),
+            "reducescatter": (lambda: dist.reduce_scatter_tensor(dst, src), "out of place: NCCL copies on the GPU at one rank"),
+            "copy": (lambda: dst.copy_(src), "torch copy_ on one GPU, the control"),
+        }
+        for op, (call, what) in cases.items():
+            common = {"schema": 1, "system": args.system, "op": op, "bytes": size, "dtype": "float32", "gpu": gpu, "note": what}
+            common.update(ranks=1, transport="auto", algo="auto", proto="auto") if op != "copy" else common.update(path="d2d_gpu0")
+            common["source"] = f"torch {torch.__version__} on 1x {gpu}, NCCL {nccl} through torch.distributed at one rank"
+            common["env"] = "NCCL_NVLS_ENABLE=0"
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    call()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(calls):
+                    call()
+            for _ in range(3):
+                graph.replay()
+            graph_ms = cuda_time_ms(torch, lambda: [graph.replay() for _ in range(replays)])
+            rows.append(dict(common, time_us=round(graph_ms * 1000.0 / (calls * replays), 3), stack="torch-graph",
+                             timing=f"cuda graph of {calls} calls, cuda events, mean of {replays} replays after 3 warm-up"))
+            eager = [cuda_time_ms(torch, lambda: [call() for _ in range(calls)]) for _ in range(replays)]
+            rows.append(dict(common, time_us=round(statistics.median(eager) * 1000.0 / calls, 3), stack="torch-eager",
+                             timing=f"{calls} calls launched back to back from python between cuda events, median of {replays}"))
+            del graph
+    dist.destroy_process_group()
+    return rows
+
+
 def integers(text):
     return [int(value) for value in text.split(",") if value]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("what", choices=["forward", "attention"])
+    parser.add_argument("what", choices=["forward", "attention", "caller"])
     parser.add_argument("--model", default="llama-3.1-70b", help="a shipped LLM or a models/llm .toml file")
     parser.add_argument("--tp", type=integers, default=[1], help="TP degrees, e.g. 1,2,4 (forward: one process a GPU)")
     parser.add_argument("--prompt", type=integers, default=[8192], help="prompt tokens (forward: the KV length of the decode step too)")
@@ -335,7 +400,7 @@ def main():
     parser.add_argument("--profile", action="store_true", help="forward: also every kernel of one prefill and one decode step")
     parser.add_argument("--kernel-time-us", type=float, default=25000.0, help="attention: about how long each case is timed")
     parser.add_argument("--system", default=os.uname().nodename, help="the rows' `system`")
-    parser.add_argument("--port", type=int, default=29533, help="forward: torch.distributed's port")
+    parser.add_argument("--port", type=int, default=29533, help="forward and caller: torch.distributed's port")
     parser.add_argument("--out", required=True, help="JSON Lines file the rows are appended to")
     args = parser.parse_args()
     for name in ("tp", "prompt", "batch"):
@@ -350,7 +415,7 @@ def main():
         sys.exit("error: PyTorch is not installed (pip install torch)")
     if not torch.cuda.is_available():
         sys.exit("error: no CUDA GPU is visible to PyTorch")
-    rows = run_forward(args) if args.what == "forward" else run_attention(args)
+    rows = {"forward": run_forward, "attention": run_attention, "caller": run_caller}[args.what](args)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "a") as out:
         for row in rows:

@@ -268,8 +268,9 @@ pub struct DirectModel {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StackModel {
-    /// Added to every collective call, before NCCL's kernel starts (the
-    /// caller's own bookkeeping kernels and events; a host launch when eager).
+    /// Added before every NCCL kernel of a collective (not to an empty call
+    /// or one rank's copy): what this caller costs a call on the GPU beyond
+    /// raw NCCL in a graph (a launch's GPU-side cost when eager).
     pub collective_call: Time,
     /// Added to every compute kernel: the gap between kernels of a graph, or
     /// the host's launch cost when eager (short kernels wait for it).

@@ -340,16 +340,19 @@ impl Plan {
             .fold(1.0, f64::min)
     }
 
-    /// The time of a call NCCL does not run as a collective: the caller's
-    /// cost; for one rank's data also a copy within the GPU's memory, which
-    /// NCCL issues as cudaMemcpyAsync (ncclLaunchOneRank, for sums).
+    /// The time of a call NCCL does not run as a collective: nothing for an
+    /// empty call; for one rank's data a copy within the GPU's memory, which
+    /// NCCL issues as cudaMemcpyAsync (ncclLaunchOneRank, for sums). No
+    /// collective kernel runs, so the caller's `collective_call` is not paid:
+    /// PyTorch's one-rank calls in a graph take what raw NCCL's do
+    /// (measurements/h200-device-1gpu/torch-caller.jsonl).
     fn shortcut_time(&self, topo: &Topology, model: &HardwareModel) -> Result<Time, CollectiveError> {
         let stack = model.stack(self.request.stack).map_err(CollectiveError::Model)?;
         if self.request.bytes.0 == 0 {
-            return Ok(stack.collective_call);
+            return Ok(Time::ZERO);
         }
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
-        Ok(stack.collective_call + stack.copy_launch + self.request.bytes / gpu.local_copy_rate())
+        Ok(stack.copy_launch + self.request.bytes / gpu.local_copy_rate())
     }
 
     /// What the GPU's architecture adds to a call's start and to a step.
