@@ -34,15 +34,14 @@ fusion.
 
 `caller` measures what PyTorch itself adds to a collective call, on one
 GPU: torch.distributed at one rank, where NCCL's call is a copy on the GPU
-(out of place: all_gather_into_tensor, reduce_scatter_tensor) or nothing at
-all (in place, all_reduce of a sum). Raw NCCL's one-rank copy in a CUDA
-graph is 0.85 us (models/hardware/measurements/h200-device-1gpu/
-one-rank.jsonl); what a torch call takes beyond it is PyTorch's cost per
+(out of place: all_gather_into_tensor, reduce_scatter_tensor). Raw NCCL's
+one-rank copy in a CUDA graph is 0.85-0.91 us (models/hardware/measurements/
+h200-device-1gpu/); what a torch call takes beyond it is PyTorch's cost per
 call. Each call of 8 B to 2 KiB is timed as in the shared torch file: 20
-calls captured in a CUDA graph, mean of 20 replays (`stack: torch-graph`),
-and 20 calls launched back to back from Python between CUDA events
-(`stack: torch-eager`). A graph of 20 torch `copy_` calls of the same sizes
-is the control (`op: copy`, path `d2d_gpu0`). Rows have `ranks: 1`.
+calls captured in a CUDA graph, mean of 20 replays (`stack: torch-graph`,
+`ranks: 1`). It also prints, not as rows, an in-place all_reduce in a graph
+(NCCL launches nothing) and the host's time of calls launched back to back
+from Python.
 
 Needs PyTorch with CUDA; model shapes come from models/llm/NAME.toml.
 """
@@ -346,40 +345,41 @@ def run_caller(args):
     gpu = torch.cuda.get_device_name(0)
     nccl = ".".join(map(str, torch.cuda.nccl.version()))
     calls, replays = 20, 20
+
+    def in_graph_us(call):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                call()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                call()
+        for _ in range(3):
+            graph.replay()
+        return cuda_time_ms(torch, lambda: [graph.replay() for _ in range(replays)]) * 1000.0 / (calls * replays)
+
+    def eager_us(call):
+        return statistics.median(cuda_time_ms(torch, lambda: [call() for _ in range(calls)]) for _ in range(replays)) * 1000.0 / calls
+
     rows = []
     for size in (8, 32, 128, 512, 2048):
         src = torch.ones(size // 4, device=device, dtype=torch.float32)
         dst = torch.empty_like(src)
-        cases = {
-            "allreduce": (lambda: dist.all_reduce(src), "in place: NCCL launches nothing at one rank"),
-            "allgather": (lambda: dist.all_gather_into_tensor(dst, src), "out of place: NCCL copies on the GPU at one rank"),
-            "reducescatter": (lambda: dist.reduce_scatter_tensor(dst, src), "out of place: NCCL copies on the GPU at one rank"),
-            "copy": (lambda: dst.copy_(src), "torch copy_ on one GPU, the control"),
-        }
-        for op, (call, what) in cases.items():
-            common = {"schema": 1, "system": args.system, "op": op, "bytes": size, "dtype": "float32", "gpu": gpu, "note": what}
-            common.update(ranks=1, transport="auto", algo="auto", proto="auto") if op != "copy" else common.update(path="d2d_gpu0")
-            common["source"] = f"torch {torch.__version__} on 1x {gpu}, NCCL {nccl} through torch.distributed at one rank"
-            common["env"] = "NCCL_NVLS_ENABLE=0"
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(3):
-                    call()
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for _ in range(calls):
-                    call()
-            for _ in range(3):
-                graph.replay()
-            graph_ms = cuda_time_ms(torch, lambda: [graph.replay() for _ in range(replays)])
-            rows.append(dict(common, time_us=round(graph_ms * 1000.0 / (calls * replays), 3), stack="torch-graph",
-                             timing=f"cuda graph of {calls} calls, cuda events, mean of {replays} replays after 3 warm-up"))
-            eager = [cuda_time_ms(torch, lambda: [call() for _ in range(calls)]) for _ in range(replays)]
-            rows.append(dict(common, time_us=round(statistics.median(eager) * 1000.0 / calls, 3), stack="torch-eager",
-                             timing=f"{calls} calls launched back to back from python between cuda events, median of {replays}"))
-            del graph
+        collectives = {"allgather": lambda: dist.all_gather_into_tensor(dst, src), "reducescatter": lambda: dist.reduce_scatter_tensor(dst, src)}
+        for op, call in collectives.items():
+            rows.append({"schema": 1, "system": args.system, "op": op, "bytes": size, "dtype": "float32", "ranks": 1, "transport": "auto",
+                         "algo": "auto", "proto": "auto", "time_us": round(in_graph_us(call), 3), "stack": "torch-graph",
+                         "timing": f"cuda graph of {calls} calls, cuda events, mean of {replays} replays after 3 warm-up",
+                         "source": f"torch {torch.__version__} on 1x {gpu}, NCCL {nccl} through torch.distributed at one rank",
+                         "env": "NCCL_NVLS_ENABLE=0", "note": "out of place: NCCL copies on the GPU at one rank"})
+        # Not rows: icsim models neither a call NCCL skips (in place at one
+        # rank) nor the host's time of eager calls apart from the GPU's.
+        print(f"{size:>5} B: in place all_reduce in a graph {in_graph_us(lambda: dist.all_reduce(src)):.2f} us (NCCL launches nothing); "
+              f"from python, back to back: all_reduce {eager_us(lambda: dist.all_reduce(src)):.1f} us, "
+              f"all_gather_into_tensor {eager_us(collectives['allgather']):.1f} us, copy_ {eager_us(lambda: dst.copy_(src)):.1f} us")
     dist.destroy_process_group()
     return rows
 
