@@ -117,6 +117,9 @@ impl HardwareModel {
                 if cost.channel_rate.is_some_and(|rate| rate.0 == 0) {
                     return Err(ConfigError::invalid(path, format!("protocol.{name}.{class}.channel_rate"), "must be positive"));
                 }
+                if let Some(share) = cost.host_read_efficiency {
+                    check_range(path, &format!("protocol.{name}.{class}.host_read_efficiency"), share, 0.01..=1.0)?;
+                }
             }
             if p.slices_per_chunk == 0 || p.chunk.0 == 0 {
                 return Err(ConfigError::invalid(path, format!("protocol.{name}"), "chunk and slices_per_chunk must be positive"));

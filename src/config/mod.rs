@@ -7,6 +7,7 @@ pub mod experiment;
 pub mod hardware;
 mod hardware_checks;
 pub mod llm;
+mod nccl_model;
 pub mod protocol;
 pub mod storage;
 pub mod topology;

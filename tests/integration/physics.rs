@@ -222,3 +222,31 @@ fn contended_channels_lag_as_the_square_root_of_the_call() {
     assert!(small > 0.0, "24 channels contend on 8x H200: {small} us");
     assert!((large / small - 2.0).abs() < 0.01, "four times the bytes, twice the lag: {small} us, then {large} us");
 }
+
+#[test]
+fn a_protocols_own_share_of_host_reads_binds_its_rings_through_host_memory_and_no_others() {
+    // Two GPUs of the runner's VM, each on its own PCIe root port: 16
+    // channels through host memory could push far more than a GPU's threads
+    // read over its link, so the share of the link those reads get sets the
+    // rate. Halving LL128's own share halves LL128's rate and leaves
+    // Simple's as it was.
+    let (topo, model) = crate::common::preset(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/models/hardware/measurements/h200x2-runner/nccl-topo.xml"),
+        Some(2),
+        &["base"],
+    );
+    let busbw = |model: &HardwareModel, protocol: Protocol| {
+        let request = Request {
+            algorithm: Choice::Fixed(Algorithm::Ring),
+            protocol: Choice::Fixed(protocol),
+            channels: Some(16),
+            ..Request::new(Op::AllReduce, Bytes::gib(1), topo.gpus().to_vec(), Mode::Shm)
+        };
+        collective::simulate(&topo, model, request).expect("a ring runs through host memory").busbw_gbps()
+    };
+    let generation = &model.gpu(&topo.gpu_model).expect("the VM's GPU is in the model").pcie_generation;
+    let mut halved = model.clone();
+    halved.protocol.ll128.shm.host_read_efficiency = Some(model.pcie[generation].host_read_efficiency / 2.0);
+    assert_ratio("LL128 with half the share", busbw(&halved, Protocol::Ll128) / busbw(&model, Protocol::Ll128), 0.5, 0.03);
+    assert_ratio("Simple beside it", busbw(&halved, Protocol::Simple) / busbw(&model, Protocol::Simple), 1.0, 0.001);
+}

@@ -189,9 +189,32 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         "no large multi-channel rings over NVLink".into(),
     );
     if let Some(generation) = model.gpu(&topo.gpu_model).ok().map(|g| g.pcie_generation.clone()) {
-        // Simple only: the protocol NCCL runs through host memory for large
-        // calls (LL128 only where forced); LL128's own reads of flagged
-        // lines are its channel's limit, fitted apart.
+        // Simple: the protocol NCCL runs through host memory for large
+        // calls. LL128 (only where forced) polls a flag in every line it
+        // reads there, and gets its own share; LL's channels are bound by
+        // their own rate before the link.
+        let ll128 = crowded(PathClass::Shm, |p| p == Protocol::Ll128);
+        let get_gen = generation.clone();
+        push(
+            Group {
+                name: "ll128 threads reading host memory".into(),
+                parameters: vec![parameter(
+                    "protocol.ll128.shm.host_read_efficiency".into(),
+                    Unit::Ratio,
+                    (0.01, 1.0),
+                    move |m| {
+                        path_cost_ref(m, Protocol::Ll128, PathClass::Shm)
+                            .host_read_efficiency
+                            .unwrap_or(m.pcie[&get_gen].host_read_efficiency)
+                    },
+                    |m, v| path_cost(m, Protocol::Ll128, PathClass::Shm).host_read_efficiency = Some(v),
+                )],
+                points: ll128.clone(),
+                needs: "large LL128 rings through host memory with 4 or more channels (--transports shm --protos ll128)".into(),
+            },
+            !ll128.is_empty(),
+            "no large multi-channel LL128 rings through host memory".into(),
+        );
         let shm = crowded(PathClass::Shm, |p| p == Protocol::Simple);
         let (get_gen, set_gen) = (generation.clone(), generation.clone());
         push(

@@ -324,12 +324,14 @@ impl Plan {
                 }
             }
             // GPU threads reading host memory get less of the link into
-            // the GPU than a DMA engine does.
+            // the GPU than a DMA engine does, and with some protocols less
+            // than with others.
             if let Some(&last) = read.and_then(|r| r.links.last())
                 && let LinkKind::Pcie { generation, .. } = &topo.link(last).kind
                 && let Ok(pcie) = model.pcie(generation)
             {
-                capacity[last.index()] = topo.link(last).bandwidth.bytes_per_sec() * pcie.host_read_efficiency;
+                let share = self.costs(model).host_read_efficiency.unwrap_or(pcie.host_read_efficiency);
+                capacity[last.index()] = topo.link(last).bandwidth.bytes_per_sec() * share;
             }
         }
         demand
