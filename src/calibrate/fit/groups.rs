@@ -234,19 +234,20 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             "no large multi-channel rings through host memory".into(),
         );
     }
-    // Latencies: a few bytes from the reference caller, at two step counts
-    // or more (one count cannot tell a call's cost from a step's); for
-    // Simple also medium calls, whose many slices a step tell its fence
-    // per slice from its step latency.
+    // Latencies: a few bytes, at two step counts or more (one count cannot
+    // tell a call's cost from a step's), from every caller, each call with
+    // its caller's own cost (fitted in the callers' groups below, in turn
+    // with these); some from the reference caller, which adds nothing, so
+    // that a call's cost is NCCL's, not a caller's. For Simple also medium
+    // calls, whose many slices a step tell its fence per slice from its step
+    // latency.
     for protocol in crate::collective::PROTOCOLS {
         for class in [PathClass::Nvlink, PathClass::Pcie, PathClass::Shm] {
-            let reference = |r: &&Run| {
-                r.plan.protocol == protocol && r.plan.class == class && r.ring_or_tree() && r.plan.request.stack == Stack::NcclGraph
-            };
-            let small: Vec<&Run> = runs.iter().filter(reference).filter(|r| r.m.bytes <= SMALL).collect();
+            let on_path = |r: &&Run| r.plan.protocol == protocol && r.plan.class == class && r.ring_or_tree();
+            let small: Vec<&Run> = runs.iter().filter(on_path).filter(|r| r.m.bytes <= SMALL).collect();
             let medium: Vec<&Run> = runs
                 .iter()
-                .filter(reference)
+                .filter(on_path)
                 .filter(|r| {
                     protocol == Protocol::Simple && r.plan.algorithm == Algorithm::Ring && r.m.bytes > SMALL * 16 && r.m.bytes < LARGE
                 })
@@ -254,10 +255,11 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             let steps: BTreeSet<usize> = small.iter().map(|r| r.steps()).collect();
             let mut parameters = latency_parameters(protocol, class);
             let mut needs = format!(
-                "calls of at most 4 KiB over {} with {protocol} from raw NCCL in a CUDA graph (nccl-graph) at two step counts or more (allreduce and allgather, or 2 and 4 GPUs)",
+                "calls of at most 4 KiB over {} with {protocol} at two step counts or more (allreduce and allgather, or 2 and 4 GPUs), some from raw NCCL in a CUDA graph (nccl-graph)",
                 class_name(class)
             );
-            let mut identified = steps.len() >= 2;
+            let reference = small.iter().any(|r| r.plan.request.stack == Stack::NcclGraph);
+            let mut identified = steps.len() >= 2 && reference;
             // Through host memory a Simple step's own cost swamps the fence
             // per slice: the data cannot tell them apart, so it stays at zero.
             if protocol == Protocol::Simple && class != PathClass::Shm {
@@ -277,7 +279,11 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
                     needs: needs.clone(),
                 },
                 identified,
-                format!("{} step count(s); needs {needs}", steps.len()),
+                if reference {
+                    format!("{} step count(s); needs {needs}", steps.len())
+                } else {
+                    format!("no nccl-graph calls; needs {needs}")
+                },
             );
         }
     }
