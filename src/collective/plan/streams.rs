@@ -349,12 +349,12 @@ impl Plan {
     /// PyTorch's one-rank calls in a graph take what raw NCCL's do
     /// (measurements/h200-device-1gpu/torch-caller.jsonl).
     fn shortcut_time(&self, topo: &Topology, model: &HardwareModel) -> Result<Time, CollectiveError> {
-        let stack = model.stack(self.request.stack).map_err(CollectiveError::Model)?;
         if self.request.bytes.0 == 0 {
             return Ok(Time::ZERO);
         }
+        let launch = model.stack(self.request.stack).map_err(CollectiveError::Model)?.copy_launch;
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
-        Ok(stack.copy_launch + self.request.bytes / gpu.local_copy_rate())
+        Ok(launch + self.request.bytes / gpu.local_copy_rate())
     }
 
     /// What the GPU's architecture adds to a call's start and to a step.
