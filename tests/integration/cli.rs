@@ -165,6 +165,34 @@ fn a_fit_on_blackwell_places_only_what_blackwell_adds_to_latency() {
 }
 
 #[test]
+fn eager_calls_alone_never_place_nccls_latency() {
+    // The public tables are nccl-tests launched eagerly: each call carries
+    // the caller's cost, which no step count tells from NCCL's start. They
+    // join the latency groups beside raw NCCL in a graph, never alone.
+    let out = std::env::temp_dir().join(format!("icsim-eager-only-{}.toml", std::process::id()));
+    let public = concat!(env!("CARGO_MANIFEST_DIR"), "/models/hardware/measurements/public-aiconfigurator/h200.jsonl");
+    let output = icsim(&[
+        "calibrate",
+        "fit",
+        public,
+        "--topology",
+        "hgx-h200",
+        "--hardware",
+        "base",
+        "--allow-bounds",
+        "--evaluations",
+        "60",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    assert!(stdout(&output).contains("not fitted: ll latency over nvlink: no nccl-graph calls"), "{}", stdout(&output));
+    assert!(!text.contains("[protocol."), "{text}");
+}
+
+#[test]
 fn fit_writes_an_overlay_with_its_provenance() {
     let dir = std::env::temp_dir().join(format!("icsim-fit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
