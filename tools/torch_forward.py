@@ -152,6 +152,21 @@ def cuda_time_ms(torch, run):
     return start.elapsed_time(end)
 
 
+def captured(torch, run):
+    """`run` once on a side stream (as CUDA graph capture wants its work
+    warmed up), then captured in a CUDA graph, replayed once."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    graph.replay()
+    return graph
+
+
 def profile_rows(torch, run, layers, common):
     """Every CUDA kernel one call of `run` launched: calls a layer, mean us."""
     from torch.profiler import ProfilerActivity, profile
@@ -217,15 +232,7 @@ def forward_worker(rank, args, shape, tp, transport, queue):
                          stack="torch-eager", timing="cuda events, median of 3 passes, launched eagerly from python")
                 )
                 token = torch.randn(batch, 1, shape["hidden"], device=device, dtype=torch.bfloat16)
-                side = torch.cuda.Stream()
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):
-                    model(token, kv_len)
-                torch.cuda.current_stream().wait_stream(side)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    model(token, kv_len)
-                graph.replay()
+                graph = captured(torch, lambda: model(token, kv_len))
                 decode_ms = cuda_time_ms(torch, lambda: [graph.replay() for _ in range(20)]) / 20
                 rows.append(
                     dict(common, op="llm_forward", phase="decode_step", tokens=1, kv_len=kv_len, time_ms=round(decode_ms, 3),
@@ -308,17 +315,7 @@ def run_attention(args):
             call(0)
             estimate = cuda_time_ms(torch, lambda: call(0)) * 1000.0
             calls = int(min(100, max(2, args.kernel_time_us / 10 / max(estimate, 1.0))))
-            graph = torch.cuda.CUDAGraph()
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for i in range(calls):
-                    call(i)
-            torch.cuda.current_stream().wait_stream(side)
-            with torch.cuda.graph(graph):
-                for i in range(calls):
-                    call(i)
-            graph.replay()
+            graph = captured(torch, lambda: [call(i) for i in range(calls)])
             replays = int(min(20, max(1, args.kernel_time_us / (calls * max(estimate, 1.0)))))
             total_ms = cuda_time_ms(torch, lambda: [graph.replay() for _ in range(replays)])
             row = base_row(args, shape, tp, gpu)
@@ -347,17 +344,8 @@ def run_caller(args):
     calls, replays = 20, 20
 
     def in_graph_us(call):
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                call()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                call()
-        for _ in range(3):
+        graph = captured(torch, lambda: [call() for _ in range(calls)])
+        for _ in range(2):
             graph.replay()
         return cuda_time_ms(torch, lambda: [graph.replay() for _ in range(replays)]) * 1000.0 / (calls * replays)
 

@@ -134,6 +134,15 @@ pub struct PathCost {
     pub host_read_efficiency: Option<f64>,
 }
 
+impl PathCost {
+    /// The share of a PCIe link of generation `pcie` that GPU threads'
+    /// reads of host memory get with this protocol: its own, or the
+    /// generation's.
+    pub fn host_read_share(&self, pcie: &PcieGeneration) -> f64 {
+        self.host_read_efficiency.unwrap_or(pcie.host_read_efficiency)
+    }
+}
+
 /// A protocol of NCCL's: how data is framed and chunked, and its costs.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -210,9 +219,9 @@ pub struct CtaModel {
 pub struct Contention {
     pub sharpness: f64,
     /// Contending channels' shares of a link fluctuate and the call waits
-    /// for the last channel: after a ring whose channels contend (its rate
-    /// `slowdown` of what they could push alone) and that runs for `T` us,
-    /// the slowest of `n` channels lags by
+    /// for the last channel: after a ring whose channels' loops contend
+    /// (running at `slowdown` of their rate alone) and that spends `T` us
+    /// sending, the slowest of `n` channels lags by
     /// `straggler x (1 - slowdown) x sqrt(2 ln n) x sqrt(T)` us.
     pub straggler: f64,
 }

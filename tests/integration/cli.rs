@@ -134,29 +134,27 @@ fn validate_warns_when_rows_were_measured_on_another_gpu_than_the_topologys() {
     assert!(on_its_rack.status.success() && !stderr(&on_its_rack).contains("measured on"), "{}", stderr(&on_its_rack));
 }
 
+/// Runs `calibrate fit` with `args` into a temporary overlay named after
+/// `name`, which must succeed: the overlay's text and what the fit printed.
+fn fit_overlay(name: &str, args: &[&str]) -> (String, String) {
+    let out = std::env::temp_dir().join(format!("icsim-{name}-{}.toml", std::process::id()));
+    let mut full = vec!["calibrate", "fit"];
+    full.extend_from_slice(args);
+    full.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    let output = icsim(&full);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    (text, stdout(&output))
+}
+
 #[test]
 fn a_fit_on_blackwell_places_only_what_blackwell_adds_to_latency() {
     // B200's thread blocks follow H200's (`like = "sm90"`): its calls place
     // only the architecture's own call and step latency, nothing fitted on
     // H200 (callers, protocols, thread blocks) moves.
-    let out = std::env::temp_dir().join(format!("icsim-blackwell-{}.toml", std::process::id()));
     let gb200 = concat!(env!("CARGO_MANIFEST_DIR"), "/models/hardware/measurements/public-aiconfigurator/gb200.jsonl");
-    let output = icsim(&[
-        "calibrate",
-        "fit",
-        gb200,
-        "--topology",
-        "gb200-nvl72",
-        "--gpus",
-        "4",
-        "--system",
-        "gb200",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let text = std::fs::read_to_string(&out).unwrap();
-    std::fs::remove_file(&out).unwrap();
+    let (text, _) = fit_overlay("blackwell", &[gb200, "--topology", "gb200-nvl72", "--gpus", "4", "--system", "gb200"]);
     let keys: Vec<&str> =
         text.lines().filter(|l| l.contains(" = ") && !l.starts_with('#')).map(|l| l.split(" = ").next().unwrap()).collect();
     assert!(text.contains("[cta.sm100]"), "{text}");
@@ -169,26 +167,10 @@ fn eager_calls_alone_never_place_nccls_latency() {
     // The public tables are nccl-tests launched eagerly: each call carries
     // the caller's cost, which no step count tells from NCCL's start. They
     // join the latency groups beside raw NCCL in a graph, never alone.
-    let out = std::env::temp_dir().join(format!("icsim-eager-only-{}.toml", std::process::id()));
     let public = concat!(env!("CARGO_MANIFEST_DIR"), "/models/hardware/measurements/public-aiconfigurator/h200.jsonl");
-    let output = icsim(&[
-        "calibrate",
-        "fit",
-        public,
-        "--topology",
-        "hgx-h200",
-        "--hardware",
-        "base",
-        "--allow-bounds",
-        "--evaluations",
-        "60",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let text = std::fs::read_to_string(&out).unwrap();
-    std::fs::remove_file(&out).unwrap();
-    assert!(stdout(&output).contains("not fitted: ll latency over nvlink: no nccl-graph calls"), "{}", stdout(&output));
+    let (text, printed) =
+        fit_overlay("eager-only", &[public, "--topology", "hgx-h200", "--hardware", "base", "--allow-bounds", "--evaluations", "60"]);
+    assert!(printed.contains("not fitted: ll latency over nvlink: no nccl-graph calls"), "{printed}");
     assert!(!text.contains("[protocol."), "{text}");
 }
 

@@ -202,11 +202,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
                     "protocol.ll128.shm.host_read_efficiency".into(),
                     Unit::Ratio,
                     (0.01, 1.0),
-                    move |m| {
-                        path_cost_ref(m, Protocol::Ll128, PathClass::Shm)
-                            .host_read_efficiency
-                            .unwrap_or(m.pcie[&get_gen].host_read_efficiency)
-                    },
+                    move |m| path_cost_ref(m, Protocol::Ll128, PathClass::Shm).host_read_share(&m.pcie[&get_gen]),
                     |m, v| path_cost(m, Protocol::Ll128, PathClass::Shm).host_read_efficiency = Some(v),
                 )],
                 points: ll128.clone(),

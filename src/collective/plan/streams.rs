@@ -330,8 +330,7 @@ impl Plan {
                 && let LinkKind::Pcie { generation, .. } = &topo.link(last).kind
                 && let Ok(pcie) = model.pcie(generation)
             {
-                let share = self.costs(model).host_read_efficiency.unwrap_or(pcie.host_read_efficiency);
-                capacity[last.index()] = topo.link(last).bandwidth.bytes_per_sec() * share;
+                capacity[last.index()] = topo.link(last).bandwidth.bytes_per_sec() * self.costs(model).host_read_share(pcie);
             }
         }
         demand
