@@ -226,6 +226,16 @@ pub struct Contention {
     pub straggler: f64,
 }
 
+/// How far apart a call's channels end where latency sets their pace.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Skew {
+    /// The spread (one standard deviation) of a step's latency: a channel
+    /// walking s steps ends within sqrt(s) of it, and the slowest of n
+    /// channels about sqrt(2 ln n) times that after one alone would.
+    pub step_jitter: Time,
+}
+
 /// The three protocols, by name.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -326,6 +336,8 @@ pub struct HardwareModel {
     /// Thread-block rates by architecture ("sm90").
     pub cta: BTreeMap<String, CtaModel>,
     pub contention: Contention,
+    #[serde(default)]
+    pub skew: Skew,
     pub shm: ShmModel,
     pub nvls: NvlsModel,
     pub direct: DirectModel,

@@ -28,6 +28,8 @@ const LARGE: u64 = 16 << 20;
 const LARGEST: u64 = 256 << 20;
 /// Collectives up to this size are set by latency.
 const SMALL: u64 = 4 << 10;
+/// LL calls up to this size are still set by latency on many channels.
+const SKEWED_LARGEST: u64 = 512 << 10;
 /// An architecture's own latency shows in calls up to this size.
 const ARCH_LATENCY_LARGEST: u64 = 64 << 10;
 
@@ -304,6 +306,34 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             format!("no small collectives measured through {stack}"),
         );
     }
+    // Many channels end with the slowest: LL calls over NVLink past one
+    // channel and short of the links' worth, at several channel counts.
+    let skewed: Vec<&Run> = runs
+        .iter()
+        .filter(|r| {
+            r.ring_or_tree()
+                && r.plan.protocol == Protocol::Ll
+                && r.plan.class == PathClass::Nvlink
+                && r.plan.channels >= 2
+                && r.m.bytes > SMALL
+                && r.m.bytes <= SKEWED_LARGEST
+        })
+        .collect();
+    // The spread grows with the square root of a channel's steps and with
+    // the number of channels: both must vary for the data to show it.
+    let channel_counts: BTreeSet<u32> = skewed.iter().map(|r| r.plan.channels).collect();
+    let step_counts: BTreeSet<usize> = skewed.iter().map(|r| r.steps()).collect();
+    let needs = "LL calls over NVLink from 4 KiB to 512 KiB at two channel counts and two step counts or more (2 and 4 GPUs, or allreduce and allgather)";
+    push(
+        Group {
+            name: "channels ending apart".into(),
+            parameters: vec![time("skew.step_jitter".into(), |m| m.skew.step_jitter, |m, v| m.skew.step_jitter = v)],
+            points: skewed.iter().map(|r| r.index).collect(),
+            needs: needs.into(),
+        },
+        channel_counts.len() >= 2 && step_counts.len() >= 2,
+        format!("{} channel count(s) and {} step count(s); needs {needs}", channel_counts.len(), step_counts.len()),
+    );
     // NVLS: the switch's reduction rate and its latency.
     let nvls: Vec<&Run> = runs.iter().filter(|r| r.plan.algorithm == Algorithm::Nvls).collect();
     let nvls_large: Vec<Point> = nvls.iter().filter(|r| r.m.bytes >= LARGE).map(|r| r.index).collect();

@@ -9,7 +9,7 @@ use crate::collective::rate::{self, Primitive};
 use crate::collective::ring::{RingChannel, RingStream, StepRates};
 use crate::collective::symmetry::{self, ChannelClass, Symmetry};
 use crate::collective::tree::{self, ChainChannel, ChainRates, TreeStream};
-use crate::collective::{Algorithm, CollectiveError, Protocol, nccl};
+use crate::collective::{Algorithm, CollectiveError, Op, Protocol, nccl};
 use crate::config::hardware::{CtaRates, HardwareModel, PathCost};
 use crate::engine::{Stream, TaskGraph, TaskId};
 use crate::network::{LinkId, Path};
@@ -99,7 +99,7 @@ impl Plan {
         let alone = |stream: Box<dyn Stream<Path>>| Body { stream, mirrored: Vec::new(), straggler: Time::ZERO };
         match self.algorithm {
             Algorithm::Ring => self.ring_body(topo, model, symmetry),
-            Algorithm::Tree => Ok(alone(Box::new(self.tree_stream(topo, model, symmetry)?))),
+            Algorithm::Tree => Ok(Body { straggler: self.skew(model), ..alone(Box::new(self.tree_stream(topo, model, symmetry)?)) }),
             Algorithm::Nvls => self.nvls_body(topo, model, symmetry),
             Algorithm::OneShot | Algorithm::TwoShot => Ok(alone(Box::new(DirectStream {
                 bytes: self.request.bytes,
@@ -162,14 +162,30 @@ impl Plan {
         };
         // The lag follows how much contention slows the channel's loop as a whole.
         let loop_slowdown = loop_rate / ring_loop.rate(path_rate, 1.0);
-        let straggler = self.straggler(model, &ring, loop_slowdown);
+        let straggler = self.straggler(model, &ring, loop_slowdown) + self.skew(model);
         Ok(Body { stream: Box::new(ring), mirrored: Vec::new(), straggler })
+    }
+
+    /// How long after one channel alone the slowest of a ring's or chain's
+    /// channels ends where latency sets their pace: every step's latency
+    /// varies (`skew.step_jitter`), a channel's walk through a loop's steps
+    /// by the square root of their count, and the slowest of n walks lags
+    /// by the largest of n normal draws (`rate::slowest_of`).
+    fn skew(&self, model: &HardwareModel) -> Time {
+        let channels = self.channel_bytes.len();
+        if channels < 2 {
+            return Time::ZERO;
+        }
+        let n = self.request.ranks.len();
+        let steps = if self.request.op == Op::AllReduce { 2 * (n - 1) } else { n - 1 };
+        Time::from_us_f64(model.skew.step_jitter.as_us() * (steps as f64).sqrt() * rate::slowest_of(channels))
     }
 
     /// How long the slowest of a ring's channels ends after the others:
     /// contending channels' shares of a link fluctuate, so their progress
     /// spreads as a random walk does, with the square root of the time; the
-    /// slowest of n lags by about sqrt(2 ln n) of that spread. Channels that
+    /// slowest of n lags by the largest of n normal draws of that spread
+    /// (`rate::slowest_of`). Channels that
     /// do not contend (`slowdown` 1) keep pace.
     fn straggler(&self, model: &HardwareModel, ring: &RingStream, slowdown: f64) -> Time {
         let (channels, coefficient) = (self.channel_bytes.len(), model.contention.straggler);
@@ -182,7 +198,7 @@ impl Plan {
             return Time::ZERO;
         }
         let spread_us = ring.sending_time().as_us().sqrt();
-        Time::from_us_f64(coefficient * contended * (2.0 * (channels as f64).ln()).sqrt() * spread_us)
+        Time::from_us_f64(coefficient * contended * rate::slowest_of(channels) * spread_us)
     }
 
     /// The tree (a chain inside one node) with its channels' connections
