@@ -222,7 +222,8 @@ pub struct Contention {
     /// for the last channel: after a ring whose channels' loops contend
     /// (running at `slowdown` of their rate alone) and that spends `T` us
     /// sending, the slowest of `n` channels lags by
-    /// `straggler x (1 - slowdown) x sqrt(2 ln n) x sqrt(T)` us.
+    /// `straggler x (1 - slowdown) x E[max of n] x sqrt(T)` us, E[max of n]
+    /// being the expected largest of n standard normal draws.
     pub straggler: f64,
 }
 
@@ -232,7 +233,7 @@ pub struct Contention {
 pub struct Skew {
     /// The spread (one standard deviation) of a step's latency: a channel
     /// walking s steps ends within sqrt(s) of it, and the slowest of n
-    /// channels about sqrt(2 ln n) times that after one alone would.
+    /// channels E[max of n] times that after one alone would.
     pub step_jitter: Time,
 }
 
