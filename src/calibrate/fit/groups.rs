@@ -46,11 +46,7 @@ impl Run {
     }
     /// Steps a call of this shape takes, as latency sees it.
     fn steps(&self) -> usize {
-        let n = self.ranks();
-        match (self.plan.algorithm, self.plan.request.op) {
-            (_, Op::AllReduce) => 2 * (n - 1),
-            _ => n - 1,
-        }
+        crate::collective::rate::ring_sends(self.plan.request.op, self.ranks())
     }
     fn ring_or_tree(&self) -> bool {
         matches!(self.plan.algorithm, Algorithm::Ring | Algorithm::Tree)

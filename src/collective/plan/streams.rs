@@ -9,7 +9,7 @@ use crate::collective::rate::{self, Primitive};
 use crate::collective::ring::{RingChannel, RingStream, StepRates};
 use crate::collective::symmetry::{self, ChannelClass, Symmetry};
 use crate::collective::tree::{self, ChainChannel, ChainRates, TreeStream};
-use crate::collective::{Algorithm, CollectiveError, Op, Protocol, nccl};
+use crate::collective::{Algorithm, CollectiveError, Protocol, nccl};
 use crate::config::hardware::{CtaRates, HardwareModel, PathCost};
 use crate::engine::{Stream, TaskGraph, TaskId};
 use crate::network::{LinkId, Path};
@@ -176,8 +176,7 @@ impl Plan {
         if channels < 2 {
             return Time::ZERO;
         }
-        let n = self.request.ranks.len();
-        let steps = if self.request.op == Op::AllReduce { 2 * (n - 1) } else { n - 1 };
+        let steps = rate::ring_sends(self.request.op, self.request.ranks.len());
         Time::from_us_f64(model.skew.step_jitter.as_us() * (steps as f64).sqrt() * rate::slowest_of(channels))
     }
 
