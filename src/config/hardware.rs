@@ -231,10 +231,11 @@ pub struct Contention {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Skew {
-    /// The spread (one standard deviation) of a step's latency: a channel
-    /// walking s steps ends within sqrt(s) of it, and the slowest of n
-    /// channels E[max of n] times that after one alone would.
-    pub step_jitter: Time,
+    /// How much one channel's step latency differs from another's (one
+    /// standard deviation across channels), the same at every step: a
+    /// channel walking s steps ends s times that from the mean, and the
+    /// slowest of n channels E[max of n] times that after one alone would.
+    pub step_spread: Time,
 }
 
 /// The three protocols, by name.

@@ -152,12 +152,12 @@ fn an_nvls_chunk_costs_its_handshake_once_in_series_with_its_data() {
 #[test]
 fn the_slowest_of_a_calls_channels_sets_its_end() {
     // 8x H200, LL ring allreduce of 256 KiB on 8 channels: each channel
-    // walks 14 steps, so with steps varying by 1 us the slowest of the 8
-    // ends sqrt(14) x 1.42 us (the largest of 8 normal draws) later. One
+    // walks 14 steps, so with channels' steps differing by 1 us the slowest
+    // of the 8 ends 14 x 1.42 us (the largest of 8 normal draws) later. One
     // channel has none slower than itself.
-    let time = |jitter_us: f64, channels: u32| {
+    let time = |spread_us: f64, channels: u32| {
         let (topo, mut model) = preset("hgx-h200", None, &["base"]);
-        model.skew.step_jitter = Time::from_us_f64(jitter_us);
+        model.skew.step_spread = Time::from_us_f64(spread_us);
         let request = Request {
             algorithm: Choice::Fixed(Algorithm::Ring),
             protocol: Choice::Fixed(Protocol::Ll),
@@ -167,8 +167,8 @@ fn the_slowest_of_a_calls_channels_sets_its_end() {
         collective::simulate(&topo, &model, request).unwrap().time.as_us()
     };
     let added = time(1.0, 8) - time(0.0, 8);
-    let by_hand = 14f64.sqrt() * icsim::collective::rate::slowest_of(8);
-    println!("8x H200, 256 KiB LL ring on 8 channels: 1 us of step jitter adds {added:.3} us; by hand {by_hand:.3} us");
+    let by_hand = 14.0 * icsim::collective::rate::slowest_of(8);
+    println!("8x H200, 256 KiB LL ring on 8 channels: a step spread of 1 us adds {added:.3} us; by hand {by_hand:.3} us");
     assert!((added - by_hand).abs() <= 0.001, "{added:.3} us against {by_hand:.3} us");
     assert_eq!(time(1.0, 1), time(0.0, 1), "one channel lags behind no other");
 }

@@ -315,15 +315,15 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
                 && r.m.bytes <= SKEWED_LARGEST
         })
         .collect();
-    // The spread grows with the square root of a channel's steps and with
-    // the number of channels: both must vary for the data to show it.
+    // The lag grows with a channel's steps and with the number of
+    // channels: both must vary for the data to show it.
     let channel_counts: BTreeSet<u32> = skewed.iter().map(|r| r.plan.channels).collect();
     let step_counts: BTreeSet<usize> = skewed.iter().map(|r| r.steps()).collect();
     let needs = "LL calls over NVLink from 4 KiB to 512 KiB at two channel counts and two step counts or more (2 and 4 GPUs, or allreduce and allgather)";
     push(
         Group {
             name: "channels ending apart".into(),
-            parameters: vec![time("skew.step_jitter".into(), |m| m.skew.step_jitter, |m, v| m.skew.step_jitter = v)],
+            parameters: vec![time("skew.step_spread".into(), |m| m.skew.step_spread, |m, v| m.skew.step_spread = v)],
             points: skewed.iter().map(|r| r.index).collect(),
             needs: needs.into(),
         },

@@ -167,17 +167,20 @@ impl Plan {
     }
 
     /// How long after one channel alone the slowest of a ring's or chain's
-    /// channels ends where latency sets their pace: every step's latency
-    /// varies (`skew.step_jitter`), a channel's walk through a loop's steps
-    /// by the square root of their count, and the slowest of n walks lags
-    /// by the largest of n normal draws (`rate::slowest_of`).
+    /// channels ends where latency sets their pace: channels' step
+    /// latencies differ (`skew.step_spread`, across channels), the same at
+    /// every step, so a channel's walk through a loop's steps differs by
+    /// their count times that, and the slowest of n walks lags by the
+    /// largest of n normal draws (`rate::slowest_of`) of it.
+    /// Seen, and fitted, over NVLink; through host memory or PCIe how far
+    /// channels drift apart is not measured, so they keep pace there.
     fn skew(&self, model: &HardwareModel) -> Time {
         let channels = self.channel_bytes.len();
-        if channels < 2 {
+        if channels < 2 || self.class != PathClass::Nvlink {
             return Time::ZERO;
         }
         let steps = rate::ring_sends(self.request.op, self.request.ranks.len());
-        Time::from_us_f64(model.skew.step_jitter.as_us() * (steps as f64).sqrt() * rate::slowest_of(channels))
+        Time::from_us_f64(model.skew.step_spread.as_us() * steps as f64 * rate::slowest_of(channels))
     }
 
     /// How long the slowest of a ring's channels ends after the others:
