@@ -175,6 +175,21 @@ fn eager_calls_alone_never_place_nccls_latency() {
 }
 
 #[test]
+fn one_step_count_cannot_place_how_far_channels_end_apart() {
+    // The shared torch file is 2-rank allreduce only: every call walks 2
+    // steps a loop, so the slowest channel's lag cannot be told from a
+    // step's latency, and the fit says what would tell them apart.
+    let path = h200_measurements_path();
+    let (text, printed) = fit_overlay(
+        "one-step-count",
+        &[path.to_str().unwrap(), "--topology", "hgx-h200", "--gpus", "2", "--hardware", "base", "--allow-bounds", "--evaluations", "60"],
+    );
+    assert!(printed.contains("not fitted: channels ending apart: "), "{printed}");
+    assert!(printed.contains("and 1 step count(s); needs LL calls over NVLink"), "{printed}");
+    assert!(!text.contains("[skew]"), "{text}");
+}
+
+#[test]
 fn fit_writes_an_overlay_with_its_provenance() {
     let dir = std::env::temp_dir().join(format!("icsim-fit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
