@@ -225,7 +225,7 @@ fn spreading_a_tree_over_more_channels_never_slows_it() {
 
 #[test]
 fn contended_channels_lag_as_the_square_root_of_the_call() {
-    // The slowest of n contending channels ends sqrt(2 ln n) spreads late,
+    // The slowest of n contending channels ends E[max of n] spreads late,
     // and a spread grows as the square root of the time: four times the
     // bytes, twice the lag. A channel that contends with nothing keeps pace.
     let (topo, mut model) = preset("hgx-h200", None, &["base"]);
