@@ -34,14 +34,21 @@ fn board_with_nvlinks(links: u32) -> (Topology, HardwareModel) {
     (topo, model)
 }
 
+/// An allreduce of `bytes` over every GPU of `topo`, with NCCL's algorithm,
+/// protocol and (where given) channel count forced, as the NCCL_ALGO,
+/// NCCL_PROTO and NCCL_MIN/MAX_NCHANNELS settings do.
+fn forced_allreduce(topo: &Topology, bytes: Bytes, algorithm: Algorithm, protocol: Protocol, channels: Option<u32>, mode: Mode) -> Request {
+    Request {
+        algorithm: Choice::Fixed(algorithm),
+        protocol: Choice::Fixed(protocol),
+        channels,
+        ..Request::new(Op::AllReduce, bytes, topo.gpus().to_vec(), mode)
+    }
+}
+
 fn ring_busbw(board: &(Topology, HardwareModel), bytes: Bytes, channels: Option<u32>) -> f64 {
     let (topo, model) = board;
-    let request = Request {
-        algorithm: Choice::Fixed(Algorithm::Ring),
-        protocol: Choice::Fixed(Protocol::Simple),
-        channels,
-        ..Request::new(Op::AllReduce, bytes, topo.gpus().to_vec(), Mode::Nvswitch)
-    };
+    let request = forced_allreduce(topo, bytes, Algorithm::Ring, Protocol::Simple, channels, Mode::Nvswitch);
     collective::simulate(topo, model, request).expect("a ring runs on NVSwitch").busbw_gbps()
 }
 
@@ -93,11 +100,7 @@ fn an_eight_byte_ring_costs_its_named_parts_once() {
     //   8 GPUs: 6.6 + 14 x (0.3 + 2 x 0.15) = 15.0 us (NCCL's own figure)
     for (gpus, by_hand_us) in [(2u32, 7.8), (4, 10.2), (8, 15.0)] {
         let (topo, model) = preset("hgx-h200", Some(gpus), &["base"]);
-        let request = Request {
-            algorithm: Choice::Fixed(Algorithm::Ring),
-            protocol: Choice::Fixed(Protocol::Ll),
-            ..Request::new(Op::AllReduce, Bytes(8), topo.gpus().to_vec(), Mode::Nvswitch)
-        };
+        let request = forced_allreduce(&topo, Bytes(8), Algorithm::Ring, Protocol::Ll, None, Mode::Nvswitch);
         let simulated = collective::simulate(&topo, &model, request).expect("LL runs on NVSwitch").time.as_us();
         println!("{gpus} GPUs, 8 B ring LL: simulated {simulated:.3} us, by hand {by_hand_us:.3} us");
         assert!((simulated - by_hand_us).abs() <= 0.01, "{gpus} GPUs: {simulated:.3} us is not the {by_hand_us} us of its parts");
@@ -116,11 +119,7 @@ fn blackwell_pays_its_own_call_and_step_latency_once_each() {
     (sm100.call_latency, sm100.step_latency) = (Time::ZERO, Time::ZERO);
     assert!(call.as_us() > 1.0 && step.as_us() > 0.1, "fitted: {call}, {step}");
     let time = |model: &HardwareModel| {
-        let request = Request {
-            algorithm: Choice::Fixed(Algorithm::Ring),
-            protocol: Choice::Fixed(Protocol::Ll),
-            ..Request::new(Op::AllReduce, Bytes(8), topo.gpus().to_vec(), Mode::Nvswitch)
-        };
+        let request = forced_allreduce(&topo, Bytes(8), Algorithm::Ring, Protocol::Ll, None, Mode::Nvswitch);
         collective::simulate(&topo, model, request).unwrap().time.as_us()
     };
     let added = time(&with) - time(&without);
@@ -138,10 +137,7 @@ fn an_nvls_chunk_costs_its_handshake_once_in_series_with_its_data() {
     let time = |overhead_us: u64| {
         let (topo, mut model) = preset("hgx-h200", None, &["base"]);
         model.nvls.chunk_overhead = icsim::units::Time::from_us_f64(overhead_us as f64);
-        let request = Request {
-            algorithm: Choice::Fixed(Algorithm::Nvls),
-            ..Request::new(Op::AllReduce, Bytes::mib(512), topo.gpus().to_vec(), Mode::Nvswitch)
-        };
+        let request = forced_allreduce(&topo, Bytes::mib(512), Algorithm::Nvls, Protocol::Simple, None, Mode::Nvswitch);
         collective::simulate(&topo, &model, request).expect("NVLS runs on 8x H200").time.as_us()
     };
     let (one, two) = (time(1), time(2));
@@ -158,12 +154,7 @@ fn the_slowest_of_a_calls_channels_sets_its_end() {
     let time = |spread_us: f64, channels: u32| {
         let (topo, mut model) = preset("hgx-h200", None, &["base"]);
         model.skew.step_spread = Time::from_us_f64(spread_us);
-        let request = Request {
-            algorithm: Choice::Fixed(Algorithm::Ring),
-            protocol: Choice::Fixed(Protocol::Ll),
-            channels: Some(channels),
-            ..Request::new(Op::AllReduce, Bytes::kib(256), topo.gpus().to_vec(), Mode::Nvswitch)
-        };
+        let request = forced_allreduce(&topo, Bytes::kib(256), Algorithm::Ring, Protocol::Ll, Some(channels), Mode::Nvswitch);
         collective::simulate(&topo, &model, request).unwrap().time.as_us()
     };
     let added = time(1.0, 8) - time(0.0, 8);
@@ -209,12 +200,7 @@ fn spreading_a_tree_over_more_channels_never_slows_it() {
     for mode in [Mode::Shm, Mode::Nvswitch] {
         for bytes in [Bytes::kib(512), Bytes::mib(2), Bytes::mib(8)] {
             let time = |channels| {
-                let request = Request {
-                    algorithm: Choice::Fixed(Algorithm::Tree),
-                    protocol: Choice::Fixed(Protocol::Simple),
-                    channels: Some(channels),
-                    ..Request::new(Op::AllReduce, bytes, topo.gpus().to_vec(), mode)
-                };
+                let request = forced_allreduce(&topo, bytes, Algorithm::Tree, Protocol::Simple, Some(channels), mode);
                 collective::simulate(&topo, &model, request).unwrap().time
             };
             let (one, four) = (time(1), time(4));
@@ -230,12 +216,7 @@ fn contended_channels_lag_as_the_square_root_of_the_call() {
     // bytes, twice the lag. A channel that contends with nothing keeps pace.
     let (topo, mut model) = preset("hgx-h200", None, &["base"]);
     let time = |model: &HardwareModel, bytes: Bytes, channels: u32| {
-        let request = Request {
-            algorithm: Choice::Fixed(Algorithm::Ring),
-            protocol: Choice::Fixed(Protocol::Simple),
-            channels: Some(channels),
-            ..Request::new(Op::AllReduce, bytes, topo.gpus().to_vec(), Mode::Nvswitch)
-        };
+        let request = forced_allreduce(&topo, bytes, Algorithm::Ring, Protocol::Simple, Some(channels), Mode::Nvswitch);
         collective::simulate(&topo, model, request).unwrap().time
     };
     let without = model.clone();
@@ -260,12 +241,7 @@ fn a_protocols_own_share_of_host_reads_binds_its_rings_through_host_memory_and_n
         &["base"],
     );
     let busbw = |model: &HardwareModel, protocol: Protocol| {
-        let request = Request {
-            algorithm: Choice::Fixed(Algorithm::Ring),
-            protocol: Choice::Fixed(protocol),
-            channels: Some(16),
-            ..Request::new(Op::AllReduce, Bytes::gib(1), topo.gpus().to_vec(), Mode::Shm)
-        };
+        let request = forced_allreduce(&topo, Bytes::gib(1), Algorithm::Ring, protocol, Some(16), Mode::Shm);
         collective::simulate(&topo, model, request).expect("a ring runs through host memory").busbw_gbps()
     };
     let generation = &model.gpu(&topo.gpu_model).expect("the VM's GPU is in the model").pcie_generation;
