@@ -117,12 +117,18 @@ pub fn ring_sends(op: Op, ranks: usize) -> usize {
 /// on the primitives whose memory operations cross the link that channels
 /// contend for (every sending one; the final receive too where it reads
 /// what arrived over that link, as through host memory), and on those that
-/// touch only the GPU's own memory, which contention does not slow.
+/// touch only the GPU's own memory, which contention does not slow. The
+/// thread block runs them in order: the sending steps, then the final
+/// receive, then the next loop.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RingLoop {
-    pub sends: usize,
-    pub on_link: f64,
-    pub local: f64,
+    sends: usize,
+    /// Seconds a byte of all the sending steps.
+    sending: f64,
+    /// Seconds a byte of the final receive.
+    last: f64,
+    /// Whether the final receive reads over the contended link.
+    final_over_link: bool,
 }
 
 /// The loop of `op` over `ranks` on thread blocks of rates `cta`; the final
@@ -130,25 +136,63 @@ pub struct RingLoop {
 pub fn ring_loop(op: Op, ranks: usize, cta: &CtaRates, final_reads_over_link: bool) -> RingLoop {
     let sends = ring_sends(op, ranks);
     let sending: f64 = (0..sends).map(|s| ring_step(op, ranks, s).seconds_per_byte(cta)).sum();
-    let last = ring_final(op).seconds_per_byte(cta);
-    let (on_link, local) = if final_reads_over_link { (sending + last, 0.0) } else { (sending, last) };
-    RingLoop { sends, on_link, local }
+    RingLoop { sends, sending, last: ring_final(op).seconds_per_byte(cta), final_over_link: final_reads_over_link }
+}
+
+/// How fast a channel's thread block runs each part of its loop: the wire
+/// rate of a sending step, the data rate of the final receive, and whether
+/// the final receive holds up the next loop's sends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoopPhases {
+    pub send: f64,
+    pub receive: f64,
+    pub final_in_series: bool,
 }
 
 impl RingLoop {
+    /// Seconds a byte on the primitives that cross the contended link.
+    pub fn on_link(&self) -> f64 {
+        if self.final_over_link { self.sending + self.last } else { self.sending }
+    }
+
+    /// Seconds a byte on the primitives that touch only local memory.
+    pub fn local(&self) -> f64 {
+        if self.final_over_link { 0.0 } else { self.last }
+    }
+
     /// What the channel pushes while it works on the link (bytes sent a
     /// second), never above what the path lets one channel push: its
     /// demand on the link.
     pub fn link_rate(&self, path_rate: Option<f64>) -> f64 {
-        let own = self.sends as f64 / self.on_link;
+        let own = self.sends as f64 / self.on_link();
         path_rate.map_or(own, |limit| own.min(limit))
+    }
+
+    /// Seconds a byte the loop's link part takes when it runs at
+    /// `slowdown` of its demand: all the sending steps, and the final
+    /// receive where it reads over the link.
+    fn link_seconds(&self, path_rate: Option<f64>, slowdown: f64) -> f64 {
+        self.sends as f64 / (self.link_rate(path_rate) * slowdown)
     }
 
     /// The channel's average data rate over the loop when its work on the
     /// link runs at `slowdown` of its demand.
     pub fn rate(&self, path_rate: Option<f64>, slowdown: f64) -> f64 {
-        let sends = self.sends as f64;
-        sends / (sends / (self.link_rate(path_rate) * slowdown) + self.local)
+        self.sends as f64 / (self.link_seconds(path_rate, slowdown) + self.local())
+    }
+
+    /// The rates of the loop's two parts at `slowdown`. Where the final
+    /// receive reads only local memory the thread block runs it after the
+    /// sending steps and before the next loop's. Where it reads over the
+    /// link (through host memory) its loads are the pipe's reads out of the
+    /// staging buffer, simulated as the data arrives: the loop's time is
+    /// spread over the sending steps and the copy out runs beside them.
+    pub fn phases(&self, path_rate: Option<f64>, slowdown: f64) -> LoopPhases {
+        if self.final_over_link {
+            LoopPhases { send: self.rate(path_rate, slowdown), receive: slowdown / self.last, final_in_series: false }
+        } else {
+            LoopPhases { send: self.sends as f64 / self.link_seconds(path_rate, slowdown), receive: 1.0 / self.last, final_in_series: true }
+        }
     }
 }
 
@@ -252,11 +296,31 @@ mod tests {
         // At half speed on the link the loop takes its link part twice and
         // its local part (the final receive from local memory) once.
         let per_byte = 1.0 / over_nvlink.rate(None, 0.5);
-        let by_hand = (2.0 * over_nvlink.on_link + over_nvlink.local) / over_nvlink.sends as f64;
+        let by_hand = (2.0 * over_nvlink.on_link() + over_nvlink.local()) / over_nvlink.sends as f64;
         assert!((per_byte / by_hand - 1.0).abs() < 1e-12);
         // Through host memory the final receive reads across the link too.
         let through_host = ring_loop(Op::ReduceScatter, 2, &cta, true);
         assert!((through_host.rate(None, 0.5) / through_host.rate(None, 1.0) - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_loop_sends_then_copies_out_once() {
+        let cta = hopper_simple();
+        // Over NVLink the final receive reads local memory: the sending
+        // steps run at the link's pace, then the copy out at its own, and
+        // the two add up to the loop.
+        let over_nvlink = ring_loop(Op::AllGather, 4, &cta, false);
+        let phases = over_nvlink.phases(None, 0.5);
+        assert!(phases.final_in_series);
+        let loop_seconds = over_nvlink.sends as f64 / phases.send + 1.0 / phases.receive;
+        assert!((loop_seconds * over_nvlink.rate(None, 0.5) / over_nvlink.sends as f64 - 1.0).abs() < 1e-12);
+        assert!((phases.receive - ring_final(Op::AllGather).rate(&cta)).abs() < 1e-6);
+        // Through host memory the copy out's loads are the pipe's reads:
+        // the sends carry the whole loop's time and the copy out runs beside.
+        let through_host = ring_loop(Op::AllGather, 4, &cta, true);
+        let phases = through_host.phases(None, 0.5);
+        assert!(!phases.final_in_series);
+        assert!((phases.send - through_host.rate(None, 0.5)).abs() < 1e-6);
     }
 
     #[test]

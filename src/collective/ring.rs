@@ -5,9 +5,12 @@
 //! free, at the channel's rate (src/collective/rate.rs).
 //! Allreduce is a reduce-scatter (n-1 steps) then an all-gather (n-1 steps);
 //! each loop ends with a receive-only primitive (the copy out of the
-//! receive buffer), which ends the call on the last loop. A channel is a
-//! lane of the stream and a step a batch: tasks exist for about two steps
-//! of each channel at a time, whatever the size.
+//! receive buffer), which ends the call on the last loop. A channel's
+//! thread block does one thing at a time: where the copy out reads local
+//! memory it starts once the position's own sends of the loop are done,
+//! and the next loop's sends once it is. A channel is a lane of the stream
+//! and a step a batch: tasks exist for about two steps of each channel at
+//! a time, whatever the size.
 
 use crate::engine::{Builder, Generator, Stream, TaskRef};
 use crate::network::Path;
@@ -20,12 +23,16 @@ use super::Op;
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepRates {
     /// Wire rate of every sending step: the channel's thread block spreads
-    /// the time of all its primitives over the steps that send.
+    /// the time of its sending primitives over the steps that send.
     pub send: Bandwidth,
     /// Sending steps in a loop.
     pub steps: usize,
     /// Data rate of the loop's final, receive-only primitive (the copy out).
     pub receive: Bandwidth,
+    /// Whether a position's copy out waits for its own sends of the loop
+    /// and holds up its next loop (the thread block does one at a time),
+    /// or runs beside them.
+    pub final_in_series: bool,
 }
 
 /// One simulated channel: its data bytes (of the buffer, or of one rank's
@@ -124,6 +131,8 @@ struct LaneRun {
     arriving: Vec<Vec<TaskRef>>,
     /// Per ring position: its last copy out of the receive buffer.
     copied_out: Vec<Option<TaskRef>>,
+    /// Per ring position: its last send of the current loop.
+    last_sent: Vec<Option<TaskRef>>,
     /// Broadcast: pieces sent so far.
     sent: u64,
 }
@@ -138,6 +147,7 @@ impl LaneRun {
             arrived: vec![Vec::new(); ranks],
             arriving: vec![Vec::new(); ranks],
             copied_out: vec![None; ranks],
+            last_sent: vec![None; ranks],
             sent: 0,
         }
     }
@@ -176,8 +186,19 @@ impl Generator<Path> for RingRun<'_> {
             let mut sent = std::mem::take(&mut run.arriving[receiver]);
             sent.clear();
             for (j, &slice) in run.piece_slices[piece].iter().enumerate() {
-                let ready = run.arrived[position].get(j).copied();
+                // A loop's first step waits for the thread block to finish
+                // the last loop's copy out; later steps for what arrived.
+                let ready = if step > 0 {
+                    run.arrived[position].get(j).copied()
+                } else if ring.rates.final_in_series {
+                    run.copied_out[position]
+                } else {
+                    None
+                };
                 sent.push(run.pipes[position].send(graph, wire_bytes(slice, ring.wire_factor), Some(ring.rates.send), ready));
+            }
+            if ring.rates.final_in_series {
+                run.last_sent[position] = sent.last().copied();
             }
             run.arriving[receiver] = sent;
         }
@@ -192,6 +213,7 @@ impl Generator<Path> for RingRun<'_> {
             for (&slice, &ready) in run.piece_slices[piece].iter().zip(delivered) {
                 let mut after = vec![ready];
                 after.extend(run.copied_out[position]);
+                after.extend(run.last_sent[position].take());
                 run.copied_out[position] = Some(graph.delay(local_time(slice, ring.rates.receive), &after));
             }
         }

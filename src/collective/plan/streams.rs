@@ -145,7 +145,7 @@ impl Plan {
                 pipes: ring_of(channel).iter().map(|k| Pipe::with_copies(k.clone(), rules, model, copies)).collect(),
             })
             .collect();
-        let loop_rate = ring_loop.rate(path_rate, slowdown);
+        let phases = ring_loop.phases(path_rate, slowdown);
         let ring = RingStream {
             op,
             ranks: n,
@@ -155,13 +155,14 @@ impl Plan {
             min_slice: protocol.min_slice,
             wire_factor: protocol.wire_factor,
             rates: StepRates {
-                send: Bandwidth::from_bytes_per_sec_f64(loop_rate * protocol.wire_factor),
+                send: Bandwidth::from_bytes_per_sec_f64(phases.send * protocol.wire_factor),
                 steps: rate::ring_sends(op, n),
-                receive: Bandwidth::from_bytes_per_sec_f64(rate::ring_final(op).rate(&cta) * if final_over_link { slowdown } else { 1.0 }),
+                receive: Bandwidth::from_bytes_per_sec_f64(phases.receive),
+                final_in_series: phases.final_in_series,
             },
         };
         // The lag follows how much contention slows the channel's loop as a whole.
-        let loop_slowdown = loop_rate / ring_loop.rate(path_rate, 1.0);
+        let loop_slowdown = ring_loop.rate(path_rate, slowdown) / ring_loop.rate(path_rate, 1.0);
         let straggler = self.straggler(model, &ring, loop_slowdown) + self.skew(model);
         Ok(Body { stream: Box::new(ring), mirrored: Vec::new(), straggler })
     }
