@@ -151,12 +151,12 @@ pub struct LoopPhases {
 
 impl RingLoop {
     /// Seconds a byte on the primitives that cross the contended link.
-    pub fn on_link(&self) -> f64 {
+    fn on_link(&self) -> f64 {
         if self.final_over_link { self.sending + self.last } else { self.sending }
     }
 
     /// Seconds a byte on the primitives that touch only local memory.
-    pub fn local(&self) -> f64 {
+    fn local(&self) -> f64 {
         if self.final_over_link { 0.0 } else { self.last }
     }
 

@@ -23,7 +23,8 @@ use super::Op;
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepRates {
     /// Wire rate of every sending step: the channel's thread block spreads
-    /// the time of its sending primitives over the steps that send.
+    /// the time of its sending primitives (through host memory, of its
+    /// whole loop) over the steps that send.
     pub send: Bandwidth,
     /// Sending steps in a loop.
     pub steps: usize,
