@@ -132,8 +132,6 @@ struct LaneRun {
     arriving: Vec<Vec<TaskRef>>,
     /// Per ring position: its last copy out of the receive buffer.
     copied_out: Vec<Option<TaskRef>>,
-    /// Per ring position: its last send of the current loop.
-    last_sent: Vec<Option<TaskRef>>,
     /// Broadcast: pieces sent so far.
     sent: u64,
 }
@@ -148,7 +146,6 @@ impl LaneRun {
             arrived: vec![Vec::new(); ranks],
             arriving: vec![Vec::new(); ranks],
             copied_out: vec![None; ranks],
-            last_sent: vec![None; ranks],
             sent: 0,
         }
     }
@@ -198,9 +195,6 @@ impl Generator<Path> for RingRun<'_> {
                 };
                 sent.push(run.pipes[position].send(graph, wire_bytes(slice, ring.wire_factor), Some(ring.rates.send), ready));
             }
-            if ring.rates.final_in_series {
-                run.last_sent[position] = sent.last().copied();
-            }
             run.arriving[receiver] = sent;
         }
         std::mem::swap(&mut run.arrived, &mut run.arriving);
@@ -211,10 +205,12 @@ impl Generator<Path> for RingRun<'_> {
         // Each position copies out the piece that reached it last.
         for (position, delivered) in run.arrived.iter().enumerate() {
             let piece = piece_sent(position, steps, reduce_scatter_steps, n, ring.op);
+            // The position's own sends of the last step arrived at the next one.
+            let mut own_sends_done = if ring.rates.final_in_series { run.arrived[(position + 1) % n].last().copied() } else { None };
             for (&slice, &ready) in run.piece_slices[piece].iter().zip(delivered) {
                 let mut after = vec![ready];
                 after.extend(run.copied_out[position]);
-                after.extend(run.last_sent[position].take());
+                after.extend(own_sends_done.take());
                 run.copied_out[position] = Some(graph.delay(local_time(slice, ring.rates.receive), &after));
             }
         }
