@@ -406,13 +406,28 @@ impl HardwareModel {
     pub fn load(overlays: &[ModelSource]) -> ConfigResult<HardwareModel> {
         let base = ModelSource::Shipped("base");
         let mut merged = toml::Table::new();
+        // Each layer says what it was fitted on; a later layer adds to that
+        // rather than replacing it, so that no fit's coverage is lost.
+        let mut provenance = toml::value::Array::new();
         let mut last = base.label();
         for source in std::iter::once(&base).chain(overlays) {
             let text = layer_text(source)?;
-            let table: toml::Table = parse_toml(&source.label(), &text)?;
+            let mut table: toml::Table = parse_toml(&source.label(), &text)?;
+            match table.remove("provenance") {
+                Some(toml::Value::Array(entries)) => provenance.extend(entries),
+                Some(other) => {
+                    return Err(ConfigError::invalid(
+                        &source.label(),
+                        "provenance",
+                        format!("expected [[provenance]] tables, found {}", other.type_str()),
+                    ));
+                }
+                None => {}
+            }
             merge_tables(&mut merged, table);
             last = source.label();
         }
+        merged.insert("provenance".into(), toml::Value::Array(provenance));
         let layers: Vec<String> = std::iter::once(&base).chain(overlays).map(|s| s.label().display().to_string()).collect();
         let model: HardwareModel = merged.try_into().map_err(|error: toml::de::Error| ConfigError::Syntax {
             path: last.clone(),
@@ -534,6 +549,16 @@ impl HardwareModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_layer_keeps_what_it_was_fitted_on() {
+        let collectives_then_compute = [shipped("h200-fit").unwrap(), shipped("h200-compute").unwrap()];
+        let model = HardwareModel::load(&collectives_then_compute).unwrap();
+        assert_eq!(model.provenance.len(), 2, "a later overlay adds its provenance, it does not replace the earlier one");
+        let warning = model.coverage_warning(3, crate::stack::Stack::NcclGraph).expect("3 GPUs were not fitted on");
+        assert!(warning.contains("3 GPUs (fitted on 2, 4, 8)"), "{warning}");
+        assert_eq!(model.coverage_warning(8, crate::stack::Stack::NcclGraph), None);
+    }
 
     #[test]
     fn every_shipped_model_loads_over_the_base() {

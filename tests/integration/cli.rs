@@ -53,6 +53,17 @@ fn comparing_algorithms_prints_where_each_is_fastest() {
 }
 
 #[test]
+fn a_preset_used_beyond_its_fit_says_so() {
+    // The preset loads several fitted overlays; what each was fitted on
+    // adds up, and a GPU count none of them saw is flagged.
+    let beyond = icsim(&["collective", "--topology", "hgx-h200", "--gpus", "3", "--sizes", "1MiB"]);
+    assert!(beyond.status.success(), "{}", stderr(&beyond));
+    assert!(stderr(&beyond).contains("3 GPUs (fitted on 2, 4, 8)"), "{}", stderr(&beyond));
+    let within = icsim(&["collective", "--topology", "hgx-h200", "--gpus", "4", "--sizes", "1MiB"]);
+    assert!(within.status.success() && !stderr(&within).contains("outside"), "{}", stderr(&within));
+}
+
+#[test]
 fn a_mode_the_topology_lacks_is_a_clear_error() {
     let output = icsim(&["collective", "--topology", "pcie-gen4-8gpu", "--transport", "nvlink", "--sizes", "1MiB"]);
     assert!(!output.status.success());
