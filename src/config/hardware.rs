@@ -417,7 +417,7 @@ impl HardwareModel {
                 Some(toml::Value::Array(entries)) => provenance.extend(entries),
                 Some(other) => {
                     return Err(ConfigError::invalid(
-                        &source.label(),
+                        source.label(),
                         "provenance",
                         format!("expected [[provenance]] tables, found {}", other.type_str()),
                     ));
