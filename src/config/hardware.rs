@@ -561,6 +561,13 @@ mod tests {
     }
 
     #[test]
+    fn a_provenance_that_is_not_a_list_of_tables_is_named() {
+        let odd = ModelSource::Text { label: PathBuf::from("odd.toml"), text: "provenance = \"yesterday\"".into() };
+        let error = HardwareModel::load(&[odd]).unwrap_err().to_string();
+        assert!(error.contains("odd.toml") && error.contains("provenance") && error.contains("[[provenance]]"), "{error}");
+    }
+
+    #[test]
     fn every_shipped_model_loads_over_the_base() {
         for name in shipped_names() {
             HardwareModel::load(&[shipped(name).unwrap()]).unwrap_or_else(|e| panic!("{name}: {e}"));
