@@ -34,6 +34,47 @@ pub struct StepRates {
     /// and holds up its next loop (the thread block does one at a time),
     /// or runs beside them.
     pub final_in_series: bool,
+    /// Where the copy out runs in series: how the channels drift apart.
+    pub drift: Option<Drift>,
+}
+
+/// Channels drifting apart (`contention.drift` in the hardware
+/// model): the rates above are those of channels in step, whose copies out
+/// leave the link idle at the same moments; `send` is the wire rate of a
+/// sending step once they are apart, the link carrying their average
+/// demand and the copy out's time hidden in it. A loop that starts after
+/// `k` sending steps runs a share `1 - exp(-k x per_step)` of the way there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drift {
+    pub per_step: f64,
+    pub send: Bandwidth,
+}
+
+/// The rates one loop of a channel runs at.
+#[derive(Debug, Clone, Copy)]
+struct LoopRates {
+    send: Bandwidth,
+    /// The copy out's rate where it runs in series; None where its time
+    /// is all hidden in the sends.
+    copy_out: Option<Bandwidth>,
+}
+
+impl StepRates {
+    /// The rates of a loop that starts after `steps_done` sending steps.
+    fn of_loop(&self, steps_done: u64) -> LoopRates {
+        let in_step = LoopRates { send: self.send, copy_out: Some(self.receive) };
+        let Some(drift) = &self.drift else { return in_step };
+        let still_in_step = (-(steps_done as f64) * drift.per_step).exp();
+        if still_in_step >= 1.0 {
+            return in_step;
+        }
+        // Seconds a wire byte, weighted between in step and drifted apart.
+        let per_byte = still_in_step / self.send.bytes_per_sec() + (1.0 - still_in_step) / drift.send.bytes_per_sec();
+        LoopRates {
+            send: Bandwidth::from_bytes_per_sec_f64(1.0 / per_byte),
+            copy_out: (still_in_step > 1e-12).then(|| Bandwidth::from_bytes_per_sec_f64(self.receive.bytes_per_sec() / still_in_step)),
+        }
+    }
 }
 
 /// One simulated channel: its data bytes (of the buffer, or of one rank's
@@ -112,7 +153,7 @@ impl RingStream {
 
 impl Stream<Path> for RingStream {
     fn generator(&self) -> Box<dyn Generator<Path> + '_> {
-        let lanes = self.channels.iter().map(|channel| LaneRun::new(channel, self.ranks)).collect();
+        let lanes = self.channels.iter().map(|channel| LaneRun::new(channel, self.ranks, &self.rates)).collect();
         if self.op == Op::Broadcast { Box::new(BroadcastRun { ring: self, lanes }) } else { Box::new(RingRun { ring: self, lanes }) }
     }
 }
@@ -132,12 +173,15 @@ struct LaneRun {
     arriving: Vec<Vec<TaskRef>>,
     /// Per ring position: its last copy out of the receive buffer.
     copied_out: Vec<Option<TaskRef>>,
+    /// Sending steps of the loops before the current one, and its rates.
+    steps_done: u64,
+    rates: LoopRates,
     /// Broadcast: pieces sent so far.
     sent: u64,
 }
 
 impl LaneRun {
-    fn new(channel: &RingChannel, ranks: usize) -> LaneRun {
+    fn new(channel: &RingChannel, ranks: usize, rates: &StepRates) -> LaneRun {
         LaneRun {
             pipes: channel.pipes.clone(),
             remaining: channel.bytes,
@@ -146,6 +190,8 @@ impl LaneRun {
             arrived: vec![Vec::new(); ranks],
             arriving: vec![Vec::new(); ranks],
             copied_out: vec![None; ranks],
+            steps_done: 0,
+            rates: rates.of_loop(0),
             sent: 0,
         }
     }
@@ -171,6 +217,8 @@ impl Generator<Path> for RingRun<'_> {
             let Some(pieces) = next_loop(ring.op, n, &mut run.remaining, ring.chunk) else { return false };
             run.piece_slices = pieces.iter().map(|&p| slices(p, ring.slices_per_chunk, ring.min_slice).collect()).collect();
             run.arrived.iter_mut().for_each(Vec::clear);
+            run.rates = ring.rates.of_loop(run.steps_done);
+            run.steps_done += ring.rates.steps as u64;
         }
         let steps = ring.rates.steps;
         let reduce_scatter_steps = match ring.op {
@@ -193,7 +241,7 @@ impl Generator<Path> for RingRun<'_> {
                 } else {
                     None
                 };
-                sent.push(run.pipes[position].send(graph, wire_bytes(slice, ring.wire_factor), Some(ring.rates.send), ready));
+                sent.push(run.pipes[position].send(graph, wire_bytes(slice, ring.wire_factor), Some(run.rates.send), ready));
             }
             run.arriving[receiver] = sent;
         }
@@ -211,7 +259,8 @@ impl Generator<Path> for RingRun<'_> {
                 let mut after = vec![ready];
                 after.extend(run.copied_out[position]);
                 after.extend(own_sends_done.take());
-                run.copied_out[position] = Some(graph.delay(local_time(slice, ring.rates.receive), &after));
+                let copy_time = run.rates.copy_out.map_or(Time::ZERO, |rate| local_time(slice, rate));
+                run.copied_out[position] = Some(graph.delay(copy_time, &after));
             }
         }
         run.step = 0;
@@ -290,6 +339,39 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn drifting_rates(per_step: f64) -> StepRates {
+        StepRates {
+            send: Bandwidth::gbps(10),
+            steps: 2,
+            receive: Bandwidth::gbps(40),
+            final_in_series: true,
+            drift: Some(Drift { per_step, send: Bandwidth::gbps(8) }),
+        }
+    }
+
+    #[test]
+    fn channels_start_in_step_and_drift_to_the_average_demand() {
+        let rates = drifting_rates(0.1);
+        // The first loop runs in step: the sends at their own pace, the copy out after them.
+        let first = rates.of_loop(0);
+        assert_eq!(first.send, Bandwidth::gbps(10));
+        assert_eq!(first.copy_out, Some(Bandwidth::gbps(40)));
+        // After k steps a share exp(-k x drift) is still in step: a wire
+        // byte's time is weighted between the two, and the copy out keeps
+        // only the in-step share of its time.
+        let later = rates.of_loop(10);
+        let in_step = (-1.0f64).exp();
+        let seconds_a_byte = in_step / 10e9 + (1.0 - in_step) / 8e9;
+        assert!((later.send.bytes_per_sec() * seconds_a_byte - 1.0).abs() < 1e-9);
+        assert!((later.copy_out.unwrap().bytes_per_sec() * in_step / 40e9 - 1.0).abs() < 1e-9);
+        // Long after, the loop runs at the drifted rate, its copy out hidden in it.
+        let apart = rates.of_loop(100_000);
+        assert!((apart.send.bytes_per_sec() / 8e9 - 1.0).abs() < 1e-9);
+        assert_eq!(apart.copy_out, None);
+        // No drift: every loop runs in step.
+        assert_eq!(drifting_rates(0.0).of_loop(100_000).send, Bandwidth::gbps(10));
     }
 
     #[test]

@@ -225,6 +225,8 @@ pub struct Contention {
     /// `straggler x (1 - slowdown) x E[max of n] x sqrt(T)` us, E[max of n]
     /// being the expected largest of n standard normal draws.
     pub straggler: f64,
+    /// How fast a ring's channels drift apart a sending step (see base.toml).
+    pub drift: f64,
 }
 
 /// How far apart a call's channels end where latency sets their pace.

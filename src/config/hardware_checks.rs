@@ -136,6 +136,7 @@ impl HardwareModel {
         }
         super::storage::validate_model(path, self)?;
         check_range(path, "contention.sharpness", self.contention.sharpness, 0.5..=50.0)?;
+        check_range(path, "contention.drift", self.contention.drift, 0.0..=1.0)?;
         for (name, g) in &self.pcie {
             check_range(path, &format!("pcie.{name}.host_read_efficiency"), g.host_read_efficiency, 0.01..=1.0)?;
         }

@@ -24,7 +24,8 @@ use crate::units::Bandwidth;
 const LARGE_COPY: u64 = 64 << 20;
 /// Collectives from this size up are set by bandwidth.
 const LARGE: u64 = 16 << 20;
-/// ... and fitted up to this size: larger ones add simulation time, not information.
+/// ... and fitted up to this size: larger ones add simulation time, not
+/// information, except on how channels drift apart over hundreds of steps.
 const LARGEST: u64 = 256 << 20;
 /// Collectives up to this size are set by latency.
 const SMALL: u64 = 4 << 10;
@@ -62,7 +63,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
     // Compute curves: one group per GPU and kind of kernel measured.
     out.extend(crate::calibrate::compute_fit::groups(topologies, model, sources));
     let mut skipped = Vec::new();
-    let runs: Vec<Run> = sources
+    let every_size: Vec<Run> = sources
         .iter()
         .zip(topologies)
         .enumerate()
@@ -71,10 +72,11 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
                 .measurements
                 .iter()
                 .enumerate()
-                .filter(|(_, m)| m.is_collective() && m.bytes <= LARGEST)
+                .filter(|(_, m)| m.is_collective())
                 .filter_map(move |(i, m)| plan_as_measured(topo, model, m).ok().map(|plan| Run { index: (s, i), plan, m: m.clone() }))
         })
         .collect();
+    let (runs, larger): (Vec<Run>, Vec<Run>) = every_size.into_iter().partition(|r| r.m.bytes <= LARGEST);
     let arch = model.gpu(&topo.gpu_model).map(|g| format!("sm{}", g.arch)).unwrap_or_default();
     // A group is fitted only where its data can place every parameter: the
     // right kind of runs, and at least as many of them as parameters.
@@ -148,8 +150,8 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
     }
     // Many channels on a link: the contention knee (NVLink), and what GPU
     // threads reading host memory get of their PCIe link (SHM).
-    let crowded = |class: PathClass, keep: fn(Protocol) -> bool| -> Vec<Point> {
-        runs.iter()
+    let crowded = |candidates: &mut dyn Iterator<Item = &Run>, class: PathClass, keep: fn(Protocol) -> bool| -> Vec<Point> {
+        candidates
             .filter(|r| {
                 r.plan.class == class
                     && r.plan.algorithm == Algorithm::Ring
@@ -160,25 +162,16 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             .map(|r| r.index)
             .collect()
     };
-    let nvlink = crowded(PathClass::Nvlink, |p| p != Protocol::Ll);
+    let contention = |key: &str, bounds: (f64, f64), get: fn(&HardwareModel) -> f64, set: fn(&mut HardwareModel, f64)| {
+        parameter(format!("contention.{key}"), Unit::Ratio, bounds, get, set)
+    };
+    let nvlink = crowded(&mut runs.iter(), PathClass::Nvlink, |p| p != Protocol::Ll);
     push(
         Group {
             name: "channels sharing NVLink".into(),
             parameters: vec![
-                parameter(
-                    "contention.sharpness".into(),
-                    Unit::Ratio,
-                    (0.5, 50.0),
-                    |m| m.contention.sharpness,
-                    |m, v| m.contention.sharpness = v,
-                ),
-                parameter(
-                    "contention.straggler".into(),
-                    Unit::Ratio,
-                    (0.0, 50.0),
-                    |m| m.contention.straggler,
-                    |m, v| m.contention.straggler = v,
-                ),
+                contention("sharpness", (0.5, 50.0), |m| m.contention.sharpness, |m, v| m.contention.sharpness = v),
+                contention("straggler", (0.0, 50.0), |m| m.contention.straggler, |m, v| m.contention.straggler = v),
             ],
             points: nvlink.clone(),
             needs: "large Simple or LL128 rings over NVLink with 4 or more channels".into(),
@@ -186,12 +179,31 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         !nvlink.is_empty(),
         "no large multi-channel rings over NVLink".into(),
     );
+    // Channels drift apart over hundreds of steps: only the longest calls
+    // show it, and calls of at most `LARGEST` barely see it, so the knee
+    // and the lag above stay where those place them. Channels in step and
+    // apart differ in how hard they press on the link, which only calls at
+    // two channel counts or more tell apart from the knee.
+    let drifting = crowded(&mut larger.iter(), PathClass::Nvlink, |p| p != Protocol::Ll);
+    let mut channel_counts: Vec<u32> = larger.iter().filter(|r| drifting.contains(&r.index)).map(|r| r.plan.channels).collect();
+    channel_counts.sort_unstable();
+    channel_counts.dedup();
+    push(
+        Group {
+            name: "channels drifting apart on NVLink".into(),
+            parameters: vec![contention("drift", (0.0, 1.0), |m| m.contention.drift, |m, v| m.contention.drift = v)],
+            points: drifting.clone(),
+            needs: "Simple or LL128 rings over NVLink above 256 MiB at two channel counts of 4 or more".into(),
+        },
+        channel_counts.len() >= 2,
+        "no multi-channel rings over NVLink above 256 MiB at two channel counts (--channels 4,16)".into(),
+    );
     if let Some(generation) = model.gpu(&topo.gpu_model).ok().map(|g| g.pcie_generation.clone()) {
         // Simple: the protocol NCCL runs through host memory for large
         // calls. LL128 (only where forced) polls a flag in every line it
         // reads there, and gets its own share; LL's channels are bound by
         // their own rate before the link.
-        let ll128 = crowded(PathClass::Shm, |p| p == Protocol::Ll128);
+        let ll128 = crowded(&mut runs.iter(), PathClass::Shm, |p| p == Protocol::Ll128);
         let get_gen = generation.clone();
         push(
             Group {
@@ -209,7 +221,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             !ll128.is_empty(),
             "no large multi-channel LL128 rings through host memory".into(),
         );
-        let shm = crowded(PathClass::Shm, |p| p == Protocol::Simple);
+        let shm = crowded(&mut runs.iter(), PathClass::Shm, |p| p == Protocol::Simple);
         let (get_gen, set_gen) = (generation.clone(), generation.clone());
         push(
             Group {

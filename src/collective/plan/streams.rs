@@ -6,7 +6,7 @@
 use crate::collective::direct::DirectStream;
 use crate::collective::nvls::{self, NvlsChannel, NvlsStream};
 use crate::collective::rate::{self, Primitive};
-use crate::collective::ring::{RingChannel, RingStream, StepRates};
+use crate::collective::ring::{Drift, RingChannel, RingStream, StepRates};
 use crate::collective::symmetry::{self, ChannelClass, Symmetry};
 use crate::collective::tree::{self, ChainChannel, ChainRates, TreeStream};
 use crate::collective::{Algorithm, CollectiveError, Protocol, nccl};
@@ -133,10 +133,16 @@ impl Plan {
         // contended link too; over NVLink or PCIe it reads the GPU's own memory.
         let final_over_link = self.class == PathClass::Shm;
         let ring_loop = rate::ring_loop(op, n, &cta, final_over_link);
-        let alone = ring_loop.link_rate(path_rate) * protocol.wire_factor;
-        let flows: Vec<(&Connection, f64)> =
-            (0..self.channel_bytes.len()).flat_map(|c| ring_of(c).iter().map(move |k| (k, alone))).collect();
-        let slowdown = self.contention(topo, model, &flows);
+        // How much the channels slow one another when each puts `demand`
+        // (wire bytes a second) on every connection of its ring.
+        let contention_at = |demand: f64| {
+            let flows: Vec<(&Connection, f64)> =
+                (0..self.channel_bytes.len()).flat_map(|c| ring_of(c).iter().map(move |k| (k, demand))).collect();
+            self.contention(topo, model, &flows)
+        };
+        // In step, every channel sends at once: the link sees what each
+        // pushes while it sends.
+        let slowdown = contention_at(ring_loop.link_rate(path_rate) * protocol.wire_factor);
         let rules = self.pipe_rules(topo, model)?;
         let channels = symmetry::channel_classes(&self.channel_bytes, |c| c % rings, symmetry)
             .into_iter()
@@ -146,6 +152,14 @@ impl Plan {
             })
             .collect();
         let phases = ring_loop.phases(path_rate, slowdown);
+        // Drifted apart, the link sees each channel's demand averaged over
+        // its loop, whose time the sends then spread. Seen, and fitted, over
+        // NVLink; over PCIe how fast channels drift apart is not measured,
+        // and they stay in step there.
+        let drift = (phases.final_in_series && self.class == PathClass::Nvlink).then(|| {
+            let average = ring_loop.rate(path_rate, 1.0) * protocol.wire_factor;
+            Drift { per_step: model.contention.drift, send: Bandwidth::from_bytes_per_sec_f64(average * contention_at(average)) }
+        });
         let ring = RingStream {
             op,
             ranks: n,
@@ -159,6 +173,7 @@ impl Plan {
                 steps: rate::ring_sends(op, n),
                 receive: Bandwidth::from_bytes_per_sec_f64(phases.receive),
                 final_in_series: phases.final_in_series,
+                drift,
             },
         };
         // The lag follows how much contention slows the channel's loop as a whole.
@@ -188,8 +203,8 @@ impl Plan {
     /// contending channels' shares of a link fluctuate, so their progress
     /// spreads as a random walk does, with the square root of the time; the
     /// slowest of n lags by the largest of n normal draws of that spread
-    /// (`rate::slowest_of`). Channels that
-    /// do not contend (`slowdown` 1) keep pace.
+    /// (`rate::slowest_of`). Channels that do not contend (`slowdown` 1)
+    /// keep pace.
     fn straggler(&self, model: &HardwareModel, ring: &RingStream, slowdown: f64) -> Time {
         let (channels, coefficient) = (self.channel_bytes.len(), model.contention.straggler);
         let contended = 1.0 - slowdown;
