@@ -8,7 +8,8 @@
 //! receive buffer), which ends the call on the last loop. A channel's
 //! thread block does one thing at a time: where the copy out reads local
 //! memory it starts once the position's own sends of the loop are done,
-//! and the next loop's sends once it is. A channel is a lane of the stream
+//! and the next loop's sends once it is; as the channels drift apart
+//! (`Drift`) its time moves into the sends. A channel is a lane of the stream
 //! and a step a batch: tasks exist for about two steps of each channel at
 //! a time, whatever the size.
 
