@@ -52,7 +52,7 @@ pub struct Drift {
 }
 
 /// The rates one loop of a channel runs at.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct LoopRates {
     send: Bandwidth,
     /// The copy out's rate where it runs in series; None where its time
@@ -154,7 +154,7 @@ impl RingStream {
 
 impl Stream<Path> for RingStream {
     fn generator(&self) -> Box<dyn Generator<Path> + '_> {
-        let lanes = self.channels.iter().map(|channel| LaneRun::new(channel, self.ranks, &self.rates)).collect();
+        let lanes = self.channels.iter().map(|channel| LaneRun::new(channel, self.ranks)).collect();
         if self.op == Op::Broadcast { Box::new(BroadcastRun { ring: self, lanes }) } else { Box::new(RingRun { ring: self, lanes }) }
     }
 }
@@ -174,15 +174,14 @@ struct LaneRun {
     arriving: Vec<Vec<TaskRef>>,
     /// Per ring position: its last copy out of the receive buffer.
     copied_out: Vec<Option<TaskRef>>,
-    /// Sending steps of the loops before the current one, and its rates.
-    steps_done: u64,
-    rates: LoopRates,
+    /// Loops the channel has finished.
+    loops_done: u64,
     /// Broadcast: pieces sent so far.
     sent: u64,
 }
 
 impl LaneRun {
-    fn new(channel: &RingChannel, ranks: usize, rates: &StepRates) -> LaneRun {
+    fn new(channel: &RingChannel, ranks: usize) -> LaneRun {
         LaneRun {
             pipes: channel.pipes.clone(),
             remaining: channel.bytes,
@@ -191,8 +190,7 @@ impl LaneRun {
             arrived: vec![Vec::new(); ranks],
             arriving: vec![Vec::new(); ranks],
             copied_out: vec![None; ranks],
-            steps_done: 0,
-            rates: rates.of_loop(0),
+            loops_done: 0,
             sent: 0,
         }
     }
@@ -218,10 +216,9 @@ impl Generator<Path> for RingRun<'_> {
             let Some(pieces) = next_loop(ring.op, n, &mut run.remaining, ring.chunk) else { return false };
             run.piece_slices = pieces.iter().map(|&p| slices(p, ring.slices_per_chunk, ring.min_slice).collect()).collect();
             run.arrived.iter_mut().for_each(Vec::clear);
-            run.rates = ring.rates.of_loop(run.steps_done);
-            run.steps_done += ring.rates.steps as u64;
         }
         let steps = ring.rates.steps;
+        let rates = ring.rates.of_loop(run.loops_done * steps as u64);
         let reduce_scatter_steps = match ring.op {
             Op::AllReduce | Op::ReduceScatter => n - 1,
             Op::AllGather | Op::Broadcast => 0,
@@ -242,7 +239,7 @@ impl Generator<Path> for RingRun<'_> {
                 } else {
                     None
                 };
-                sent.push(run.pipes[position].send(graph, wire_bytes(slice, ring.wire_factor), Some(run.rates.send), ready));
+                sent.push(run.pipes[position].send(graph, wire_bytes(slice, ring.wire_factor), Some(rates.send), ready));
             }
             run.arriving[receiver] = sent;
         }
@@ -260,11 +257,12 @@ impl Generator<Path> for RingRun<'_> {
                 let mut after = vec![ready];
                 after.extend(run.copied_out[position]);
                 after.extend(own_sends_done.take());
-                let copy_time = run.rates.copy_out.map_or(Time::ZERO, |rate| local_time(slice, rate));
+                let copy_time = rates.copy_out.map_or(Time::ZERO, |rate| local_time(slice, rate));
                 run.copied_out[position] = Some(graph.delay(copy_time, &after));
             }
         }
         run.step = 0;
+        run.loops_done += 1;
         true
     }
 }
