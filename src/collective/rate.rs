@@ -140,13 +140,13 @@ pub fn ring_loop(op: Op, ranks: usize, cta: &CtaRates, final_reads_over_link: bo
 }
 
 /// How fast a channel's thread block runs each part of its loop: the wire
-/// rate of a sending step, the data rate of the final receive, and whether
-/// the final receive holds up the next loop's sends.
+/// rate of a sending step, and the data rate of the final receive where
+/// the thread block runs it after the loop's sends, holding up the next
+/// loop's (None where its time is spread over the sends).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LoopPhases {
     pub send: f64,
-    pub receive: f64,
-    pub final_in_series: bool,
+    pub copy_out: Option<f64>,
 }
 
 impl RingLoop {
@@ -185,13 +185,14 @@ impl RingLoop {
     /// receive reads only local memory the thread block runs it after the
     /// sending steps and before the next loop's. Where it reads over the
     /// link (through host memory) its loads are the pipe's reads out of the
-    /// staging buffer, simulated as the data arrives: the loop's time is
-    /// spread over the sending steps and the copy out runs beside them.
+    /// staging buffer, simulated as the data arrives: the loop's time, the
+    /// copy out's included, is spread over the sending steps, and the copy
+    /// out adds none of its own (not even after the last loop).
     pub fn phases(&self, path_rate: Option<f64>, slowdown: f64) -> LoopPhases {
         if self.final_over_link {
-            LoopPhases { send: self.rate(path_rate, slowdown), receive: slowdown / self.last, final_in_series: false }
+            LoopPhases { send: self.rate(path_rate, slowdown), copy_out: None }
         } else {
-            LoopPhases { send: self.sends as f64 / self.link_seconds(path_rate, slowdown), receive: 1.0 / self.last, final_in_series: true }
+            LoopPhases { send: self.sends as f64 / self.link_seconds(path_rate, slowdown), copy_out: Some(1.0 / self.last) }
         }
     }
 }
@@ -311,15 +312,15 @@ mod tests {
         // the two add up to the loop.
         let over_nvlink = ring_loop(Op::AllGather, 4, &cta, false);
         let phases = over_nvlink.phases(None, 0.5);
-        assert!(phases.final_in_series);
-        let loop_seconds = over_nvlink.sends as f64 / phases.send + 1.0 / phases.receive;
+        let copy_out = phases.copy_out.expect("over NVLink the copy out runs in series");
+        let loop_seconds = over_nvlink.sends as f64 / phases.send + 1.0 / copy_out;
         assert!((loop_seconds * over_nvlink.rate(None, 0.5) / over_nvlink.sends as f64 - 1.0).abs() < 1e-12);
-        assert!((phases.receive - ring_final(Op::AllGather).rate(&cta)).abs() < 1e-6);
+        assert!((copy_out - ring_final(Op::AllGather).rate(&cta)).abs() < 1e-6);
         // Through host memory the copy out's loads are the pipe's reads:
-        // the sends carry the whole loop's time and the copy out runs beside.
+        // the sends carry the whole loop's time, the copy out none.
         let through_host = ring_loop(Op::AllGather, 4, &cta, true);
         let phases = through_host.phases(None, 0.5);
-        assert!(!phases.final_in_series);
+        assert_eq!(phases.copy_out, None);
         assert!((phases.send - through_host.rate(None, 0.5)).abs() < 1e-6);
     }
 

@@ -29,12 +29,12 @@ pub struct StepRates {
     pub send: Bandwidth,
     /// Sending steps in a loop.
     pub steps: usize,
-    /// Data rate of the loop's final, receive-only primitive (the copy out).
-    pub receive: Bandwidth,
-    /// Whether a position's copy out waits for its own sends of the loop
-    /// and holds up its next loop (the thread block does one at a time),
-    /// or runs beside them.
-    pub final_in_series: bool,
+    /// Data rate of the loop's final, receive-only primitive (the copy out)
+    /// where a position runs it after its own sends of the loop, holding up
+    /// its next loop (the thread block does one thing at a time); None
+    /// where its time is in `send` (through host memory, where its loads
+    /// are the pipe's reads).
+    pub copy_out: Option<Bandwidth>,
     /// Where the copy out runs in series: how the channels drift apart.
     pub drift: Option<Drift>,
 }
@@ -63,7 +63,7 @@ struct LoopRates {
 impl StepRates {
     /// The rates of a loop that starts after `steps_done` sending steps.
     fn of_loop(&self, steps_done: u64) -> LoopRates {
-        let in_step = LoopRates { send: self.send, copy_out: Some(self.receive) };
+        let in_step = LoopRates { send: self.send, copy_out: self.copy_out };
         let Some(drift) = &self.drift else { return in_step };
         let still_in_step = (-(steps_done as f64) * drift.per_step).exp();
         if still_in_step >= 1.0 {
@@ -73,7 +73,10 @@ impl StepRates {
         let per_byte = still_in_step / self.send.bytes_per_sec() + (1.0 - still_in_step) / drift.send.bytes_per_sec();
         LoopRates {
             send: Bandwidth::from_bytes_per_sec_f64(1.0 / per_byte),
-            copy_out: (still_in_step > 1e-12).then(|| Bandwidth::from_bytes_per_sec_f64(self.receive.bytes_per_sec() / still_in_step)),
+            copy_out: self
+                .copy_out
+                .filter(|_| still_in_step > 1e-12)
+                .map(|rate| Bandwidth::from_bytes_per_sec_f64(rate.bytes_per_sec() / still_in_step)),
         }
     }
 }
@@ -234,7 +237,7 @@ impl Generator<Path> for RingRun<'_> {
                 // the last loop's copy out; later steps for what arrived.
                 let ready = if step > 0 {
                     run.arrived[position].get(j).copied()
-                } else if ring.rates.final_in_series {
+                } else if ring.rates.copy_out.is_some() {
                     run.copied_out[position]
                 } else {
                     None
@@ -252,7 +255,7 @@ impl Generator<Path> for RingRun<'_> {
         for (position, delivered) in run.arrived.iter().enumerate() {
             let piece = piece_sent(position, steps, reduce_scatter_steps, n, ring.op);
             // The position's own sends of the last step arrived at the next one.
-            let mut own_sends_done = if ring.rates.final_in_series { run.arrived[(position + 1) % n].last().copied() } else { None };
+            let mut own_sends_done = if ring.rates.copy_out.is_some() { run.arrived[(position + 1) % n].last().copied() } else { None };
             for (&slice, &ready) in run.piece_slices[piece].iter().zip(delivered) {
                 let mut after = vec![ready];
                 after.extend(run.copied_out[position]);
@@ -302,7 +305,9 @@ impl Generator<Path> for BroadcastRun<'_> {
             arrived = Some(pipe.send(graph, wire, Some(ring.rates.send), arrived));
         }
         let arrived = arrived.expect("a broadcast has at least two ranks");
-        graph.delay(local_time(piece, ring.rates.receive), &[arrived]);
+        if let Some(rate) = ring.rates.copy_out {
+            graph.delay(local_time(piece, rate), &[arrived]);
+        }
         true
     }
 }
@@ -344,8 +349,7 @@ mod tests {
         StepRates {
             send: Bandwidth::gbps(10),
             steps: 2,
-            receive: Bandwidth::gbps(40),
-            final_in_series: true,
+            copy_out: Some(Bandwidth::gbps(40)),
             drift: Some(Drift { per_step, send: Bandwidth::gbps(8) }),
         }
     }

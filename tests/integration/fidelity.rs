@@ -141,8 +141,7 @@ fn the_runners_two_gpu_file_is_predicted_series_by_series() {
     let rows = predict(&runner_board("h200x2-runner", 2, &[]), &read(&measurements_dir().join("h200x2-runner/measurements.jsonl")));
     let misses = [
         Miss { series: "reducescatter nvswitch ranks=2", today: Bound { median: 0.05, max: 0.16 } },
-        Miss { series: "allreduce shm ranks=2", today: Bound { median: 0.05, max: 0.17 } },
-        Miss { series: "reducescatter shm ranks=2", today: Bound { median: 0.05, max: 0.18 } },
+        Miss { series: "allreduce shm ranks=2", today: Bound { median: 0.05, max: 0.19 } },
     ];
     hold("runner, 2x H200, NCCL choosing, from 8 B", &rows, nccl_choosing, SERIES_BOUND, &misses);
     hold("runner, 2x H200, forced protocol or algorithm", &rows, forced, FORCED_BOUND, &[]);
@@ -153,15 +152,15 @@ fn the_runners_four_gpu_file_is_predicted_series_by_series() {
     let rows = predict(&runner_board("h200x4-runner", 4, &[]), &read(&measurements_dir().join("h200x4-runner/measurements.jsonl")));
     let misses = [
         Miss { series: "allreduce nvswitch ranks=4", today: Bound { median: 0.06, max: 0.15 } },
-        Miss { series: "allreduce shm ranks=4", today: Bound { median: 0.08, max: 0.23 } },
-        Miss { series: "allgather shm ranks=4", today: Bound { median: 0.05, max: 0.26 } },
-        Miss { series: "reducescatter shm ranks=4", today: Bound { median: 0.06, max: 0.21 } },
+        Miss { series: "allreduce shm ranks=4", today: Bound { median: 0.08, max: 0.22 } },
+        Miss { series: "allgather shm ranks=4", today: Bound { median: 0.05, max: 0.22 } },
+        Miss { series: "reducescatter shm ranks=4", today: Bound { median: 0.05, max: 0.16 } },
     ];
     let four = ranks(4);
     hold("runner, 4x H200, 4 ranks, NCCL choosing, from 8 B", &rows, |r| four(r) && nccl_choosing(r), SERIES_BOUND, &misses);
     let forced_misses = [
         Miss { series: "reducescatter nvswitch proto=ll128 ranks=4", today: Bound { median: 0.13, max: NO_MAX } },
-        Miss { series: "allreduce shm algo=tree ranks=4", today: Bound { median: 0.14, max: NO_MAX } },
+        Miss { series: "allreduce shm algo=tree ranks=4", today: Bound { median: 0.16, max: NO_MAX } },
     ];
     hold("runner, 4x H200, 4 ranks, forced protocol or algorithm", &rows, |r| four(r) && forced(r), FORCED_BOUND, &forced_misses);
 }
@@ -224,7 +223,9 @@ fn the_shared_torch_file_is_predicted_with_the_torch_graph_caller() {
     // Its folder holds the topology dump of the VM it was measured on.
     let dump = h200_measurements_path().with_file_name("nccl-topo.xml");
     let rows = predict(&board(dump.to_str().unwrap(), 2, &["h200-fit".to_string()]), &read(&h200_measurements_path()));
-    hold("torch file, 2x H200 (torch-graph), NCCL choosing, from 8 B", &rows, nccl_choosing, SERIES_BOUND, &[]);
+    // Its 512 KiB SHM call, 16% fast (NCCL's small Simple calls; the README's known limits).
+    let misses = [Miss { series: "allreduce shm ranks=2", today: Bound { median: 0.05, max: 0.16 } }];
+    hold("torch file, 2x H200 (torch-graph), NCCL choosing, from 8 B", &rows, nccl_choosing, SERIES_BOUND, &misses);
 }
 
 /// The public nccl-tests tables of one GPU (aiconfigurator, NCCL 2.29.2,

@@ -156,7 +156,7 @@ impl Plan {
         // its loop, whose time the sends then spread. Seen, and fitted, over
         // NVLink; over PCIe how fast channels drift apart is not measured,
         // and they stay in step there.
-        let drift = (phases.final_in_series && self.class == PathClass::Nvlink).then(|| {
+        let drift = (phases.copy_out.is_some() && self.class == PathClass::Nvlink).then(|| {
             let average = ring_loop.rate(path_rate, 1.0) * protocol.wire_factor;
             Drift { per_step: model.contention.drift, send: Bandwidth::from_bytes_per_sec_f64(average * contention_at(average)) }
         });
@@ -171,8 +171,7 @@ impl Plan {
             rates: StepRates {
                 send: Bandwidth::from_bytes_per_sec_f64(phases.send * protocol.wire_factor),
                 steps: rate::ring_sends(op, n),
-                receive: Bandwidth::from_bytes_per_sec_f64(phases.receive),
-                final_in_series: phases.final_in_series,
+                copy_out: phases.copy_out.map(Bandwidth::from_bytes_per_sec_f64),
                 drift,
             },
         };
