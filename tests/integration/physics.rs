@@ -250,3 +250,30 @@ fn a_protocols_own_share_of_host_reads_binds_its_rings_through_host_memory_and_n
     assert_ratio("LL128 with half the share", busbw(&halved, Protocol::Ll128) / busbw(&model, Protocol::Ll128), 0.5, 0.03);
     assert_ratio("Simple beside it", busbw(&halved, Protocol::Simple) / busbw(&model, Protocol::Simple), 1.0, 0.001);
 }
+
+#[test]
+fn through_host_memory_a_rings_copy_out_is_charged_once() {
+    // Two GPUs of the runner's VM, ring Simple through host memory on 4
+    // channels: a channel's loop is 2 ranks x a 2 MiB chunk, so 16, 32 and
+    // 48 MiB are 1, 2 and 3 loops. The copy out's time is in the sends'
+    // rate, so each loop adds the same time, and the first costs that and
+    // no more beside the call's start and its last step's hand-over: no
+    // copy out of the last slice after it (1 MiB, which used to add 60 us).
+    let (topo, model) = crate::common::preset(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/models/hardware/measurements/h200x2-runner/nccl-topo.xml"),
+        Some(2),
+        &["base"],
+    );
+    let time = |mib: u64| {
+        let request = forced_allreduce(&topo, Bytes::mib(mib), Algorithm::Ring, Protocol::Simple, Some(4), Mode::Shm);
+        collective::simulate(&topo, &model, request).expect("a ring runs through host memory").time.as_us()
+    };
+    let (one, two, three) = (time(16), time(32), time(48));
+    let a_loop = two - one;
+    assert!((three - two - a_loop).abs() < 0.01, "loops of {a_loop:.2} and {:.2} us", three - two);
+    let costs = &model.protocol.simple.shm;
+    let start_and_hand_over = (costs.base_latency + costs.step_latency).as_us();
+    let rest = one - a_loop - start_and_hand_over;
+    println!("16 MiB through host memory: {one:.1} us = a loop {a_loop:.1} + start and hand-over {start_and_hand_over:.1} + {rest:.2} us");
+    assert!((0.0..2.0).contains(&rest), "{rest:.2} us beyond a loop, the start and one hand-over (the links' latency is under 2 us)");
+}
