@@ -9,7 +9,8 @@
 //! thread block does one thing at a time: where the copy out reads local
 //! memory it starts once the position's own sends of the loop are done,
 //! and the next loop's sends once it is; as the channels drift apart
-//! (`Drift`) its time moves into the sends. A channel is a lane of the stream
+//! (`Drift`) its time moves into the sends. Through host memory its loads
+//! are the pipe's reads and its time is in the sends from the start. A channel is a lane of the stream
 //! and a step a batch: tasks exist for about two steps of each channel at
 //! a time, whatever the size.
 
@@ -251,17 +252,21 @@ impl Generator<Path> for RingRun<'_> {
             run.step += 1;
             return true;
         }
-        // Each position copies out the piece that reached it last.
-        for (position, delivered) in run.arrived.iter().enumerate() {
-            let piece = piece_sent(position, steps, reduce_scatter_steps, n, ring.op);
-            // The position's own sends of the last step arrived at the next one.
-            let mut own_sends_done = if ring.rates.copy_out.is_some() { run.arrived[(position + 1) % n].last().copied() } else { None };
-            for (&slice, &ready) in run.piece_slices[piece].iter().zip(delivered) {
-                let mut after = vec![ready];
-                after.extend(run.copied_out[position]);
-                after.extend(own_sends_done.take());
-                let copy_time = rates.copy_out.map_or(Time::ZERO, |rate| local_time(slice, rate));
-                run.copied_out[position] = Some(graph.delay(copy_time, &after));
+        // Each position copies out the piece that reached it last, after
+        // its own sends of the loop. Through host memory (no copy out in
+        // series) that time is the sends': nothing to add.
+        if ring.rates.copy_out.is_some() {
+            for (position, delivered) in run.arrived.iter().enumerate() {
+                let piece = piece_sent(position, steps, reduce_scatter_steps, n, ring.op);
+                // The position's own sends of the last step arrived at the next one.
+                let mut own_sends_done = run.arrived[(position + 1) % n].last().copied();
+                for (&slice, &ready) in run.piece_slices[piece].iter().zip(delivered) {
+                    let mut after = vec![ready];
+                    after.extend(run.copied_out[position]);
+                    after.extend(own_sends_done.take());
+                    let copy_time = rates.copy_out.map_or(Time::ZERO, |rate| local_time(slice, rate));
+                    run.copied_out[position] = Some(graph.delay(copy_time, &after));
+                }
             }
         }
         run.step = 0;
