@@ -34,6 +34,13 @@ fn board_with_nvlinks(links: u32) -> (Topology, HardwareModel) {
     (topo, model)
 }
 
+/// The first `gpus` GPUs of the VM a runner file was measured on (its NCCL
+/// topology dump), under one shipped overlay.
+fn runner_vm(folder: &str, gpus: u32, overlay: &str) -> (Topology, HardwareModel) {
+    let dump = format!("{}/models/hardware/measurements/{folder}/nccl-topo.xml", env!("CARGO_MANIFEST_DIR"));
+    preset(&dump, Some(gpus), &[overlay])
+}
+
 /// An allreduce of `bytes` over every GPU of `topo`, with NCCL's algorithm,
 /// protocol and (where given) channel count forced, as the NCCL_ALGO,
 /// NCCL_PROTO and NCCL_MIN/MAX_NCHANNELS settings do.
@@ -192,11 +199,7 @@ fn spreading_a_tree_over_more_channels_never_slows_it() {
     // With one chunk a channel, a chunk walks the chain's hops one after
     // another: four channels load the shared host memory and PCIe no more at
     // a time than one channel with four chunks does.
-    let (topo, model) = crate::common::preset(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/models/hardware/measurements/h200x4-runner/nccl-topo.xml"),
-        Some(4),
-        &["h200-fit"],
-    );
+    let (topo, model) = runner_vm("h200x4-runner", 4, "h200-fit");
     for mode in [Mode::Shm, Mode::Nvswitch] {
         for bytes in [Bytes::kib(512), Bytes::mib(2), Bytes::mib(8)] {
             let time = |channels| {
@@ -235,11 +238,7 @@ fn a_protocols_own_share_of_host_reads_binds_its_rings_through_host_memory_and_n
     // read over its link, so the share of the link those reads get sets the
     // rate. Halving LL128's own share halves LL128's rate and leaves
     // Simple's as it was.
-    let (topo, model) = crate::common::preset(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/models/hardware/measurements/h200x2-runner/nccl-topo.xml"),
-        Some(2),
-        &["base"],
-    );
+    let (topo, model) = runner_vm("h200x2-runner", 2, "base");
     let busbw = |model: &HardwareModel, protocol: Protocol| {
         let request = forced_allreduce(&topo, Bytes::gib(1), Algorithm::Ring, protocol, Some(16), Mode::Shm);
         collective::simulate(&topo, model, request).expect("a ring runs through host memory").busbw_gbps()
@@ -259,11 +258,7 @@ fn through_host_memory_a_rings_copy_out_is_charged_once() {
     // rate, so each loop adds the same time, and the first costs that and
     // no more beside the call's start and its last step's hand-over: no
     // copy out of the last slice after it (1 MiB, which used to add 60 us).
-    let (topo, model) = crate::common::preset(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/models/hardware/measurements/h200x2-runner/nccl-topo.xml"),
-        Some(2),
-        &["base"],
-    );
+    let (topo, model) = runner_vm("h200x2-runner", 2, "base");
     let time = |mib: u64| {
         let request = forced_allreduce(&topo, Bytes::mib(mib), Algorithm::Ring, Protocol::Simple, Some(4), Mode::Shm);
         collective::simulate(&topo, &model, request).expect("a ring runs through host memory").time.as_us()
