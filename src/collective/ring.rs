@@ -10,9 +10,9 @@
 //! memory it starts once the position's own sends of the loop are done,
 //! and the next loop's sends once it is; as the channels drift apart
 //! (`Drift`) its time moves into the sends. Through host memory its loads
-//! are the pipe's reads and its time is in the sends from the start. A channel is a lane of the stream
-//! and a step a batch: tasks exist for about two steps of each channel at
-//! a time, whatever the size.
+//! are the pipe's reads and its time is in the sends from the start. A
+//! channel is a lane of the stream and a step a batch: tasks exist for
+//! about two steps of each channel at a time, whatever the size.
 
 use crate::engine::{Builder, Generator, Stream, TaskRef};
 use crate::network::Path;
