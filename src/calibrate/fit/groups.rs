@@ -52,6 +52,15 @@ impl Run {
     fn ring_or_tree(&self) -> bool {
         matches!(self.plan.algorithm, Algorithm::Ring | Algorithm::Tree)
     }
+    /// Whether many channels share a link of `class` in this run, with a
+    /// protocol `keep` takes: a ring of 4 or more channels, 64 MiB or more.
+    fn crowds(&self, class: PathClass, keep: fn(Protocol) -> bool) -> bool {
+        self.plan.class == class
+            && self.plan.algorithm == Algorithm::Ring
+            && keep(self.plan.protocol)
+            && self.plan.channels >= 4
+            && self.m.bytes >= 64 << 20
+    }
 }
 
 /// The groups the given measurements can constrain, in fitting order, and
@@ -150,22 +159,13 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
     }
     // Many channels on a link: the contention knee (NVLink), and what GPU
     // threads reading host memory get of their PCIe link (SHM).
-    let crowded = |candidates: &mut dyn Iterator<Item = &Run>, class: PathClass, keep: fn(Protocol) -> bool| -> Vec<Point> {
-        candidates
-            .filter(|r| {
-                r.plan.class == class
-                    && r.plan.algorithm == Algorithm::Ring
-                    && keep(r.plan.protocol)
-                    && r.plan.channels >= 4
-                    && r.m.bytes >= 64 << 20
-            })
-            .map(|r| r.index)
-            .collect()
+    let crowded = |candidates: &'_ [Run], class: PathClass, keep: fn(Protocol) -> bool| -> Vec<Point> {
+        candidates.iter().filter(|r| r.crowds(class, keep)).map(|r| r.index).collect()
     };
     let contention = |key: &str, bounds: (f64, f64), get: fn(&HardwareModel) -> f64, set: fn(&mut HardwareModel, f64)| {
         parameter(format!("contention.{key}"), Unit::Ratio, bounds, get, set)
     };
-    let nvlink = crowded(&mut runs.iter(), PathClass::Nvlink, |p| p != Protocol::Ll);
+    let nvlink = crowded(&runs, PathClass::Nvlink, |p| p != Protocol::Ll);
     push(
         Group {
             name: "channels sharing NVLink".into(),
@@ -184,10 +184,9 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
     // and the lag above stay where those place them. Channels in step and
     // apart differ in how hard they press on the link, which only calls at
     // two channel counts or more tell apart from the knee.
-    let drifting = crowded(&mut larger.iter(), PathClass::Nvlink, |p| p != Protocol::Ll);
-    let mut channel_counts: Vec<u32> = larger.iter().filter(|r| drifting.contains(&r.index)).map(|r| r.plan.channels).collect();
-    channel_counts.sort_unstable();
-    channel_counts.dedup();
+    let drifting_runs: Vec<&Run> = larger.iter().filter(|r| r.crowds(PathClass::Nvlink, |p| p != Protocol::Ll)).collect();
+    let drifting: Vec<Point> = drifting_runs.iter().map(|r| r.index).collect();
+    let channel_counts: BTreeSet<u32> = drifting_runs.iter().map(|r| r.plan.channels).collect();
     push(
         Group {
             name: "channels drifting apart on NVLink".into(),
@@ -203,7 +202,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         // calls. LL128 (only where forced) polls a flag in every line it
         // reads there, and gets its own share; LL's channels are bound by
         // their own rate before the link.
-        let ll128 = crowded(&mut runs.iter(), PathClass::Shm, |p| p == Protocol::Ll128);
+        let ll128 = crowded(&runs, PathClass::Shm, |p| p == Protocol::Ll128);
         let get_gen = generation.clone();
         push(
             Group {
@@ -221,7 +220,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             !ll128.is_empty(),
             "no large multi-channel LL128 rings through host memory".into(),
         );
-        let shm = crowded(&mut runs.iter(), PathClass::Shm, |p| p == Protocol::Simple);
+        let shm = crowded(&runs, PathClass::Shm, |p| p == Protocol::Simple);
         let (get_gen, set_gen) = (generation.clone(), generation.clone());
         push(
             Group {
