@@ -97,6 +97,15 @@ impl Connection {
         }
     }
 
+    /// The latency of the links a piece crosses on its way, written and
+    /// read back through host memory where it is staged.
+    pub fn hop_latency(&self) -> Time {
+        match self {
+            Connection::Direct { path, .. } => path.latency,
+            Connection::Staged { write, read } => write.latency + read.latency,
+        }
+    }
+
     /// The mode this connection really uses.
     pub fn mode(&self, topo: &Topology) -> Mode {
         match self {

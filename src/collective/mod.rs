@@ -20,6 +20,7 @@ pub mod rate;
 mod ring;
 mod symmetry;
 mod tree;
+mod waits;
 
 use std::fmt;
 use std::str::FromStr;
@@ -36,6 +37,7 @@ pub use crate::config::protocol::{PROTOCOLS, Protocol};
 pub use nccl::RingGraph;
 pub use plan::{Body, Expansion, Plan};
 pub use symmetry::Symmetry;
+pub use waits::{carrying_chunks, overlapped_steps};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -202,9 +202,8 @@ pub struct CtaModel {
     /// ...times these factors per protocol.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speedup: Option<ProtocolTriple>,
-    /// What a ring or tree call's start and each of its steps take longer
-    /// on this architecture than on the one the protocols' latencies were
-    /// fitted on (zero there); fitted where this one's rates follow it.
+    /// What a ring or tree call's start and each of its steps take longer on this architecture than on the
+    /// one the protocols' latencies were fitted on (zero there); fitted where this one's rates follow it.
     #[serde(default)]
     pub call_latency: Time,
     #[serde(default)]
@@ -218,12 +217,10 @@ pub struct CtaModel {
 #[serde(deny_unknown_fields)]
 pub struct Contention {
     pub sharpness: f64,
-    /// Contending channels' shares of a link fluctuate and the call waits
-    /// for the last channel: after a ring whose channels' loops contend
-    /// (running at `slowdown` of their rate alone) and that spends `T` us
-    /// sending, the slowest of `n` channels lags by
-    /// `straggler x (1 - slowdown) x E[max of n] x sqrt(T)` us, E[max of n]
-    /// being the expected largest of n standard normal draws.
+    /// Contending channels' shares of a link fluctuate and the call waits for the last channel: after a ring
+    /// whose channels' loops contend (running at `slowdown` of their rate alone) and that spends `T` us
+    /// sending, the slowest of `n` channels lags by `straggler x (1 - slowdown) x E[max of n] x sqrt(T)` us,
+    /// E[max of n] being the expected largest of n standard normal draws.
     pub straggler: f64,
     /// How fast a ring's channels drift apart a sending step (see base.toml).
     pub drift: f64,
@@ -233,11 +230,13 @@ pub struct Contention {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Skew {
-    /// How much one channel's step latency differs from another's (one
-    /// standard deviation across channels), the same at every step: a
-    /// channel walking s steps ends s times that from the mean, and the
-    /// slowest of n channels E[max of n] times that after one alone would.
+    /// How much one channel's step latency differs from another's (one standard deviation), the same
+    /// every step: of n channels walking s steps, the slowest ends s x E[max of n] x this after the mean.
     pub step_spread: Time,
+    /// Of the steps a rank sits out at the end of an allreduce with empty chunks, the share its next
+    /// call in a stream gains (src/collective/waits.rs).
+    #[serde(default)]
+    pub call_overlap: f64,
 }
 
 /// The three protocols, by name.

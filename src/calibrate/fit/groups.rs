@@ -1,8 +1,8 @@
 //! Which parameter groups the measurements can identify, in fitting order:
 //! copies (link rates), thread-block rates (one-channel collectives), a
 //! channel's rate through host memory, the contention of many channels on a
-//! link, latencies per protocol and path, each other caller's cost, and
-//! NVLS; a group its data cannot identify is skipped with the reason.
+//! link, latencies per protocol and path, how much calls with empty chunks
+//! overlap in a stream, each other caller's cost, and NVLS; a group its data cannot identify is skipped with the reason.
 
 use std::collections::BTreeSet;
 
@@ -292,6 +292,39 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             );
         }
     }
+    // Calls overlapping in a stream: small LL allreduces over NVLink whose
+    // chunks are partly empty (fewer than 16 bytes a rank), against the
+    // full ones the latencies above are fitted on. Fitted over NVLink only:
+    // through host memory, whose steps are longer, it is a check the fit
+    // never saw.
+    let sparse: Vec<&Run> = runs
+        .iter()
+        .filter(|r| {
+            r.plan.algorithm == Algorithm::Ring
+                && r.plan.request.op == Op::AllReduce
+                && r.plan.protocol == Protocol::Ll
+                && r.plan.class == PathClass::Nvlink
+                && crate::collective::overlapped_steps(r.ranks(), crate::collective::carrying_chunks(r.m.bytes, r.ranks())) > 0.0
+        })
+        .collect();
+    let needs =
+        "LL allreduces of fewer than 16 bytes a rank over NVLink at 4 GPUs or more (8 and 32 B), and the latency fit's calls beside them";
+    push(
+        Group {
+            name: "calls overlapping in a stream".into(),
+            parameters: vec![parameter(
+                "skew.call_overlap".into(),
+                Unit::Ratio,
+                (0.0, 1.0),
+                |m| m.skew.call_overlap,
+                |m, v| m.skew.call_overlap = v,
+            )],
+            points: sparse.iter().map(|r| r.index).collect(),
+            needs: needs.into(),
+        },
+        !sparse.is_empty(),
+        format!("no overlapping calls; needs {needs}"),
+    );
     // Each other caller's own cost per call, on top of what is fitted above.
     for stack in crate::stack::STACKS.into_iter().filter(|s| *s != Stack::NcclGraph) {
         let points: Vec<Point> =

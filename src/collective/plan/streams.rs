@@ -9,7 +9,7 @@ use crate::collective::rate::{self, Primitive};
 use crate::collective::ring::{Drift, RingChannel, RingStream, StepRates};
 use crate::collective::symmetry::{self, ChannelClass, Symmetry};
 use crate::collective::tree::{self, ChainChannel, ChainRates, TreeStream};
-use crate::collective::{Algorithm, CollectiveError, Protocol, nccl};
+use crate::collective::{Algorithm, CollectiveError, Op, Protocol, nccl, waits};
 use crate::config::hardware::{CtaRates, HardwareModel, PathCost};
 use crate::engine::{Stream, TaskGraph, TaskId};
 use crate::network::{LinkId, Path};
@@ -120,6 +120,24 @@ impl Plan {
         Ok(PipeRules { latency: costs.step_latency + arch_step, overhead: costs.slice_overhead, streaming: true })
     }
 
+    /// In a stream of calls, a ring allreduce whose chunks are partly
+    /// empty overlaps the next call by the steps its ranks sit out
+    /// (`waits::overlapped_steps`), of which the next call gains the share
+    /// `skew.call_overlap`: its steps, protocol and hop, are shorter by
+    /// that, spread over them.
+    fn sparse_ring_rules(&self, rules: PipeRules, model: &HardwareModel) -> PipeRules {
+        let (op, n) = (self.request.op, self.request.ranks.len());
+        let largest = self.channel_bytes.iter().map(|b| b.0).max().unwrap_or(0);
+        let overlapped = if op == Op::AllReduce { waits::overlapped_steps(n, waits::carrying_chunks(largest, n)) } else { 0.0 };
+        let ring = &self.connections[0];
+        if overlapped == 0.0 || ring.is_empty() {
+            return rules;
+        }
+        let hop_us = ring.iter().map(|k| k.hop_latency().as_us()).sum::<f64>() / ring.len() as f64;
+        let saved_us = (rules.latency.as_us() + hop_us) * model.skew.call_overlap * overlapped / rate::ring_sends(op, n) as f64;
+        PipeRules { latency: Time::from_us_f64((rules.latency.as_us() - saved_us).max(0.0)), ..rules }
+    }
+
     /// The ring with its channels' pipes and rates, and how late its
     /// slowest channel ends.
     fn ring_body(&self, topo: &Topology, model: &HardwareModel, symmetry: Symmetry) -> Result<Body, CollectiveError> {
@@ -143,7 +161,7 @@ impl Plan {
         // In step, every channel sends at once: the link sees what each
         // pushes while it sends.
         let slowdown = contention_at(ring_loop.link_rate(path_rate) * protocol.wire_factor);
-        let rules = self.pipe_rules(topo, model)?;
+        let rules = self.sparse_ring_rules(self.pipe_rules(topo, model)?, model);
         let channels = symmetry::channel_classes(&self.channel_bytes, |c| c % rings, symmetry)
             .into_iter()
             .map(|ChannelClass { channel, copies }| RingChannel {
