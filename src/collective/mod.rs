@@ -9,7 +9,9 @@
 //! latency is a sum of named parts each counted once: the caller's cost per
 //! call (its [`Stack`]), the kernel's start with the protocol's set-up
 //! (`base_latency`), and per step the protocol's flags and fences
-//! (`step_latency`) plus the hop latency of the links the step crosses.
+//! (`step_latency`) plus the hop latency of the links the step crosses;
+//! an allreduce with empty chunks overlaps the next call of a stream by
+//! part of the steps its ranks sit out (`waits`).
 
 mod direct;
 mod layout;

@@ -98,8 +98,9 @@ mod tests {
         // A full ring: 2n - 1 steps a call, none saved.
         assert_eq!(steps_a_call(4, 4), 7.0);
         assert_eq!(overlapped_steps(4, 4), 0.0);
-        // 4 ranks, one chunk with data: rank 0 ends after step 4 of 7 and
-        // its next call starts there: 5 steps a call. Two chunks: 6.
+        // 4 ranks, one chunk with data: rank 0 ends after the fifth of the
+        // 7 steps and its next call starts there: 5 steps a call. Two
+        // chunks: 6.
         assert_eq!(overlapped_steps(4, 1), 2.0);
         assert_eq!(overlapped_steps(4, 2), 1.0);
         assert_eq!(overlapped_steps(4, 3), 0.0);
