@@ -114,22 +114,18 @@ pub struct PathCost {
     /// Once per call: the kernel's start and the protocol's own set-up and
     /// final flush (the caller's cost is the stack's, apart).
     pub base_latency: Time,
-    /// Once per step of a chunk: the flag the receiver polls becoming
-    /// visible; the links' hop latency is added by the path, not here. The
-    /// sender may go on meanwhile.
+    /// Once per step of a chunk: the flag the receiver polls becoming visible; the links' hop latency is
+    /// added by the path, not here. The sender may go on meanwhile.
     pub step_latency: Time,
-    /// Once per slice, at the sender, before its next slice may leave: the
-    /// memory fence and flag store that publish it (Simple; LL and LL128
-    /// carry a flag in every line and have none).
+    /// Once per slice, at the sender, before its next slice may leave: the memory fence and flag store that
+    /// publish it (Simple; LL and LL128 carry a flag in every line and have none).
     pub slice_overhead: Time,
-    /// What one channel can push over this kind of path whatever its thread
-    /// block does (through host memory: the reads a channel keeps in
-    /// flight); absent where only the thread block limits it.
+    /// What one channel can push over this kind of path whatever its thread block does (through host memory:
+    /// the reads a channel keeps in flight); absent where only the thread block limits it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel_rate: Option<Bandwidth>,
-    /// Through host memory: the share of the GPU's PCIe link its threads'
-    /// reads get with this protocol, where it differs from the generation's
-    /// `host_read_efficiency` (LL128 polls a flag in every line it reads).
+    /// Through host memory: the share of the GPU's PCIe link its threads' reads get with this protocol, where
+    /// it differs from the generation's `host_read_efficiency` (LL128 polls a flag in every line it reads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_read_efficiency: Option<f64>,
 }
@@ -300,6 +296,10 @@ pub struct StackModel {
     /// or one rank's copy): what this caller costs a call on the GPU beyond
     /// raw NCCL in a graph (a launch's GPU-side cost when eager).
     pub collective_call: Time,
+    /// Added to every step of a ring or chain: what this caller's setting
+    /// costs a step beyond raw NCCL in a graph (see base.toml).
+    #[serde(default)]
+    pub collective_step: Time,
     /// Added to every compute kernel: the gap between kernels of a graph, or
     /// the host's launch cost when eager (short kernels wait for it).
     pub kernel_launch: Time,

@@ -151,7 +151,6 @@ fn the_runners_two_gpu_file_is_predicted_series_by_series() {
 fn the_runners_four_gpu_file_is_predicted_series_by_series() {
     let rows = predict(&runner_board("h200x4-runner", 4, &[]), &read(&measurements_dir().join("h200x4-runner/measurements.jsonl")));
     let misses = [
-        Miss { series: "allreduce nvswitch ranks=4", today: Bound { median: 0.053, max: 0.15 } },
         Miss { series: "allreduce shm ranks=4", today: Bound { median: 0.07, max: 0.22 } },
         Miss { series: "allgather shm ranks=4", today: Bound { median: 0.05, max: 0.22 } },
         Miss { series: "reducescatter shm ranks=4", today: Bound { median: 0.05, max: 0.16 } },

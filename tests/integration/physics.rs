@@ -6,6 +6,7 @@
 use icsim::collective::{self, Algorithm, Choice, Op, Protocol, Request};
 use icsim::config::hardware::HardwareModel;
 use icsim::network::LinkId;
+use icsim::stack::Stack;
 use icsim::topology::{LinkKind, Topology};
 use icsim::transport::Mode;
 use icsim::units::{Bytes, Time};
@@ -112,6 +113,23 @@ fn an_eight_byte_ring_costs_its_named_parts_once() {
         println!("{gpus} GPUs, 8 B ring LL: simulated {simulated:.3} us, by hand {by_hand_us:.3} us");
         assert!((simulated - by_hand_us).abs() <= 0.01, "{gpus} GPUs: {simulated:.3} us is not the {by_hand_us} us of its parts");
     }
+}
+
+#[test]
+fn a_caller_pays_its_cost_once_a_call_and_once_a_step() {
+    // 4x H200, 8 B ring LL allreduce (6 steps), launched eagerly with a
+    // cost of 1 us a call and 0.2 us a step: 1 + 6 x 0.2 = 2.2 us more than
+    // raw NCCL in a graph, which adds nothing.
+    let (topo, mut model) = preset("hgx-h200", Some(4), &["base"]);
+    let eager = model.stack.get_mut("eager").unwrap();
+    (eager.collective_call, eager.collective_step) = (Time::from_us(1), Time::from_us_f64(0.2));
+    let time = |stack| {
+        let request = Request { stack, ..forced_allreduce(&topo, Bytes(8), Algorithm::Ring, Protocol::Ll, None, Mode::Nvswitch) };
+        collective::simulate(&topo, &model, request).unwrap().time.as_us()
+    };
+    let added = time(Stack::Eager) - time(Stack::NcclGraph);
+    println!("4x H200, 8 B ring LL: launched eagerly adds {added:.3} us; by hand 2.200 us");
+    assert!((added - 2.2).abs() <= 0.001, "{added:.3} us against 2.2 us");
 }
 
 #[test]

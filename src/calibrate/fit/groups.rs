@@ -325,24 +325,35 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         !sparse.is_empty(),
         format!("no overlapping calls; needs {needs}"),
     );
-    // Each other caller's own cost per call, on top of what is fitted above.
+    // Each other caller's own cost, on top of what is fitted above: per step
+    // where its calls come at two step counts or more, else per call (one
+    // count cannot tell the two apart). Not both: fitted beside the cost a
+    // step, the public tables' eager calls put the cost a call on zero.
     for stack in crate::stack::STACKS.into_iter().filter(|s| *s != Stack::NcclGraph) {
-        let points: Vec<Point> =
-            runs.iter().filter(|r| r.plan.request.stack == stack && r.m.bytes <= SMALL && r.ring_or_tree()).map(|r| r.index).collect();
-        let key = format!("stack.{stack}.collective_call");
+        let small: Vec<&Run> = runs.iter().filter(|r| r.plan.request.stack == stack && r.m.bytes <= SMALL && r.ring_or_tree()).collect();
+        let steps: BTreeSet<usize> = small.iter().map(|r| r.steps()).collect();
         let (get_name, set_name) = (stack.name(), stack.name());
+        let parameter = if steps.len() >= 2 {
+            time(
+                format!("stack.{stack}.collective_step"),
+                move |m| m.stack[get_name].collective_step,
+                move |m, v| m.stack.get_mut(set_name).expect("every stack is in the model").collective_step = v,
+            )
+        } else {
+            time(
+                format!("stack.{stack}.collective_call"),
+                move |m| m.stack[get_name].collective_call,
+                move |m, v| m.stack.get_mut(set_name).expect("every stack is in the model").collective_call = v,
+            )
+        };
         push(
             Group {
                 name: format!("{stack} caller"),
-                parameters: vec![time(
-                    key,
-                    move |m| m.stack[get_name].collective_call,
-                    move |m, v| m.stack.get_mut(set_name).expect("every stack is in the model").collective_call = v,
-                )],
-                points: points.clone(),
+                parameters: vec![parameter],
+                points: small.iter().map(|r| r.index).collect(),
                 needs: format!("small collectives measured through {stack}"),
             },
-            !points.is_empty(),
+            !small.is_empty(),
             format!("no small collectives measured through {stack}"),
         );
     }

@@ -117,7 +117,8 @@ impl Plan {
     fn pipe_rules(&self, topo: &Topology, model: &HardwareModel) -> Result<PipeRules, CollectiveError> {
         let costs = self.costs(model);
         let (_, arch_step) = self.arch_latency(topo, model)?;
-        Ok(PipeRules { latency: costs.step_latency + arch_step, overhead: costs.slice_overhead, streaming: true })
+        let caller_step = model.stack(self.request.stack).map_err(CollectiveError::Model)?.collective_step;
+        Ok(PipeRules { latency: costs.step_latency + arch_step + caller_step, overhead: costs.slice_overhead, streaming: true })
     }
 
     /// In a stream of calls, a ring allreduce whose chunks are partly
