@@ -14,11 +14,11 @@ use super::{Group, Point, Skipped, Source};
 use crate::calibrate::predict::plan_as_measured;
 use crate::calibrate::schema::Measurement;
 use crate::collective::{Algorithm, Op, Plan, Protocol};
-use crate::config::hardware::HardwareModel;
+use crate::config::hardware::{HardwareModel, StackModel};
 use crate::stack::Stack;
 use crate::topology::Topology;
 use crate::transport::PathClass;
-use crate::units::Bandwidth;
+use crate::units::{Bandwidth, Time};
 
 /// Copies from this size up constrain link rates.
 const LARGE_COPY: u64 = 64 << 20;
@@ -332,20 +332,18 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
     for stack in crate::stack::STACKS.into_iter().filter(|s| *s != Stack::NcclGraph) {
         let small: Vec<&Run> = runs.iter().filter(|r| r.plan.request.stack == stack && r.m.bytes <= SMALL && r.ring_or_tree()).collect();
         let steps: BTreeSet<usize> = small.iter().map(|r| r.steps()).collect();
-        let (get_name, set_name) = (stack.name(), stack.name());
-        let parameter = if steps.len() >= 2 {
-            time(
-                format!("stack.{stack}.collective_step"),
-                move |m| m.stack[get_name].collective_step,
-                move |m, v| m.stack.get_mut(set_name).expect("every stack is in the model").collective_step = v,
-            )
+        type Field = (&'static str, fn(&StackModel) -> Time, fn(&mut StackModel, Time));
+        let (field, get, set): Field = if steps.len() >= 2 {
+            ("collective_step", |s| s.collective_step, |s, v| s.collective_step = v)
         } else {
-            time(
-                format!("stack.{stack}.collective_call"),
-                move |m| m.stack[get_name].collective_call,
-                move |m, v| m.stack.get_mut(set_name).expect("every stack is in the model").collective_call = v,
-            )
+            ("collective_call", |s| s.collective_call, |s, v| s.collective_call = v)
         };
+        let name = stack.name();
+        let parameter = time(
+            format!("stack.{stack}.{field}"),
+            move |m| get(&m.stack[name]),
+            move |m, v| set(m.stack.get_mut(name).expect("every stack is in the model"), v),
+        );
         push(
             Group {
                 name: format!("{stack} caller"),

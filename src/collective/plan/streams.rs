@@ -130,10 +130,7 @@ impl Plan {
         let (op, n) = (self.request.op, self.request.ranks.len());
         let largest = self.channel_bytes.iter().map(|b| b.0).max().unwrap_or(0);
         let overlapped = if op == Op::AllReduce { waits::overlapped_steps(n, waits::carrying_chunks(largest, n)) } else { 0.0 };
-        let ring = &self.connections[0];
-        if overlapped == 0.0 || ring.is_empty() {
-            return rules;
-        }
+        let Some(ring) = self.connections.first().filter(|ring| overlapped > 0.0 && !ring.is_empty()) else { return rules };
         let hop_us = ring.iter().map(|k| k.hop_latency().as_us()).sum::<f64>() / ring.len() as f64;
         let saved_us = (rules.latency.as_us() + hop_us) * model.skew.call_overlap * overlapped / rate::ring_sends(op, n) as f64;
         PipeRules { latency: Time::from_us_f64((rules.latency.as_us() - saved_us).max(0.0)), ..rules }
