@@ -66,7 +66,7 @@ pub fn build_all(sources: &[Source], model: &HardwareModel) -> Result<Vec<Topolo
 /// or a model no board can be built under, counts as a large error).
 fn loss(sources: &[Source], model: &HardwareModel, points: &[Point]) -> f64 {
     let Ok(topologies) = build_all(sources, model) else { return 100.0 };
-    let total: f64 = points
+    let errors: Vec<f64> = points
         .par_iter()
         .map(|&(s, i)| {
             let m = &sources[s].measurements[i];
@@ -75,8 +75,10 @@ fn loss(sources: &[Source], model: &HardwareModel, points: &[Point]) -> f64 {
                 Err(_) => 100.0,
             }
         })
-        .sum();
-    total / points.len().max(1) as f64
+        .collect();
+    // Summed in order: a parallel sum's grouping follows the threads'
+    // scheduling, and its last bits steer the simplex to another fit.
+    errors.iter().sum::<f64>() / points.len().max(1) as f64
 }
 
 /// What one group's fit changed.
