@@ -2,7 +2,8 @@
 //! copies (link rates), thread-block rates (one-channel collectives), a
 //! channel's rate through host memory, the contention of many channels on a
 //! link, latencies per protocol and path, how much calls with empty chunks
-//! overlap in a stream, each other caller's cost, and NVLS; a group its data cannot identify is skipped with the reason.
+//! overlap in a stream, each other caller's cost, and NVLS; a group its
+//! data cannot identify is skipped with the reason.
 
 use std::collections::BTreeSet;
 
