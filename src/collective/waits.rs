@@ -84,13 +84,9 @@ mod tests {
 
     #[test]
     fn a_rank_carries_data_from_sixteen_bytes_of_its_share() {
-        assert_eq!(carrying_chunks(8, 4), 1);
-        assert_eq!(carrying_chunks(32, 4), 2);
-        assert_eq!(carrying_chunks(128, 4), 4);
-        assert_eq!(carrying_chunks(8, 2), 1);
-        assert_eq!(carrying_chunks(32, 2), 2);
-        assert_eq!(carrying_chunks(64, 8), 4);
-        assert_eq!(carrying_chunks(1 << 20, 8), 8);
+        for (bytes, ranks, carrying) in [(8, 4, 1), (32, 4, 2), (128, 4, 4), (8, 2, 1), (32, 2, 2), (64, 8, 4), (1 << 20, 8, 8)] {
+            assert_eq!(carrying_chunks(bytes, ranks), carrying, "{bytes} B over {ranks} ranks");
+        }
     }
 
     #[test]
