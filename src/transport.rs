@@ -272,13 +272,12 @@ impl Pipe {
     /// A pipe standing for `copies` identical connections.
     pub fn with_copies(connection: Connection, rules: PipeRules, model: &HardwareModel, copies: u32) -> Pipe {
         let (links, write_links, delivery_delay, handover_delay) = match &connection {
-            Connection::Direct { path, .. } => (links_only(path), None, path.latency + rules.latency, Time::ZERO),
+            Connection::Direct { path, .. } => (links_only(path), None, connection.hop_latency() + rules.latency, Time::ZERO),
             Connection::Staged { write, read } if rules.streaming => {
                 // One flow over both halves: the memory bus carries it twice.
                 // The flag the reader polls is the protocol's step cost.
                 let links: Vec<_> = write.links.iter().chain(read.links.iter()).copied().collect();
-                let delay = write.latency + read.latency + rules.latency;
-                (Path::new(links, Time::ZERO), None, delay, Time::ZERO)
+                (Path::new(links, Time::ZERO), None, connection.hop_latency() + rules.latency, Time::ZERO)
             }
             Connection::Staged { write, read } => {
                 (links_only(read), Some(links_only(write)), read.latency + rules.latency, write.latency + model.shm.chunk_sync)

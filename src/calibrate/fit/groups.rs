@@ -53,6 +53,12 @@ impl Run {
     fn ring_or_tree(&self) -> bool {
         matches!(self.plan.algorithm, Algorithm::Ring | Algorithm::Tree)
     }
+    /// Whether this allreduce leaves chunks empty, so that in a stream its
+    /// ranks start the next call early (src/collective/waits.rs).
+    fn overlaps_next_call(&self) -> bool {
+        let carrying = crate::collective::carrying_chunks(self.m.bytes, self.ranks());
+        crate::collective::overlapped_steps(self.ranks(), carrying) > 0.0
+    }
     /// Whether many channels share a link of `class` in this run, with a
     /// protocol `keep` takes: a ring of 4 or more channels, 64 MiB or more.
     fn crowds(&self, class: PathClass, keep: fn(Protocol) -> bool) -> bool {
@@ -305,7 +311,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
                 && r.plan.request.op == Op::AllReduce
                 && r.plan.protocol == Protocol::Ll
                 && r.plan.class == PathClass::Nvlink
-                && crate::collective::overlapped_steps(r.ranks(), crate::collective::carrying_chunks(r.m.bytes, r.ranks())) > 0.0
+                && r.overlaps_next_call()
         })
         .collect();
     let needs =
