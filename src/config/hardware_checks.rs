@@ -137,6 +137,7 @@ impl HardwareModel {
         super::storage::validate_model(path, self)?;
         check_range(path, "contention.sharpness", self.contention.sharpness, 0.5..=50.0)?;
         check_range(path, "contention.drift", self.contention.drift, 0.0..=1.0)?;
+        check_range(path, "skew.call_overlap", self.skew.call_overlap, 0.0..=1.0)?;
         for (name, g) in &self.pcie {
             check_range(path, &format!("pcie.{name}.host_read_efficiency"), g.host_read_efficiency, 0.01..=1.0)?;
         }
@@ -196,6 +197,7 @@ mod tests {
             ("[nccl.arch.sm90]\nnvls_channels = 0\n", "nccl.arch.sm90.nvls_channels"),
             ("[gpu.h200]\nmemory_bandwidth = \"0B/s\"\n", "gpu.h200.memory_bandwidth"),
             ("[nccl]\nmax_channels = 65\n", "nccl.max_channels"),
+            ("[skew]\ncall_overlap = 5.0\n", "skew.call_overlap"),
         ] {
             std::fs::write(&file, overlay).unwrap();
             let error = HardwareModel::load(&[ModelSource::File(file.clone())]).unwrap_err().to_string();
