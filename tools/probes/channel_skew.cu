@@ -19,8 +19,7 @@
 #include <cstdlib>
 #include <vector>
 #include <cuda_runtime.h>
-
-#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1); } } while (0)
+#include "probe.h"
 
 __device__ __forceinline__ unsigned long long now_ns() {
   unsigned long long t;

@@ -16,8 +16,7 @@
 #include <vector>
 #include <algorithm>
 #include <cuda_runtime.h>
-
-#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1); } } while (0)
+#include "probe.h"
 
 enum Op { kLoad = 0, kCopy = 1, kReduceCopy = 2 };
 constexpr int kUnroll = 4;
@@ -31,16 +30,11 @@ __global__ void primitive(const int4* __restrict__ a, const int4* __restrict__ b
   for (int pass = 0; pass < passes; ++pass)
   for (size_t i = threadIdx.x; i < per_block; i += stride) {
     int4 x[kUnroll], y[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const size_t at = i + (size_t)u * blockDim.x;
-      x[u] = at < per_block ? a[base + at] : make_int4(0, 0, 0, 0);
-    }
+    load_unrolled(x, a, base, i, per_block);
     if (op == kReduceCopy) {
+      load_unrolled(y, b, base, i, per_block);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const size_t at = i + (size_t)u * blockDim.x;
-        y[u] = at < per_block ? b[base + at] : make_int4(0, 0, 0, 0);
         x[u].x += y[u].x; x[u].y += y[u].y; x[u].z += y[u].z; x[u].w += y[u].w;
       }
     }
@@ -56,8 +50,6 @@ __global__ void primitive(const int4* __restrict__ a, const int4* __restrict__ b
   }
   if (op == kLoad && acc.x == 0x7fffffff && acc.y == 1) sink[0] = acc;  // keeps the loads
 }
-
-static float median(std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
 
 int main() {
   const size_t max_set = (size_t)1 << 30;

@@ -12,8 +12,7 @@
 #include <vector>
 #include <algorithm>
 #include <cuda_runtime.h>
-
-#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1); } } while (0)
+#include "probe.h"
 
 enum Mode { kAlternate = 0, kRead = 1, kWrite = 2 };
 
@@ -34,8 +33,6 @@ __global__ void channels(const int4* __restrict__ host_in, int4* __restrict__ ho
     }
   }
 }
-
-static float median(std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
 
 int main() {
   const size_t slice_bytes = 512 << 10, slice = slice_bytes / 16;

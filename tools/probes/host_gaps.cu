@@ -12,8 +12,7 @@
 #include <cstdlib>
 #include <vector>
 #include <cuda_runtime.h>
-
-#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1); } } while (0)
+#include "probe.h"
 
 // Block b alternates writing its slice to host memory and reading it back.
 __global__ void shm_call(const int4* __restrict__ host_in, int4* __restrict__ host_out, int4* __restrict__ dev, size_t slice,

@@ -11,8 +11,7 @@
 #include <vector>
 #include <algorithm>
 #include <cuda_runtime.h>
-
-#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1); } } while (0)
+#include "probe.h"
 
 __global__ void copy16(const int4* __restrict__ src, int4* __restrict__ dst, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) dst[i] = src[i];
@@ -39,8 +38,6 @@ static float timed_copy(const int4* src, int4* dst, size_t n, int blocks, cudaEv
   float ms; CHECK(cudaEventElapsedTime(&ms, a, b));
   return ms;
 }
-
-static float median(std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
 
 int main() {
   const size_t host_bytes = 128ull << 20, hbm_bytes = 4ull << 30;

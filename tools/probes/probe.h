@@ -1,0 +1,24 @@
+// What every probe here shares: a CUDA call checked (exit with the file,
+// line and error), the median of repeated timings, and one thread block's
+// unrolled 16-byte loads as NCCL's primitives issue them.
+#pragma once
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include <cuda_runtime.h>
+
+#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1); } } while (0)
+
+static inline float median(std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
+
+// Loads a block's U elements at base + i, i + blockDim.x, ..., four in flight
+// a thread as NCCL's unroll keeps them; zero past `count`.
+template <int U>
+__device__ __forceinline__ void load_unrolled(int4 (&into)[U], const int4* __restrict__ from, size_t base, size_t i, size_t count) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const size_t at = i + (size_t)u * blockDim.x;
+    into[u] = at < count ? from[base + at] : make_int4(0, 0, 0, 0);
+  }
+}
