@@ -95,14 +95,9 @@ fn as_run(m: &Measurement, request: Request) -> Result<Request, PredictError> {
         protocol: choice::<Protocol>(m.proto.as_deref())?,
         stack: m.stack(),
         channels: m.channels,
-        switch_reducible: !m.dtype.as_deref().is_some_and(is_eight_bit),
+        element: m.dtype.as_deref().map(str::parse).transpose().map_err(PredictError::Failed)?.unwrap_or_default(),
         ..request
     })
-}
-
-/// NCCL's 8-bit element types, which an NVSwitch cannot reduce.
-fn is_eight_bit(dtype: &str) -> bool {
-    matches!(dtype, "int8" | "uint8" | "float8e4m3" | "float8e5m2")
 }
 
 /// A collective NCCL itself refuses (an algorithm it has not for this

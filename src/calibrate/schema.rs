@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::collective::Element;
 use crate::config::ConfigError;
 use crate::config::llm::Scope;
 use crate::stack::Stack;
@@ -160,9 +161,6 @@ impl Measurement {
 
 /// Element types a measurement may name: NCCL's (ncclDataType_t in nccl.h),
 /// spelt as the schema spells them.
-pub const DTYPES: [&str; 12] =
-    ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"];
-
 /// The largest buffer a measurement may name: what the largest GPU of the
 /// hardware model holds (twice that for `p2p_bidir_total`, which counts
 /// both directions' buffers), and that GPU's name.
@@ -214,10 +212,8 @@ pub fn check(m: &Measurement, largest: &(u64, String)) -> Result<(), (&'static s
             return Err((key, format!("{value} is out of range: allowed {least} to {most} ({what})")));
         }
     }
-    if let Some(dtype) = m.dtype.as_deref()
-        && !DTYPES.contains(&dtype)
-    {
-        return Err(("dtype", format!("{dtype:?} is not an element type NCCL has: use one of {}", DTYPES.join(", "))));
+    if let Some(dtype) = m.dtype.as_deref() {
+        dtype.parse::<Element>().map_err(|message| ("dtype", message))?;
     }
     Ok(())
 }

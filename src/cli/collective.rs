@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use serde_json::json;
 
 use super::{BadInput, TopologyArgs, checks, parse_format};
-use icsim::collective::{self, Algorithm, Choice, CollectiveError, Op, Outcome, Protocol, Request};
+use icsim::collective::{self, Algorithm, Choice, CollectiveError, Element, Op, Outcome, Protocol, Request};
 use icsim::report::{self, Format, Record};
 use icsim::stack::Stack;
 use icsim::topology;
@@ -42,6 +42,11 @@ pub struct CollectiveArgs {
     /// does (1 to 64).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     channels: Option<u32>,
+    /// The element type, as NCCL names it (float32, float16, bfloat16, int8,
+    /// float8e4m3, ...): 8-bit types never reduce in an NVSwitch and cost a
+    /// thread block more to add.
+    #[arg(long, default_value = "float32", value_parser = |s: &str| s.parse::<Element>())]
+    dtype: Element,
     /// table, json or csv.
     #[arg(long, default_value = "table", value_parser = parse_format)]
     format: Format,
@@ -90,6 +95,7 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
                 protocol: args.proto,
                 stack: args.stack,
                 channels: args.channels,
+                element: args.dtype,
                 ..Request::new(args.op, bytes, ranks.clone(), args.transport)
             };
             collective::simulate(&topo, &model, request)

@@ -14,6 +14,7 @@
 //! part of the steps its ranks sit out (`waits`).
 
 mod direct;
+mod element;
 mod layout;
 pub mod nccl;
 mod nvls;
@@ -36,6 +37,7 @@ use crate::transport::{Mode, TransportError};
 use crate::units::{Bytes, Time};
 
 pub use crate::config::protocol::{PROTOCOLS, Protocol};
+pub use element::{ELEMENT_TYPES, Element};
 pub use nccl::RingGraph;
 pub use plan::{Body, Expansion, Plan};
 pub use symmetry::Symmetry;
@@ -152,10 +154,8 @@ pub struct Request {
     pub stack: Stack,
     /// NCCL's channel count, forced (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS).
     pub channels: Option<u32>,
-    /// Whether an NVSwitch can reduce the elements in the switch: NCCL's
-    /// ncclNvlsSupported (src/include/device.h) refuses 8-bit types, so an
-    /// int8 or fp8 allreduce never runs NVLS.
-    pub switch_reducible: bool,
+    /// What the elements cost to reduce, in the switch and in a thread block.
+    pub element: Element,
 }
 
 impl Request {
@@ -170,7 +170,7 @@ impl Request {
             protocol: Choice::Auto,
             stack: Stack::NcclGraph,
             channels: None,
-            switch_reducible: true,
+            element: Element::Wide,
         }
     }
 

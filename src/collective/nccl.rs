@@ -145,14 +145,6 @@ fn hop_triple(model: &HardwareModel, algorithm: Algorithm, class: PathClass) -> 
     }
 }
 
-fn pick(triple: ProtocolTriple, protocol: Protocol) -> f64 {
-    match protocol {
-        Protocol::Ll => triple.ll,
-        Protocol::Ll128 => triple.ll128,
-        Protocol::Simple => triple.simple,
-    }
-}
-
 /// GPUs that head NVLS channels among `ranks`: every rank, up to NCCL's
 /// NVLS arity; the others only push and pull.
 pub fn nvls_heads(model: &HardwareModel, ranks: u32) -> u32 {
@@ -225,10 +217,10 @@ pub fn model_terms(model: &HardwareModel, arch: &NcclArch, ring: &RingGraph, can
         Op::AllGather | Op::ReduceScatter => n - 1.0,
         Op::Broadcast => n,
     };
-    let hop = pick(hop_triple(model, algorithm, class), protocol);
+    let hop = hop_triple(model, algorithm, class).of(protocol);
     let latency = match algorithm {
-        Algorithm::Ring => pick(nccl.ring_base_us, protocol) + steps * hop,
-        Algorithm::Tree if op == Op::AllReduce => pick(nccl.tree_base_us, protocol) + 2.0 * (n - 1.0) * hop,
+        Algorithm::Ring => nccl.ring_base_us.of(protocol) + steps * hop,
+        Algorithm::Tree if op == Op::AllReduce => nccl.tree_base_us.of(protocol) + 2.0 * (n - 1.0) * hop,
         Algorithm::Nvls if protocol == Protocol::Simple && op == Op::AllReduce => nccl.nvls_latency_us,
         _ => return None,
     };

@@ -4,7 +4,8 @@
 //! number of times, and its time per byte is the sum over those memory
 //! operations of one over the thread block's rate for that kind of
 //! operation (a property of the GPU architecture, measured with one
-//! channel). The path may limit a channel further (through host memory,
+//! channel); a reducing primitive's adds of 8-bit elements cost it more
+//! (measured on one GPU). The path may limit a channel further (through host memory,
 //! the reads it keeps in flight). When many channels share a link, their
 //! rate bends smoothly to the link's capacity (the contention knee); the
 //! flow network then enforces every link's capacity as a hard limit, so a
@@ -55,15 +56,39 @@ impl Primitive {
         Operations { loads, stores, remote_stores }
     }
 
+    /// Whether the primitive adds what arrived to the input.
+    pub fn reduces(self) -> bool {
+        matches!(self, Primitive::RecvReduceSend | Primitive::RecvReduceCopySend | Primitive::RecvReduceCopy)
+    }
+
     /// Seconds a thread block takes per byte of data.
-    pub fn seconds_per_byte(self, cta: &CtaRates) -> f64 {
-        let ops = self.operations();
-        ops.loads / cta.load.bytes_per_sec() + ops.stores / cta.store.bytes_per_sec() + ops.remote_stores / cta.remote_store.bytes_per_sec()
+    pub fn seconds_per_byte(self, block: &ThreadBlock) -> f64 {
+        let (ops, cta) = (self.operations(), &block.rates);
+        let memory = ops.loads / cta.load.bytes_per_sec()
+            + ops.stores / cta.store.bytes_per_sec()
+            + ops.remote_stores / cta.remote_store.bytes_per_sec();
+        if self.reduces() { memory + block.extra_add_seconds_per_byte } else { memory }
     }
 
     /// Data bytes per second one thread block moves with this primitive.
-    pub fn rate(self, cta: &CtaRates) -> f64 {
-        1.0 / self.seconds_per_byte(cta)
+    pub fn rate(self, block: &ThreadBlock) -> f64 {
+        1.0 / self.seconds_per_byte(block)
+    }
+}
+
+/// One channel's thread block in a call: its protocol's memory-operation
+/// rates, and the seconds a byte its adds of the call's elements take
+/// beyond a 16-bit float's (whose adds the rates include).
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadBlock {
+    pub rates: CtaRates,
+    pub extra_add_seconds_per_byte: f64,
+}
+
+impl ThreadBlock {
+    /// A thread block reducing 16-bit or wider elements.
+    pub fn wide(rates: CtaRates) -> ThreadBlock {
+        ThreadBlock { rates, extra_add_seconds_per_byte: 0.0 }
     }
 }
 
@@ -131,12 +156,12 @@ pub struct RingLoop {
     final_over_link: bool,
 }
 
-/// The loop of `op` over `ranks` on thread blocks of rates `cta`; the final
+/// The loop of `op` over `ranks` on thread blocks `block`; the final
 /// receive counts as on the link when `final_reads_over_link`.
-pub fn ring_loop(op: Op, ranks: usize, cta: &CtaRates, final_reads_over_link: bool) -> RingLoop {
+pub fn ring_loop(op: Op, ranks: usize, block: &ThreadBlock, final_reads_over_link: bool) -> RingLoop {
     let sends = ring_sends(op, ranks);
-    let sending: f64 = (0..sends).map(|s| ring_step(op, ranks, s).seconds_per_byte(cta)).sum();
-    RingLoop { sends, sending, last: ring_final(op).seconds_per_byte(cta), final_over_link: final_reads_over_link }
+    let sending: f64 = (0..sends).map(|s| ring_step(op, ranks, s).seconds_per_byte(block)).sum();
+    RingLoop { sends, sending, last: ring_final(op).seconds_per_byte(block), final_over_link: final_reads_over_link }
 }
 
 /// How fast a channel's thread block runs each part of its loop: the wire
@@ -200,8 +225,8 @@ impl RingLoop {
 /// A chain's (NCCL's tree inside one node) average data rate per flow: the
 /// slowest rank's bytes sent over the time its thread block spends on its
 /// primitives for one chunk (up and down), never above the path's limit.
-pub fn chain_channel_rate(ranks: usize, cta: &CtaRates, path_rate: Option<f64>) -> f64 {
-    let seconds = |ps: &[Primitive]| ps.iter().map(|p| p.seconds_per_byte(cta)).sum::<f64>();
+pub fn chain_channel_rate(ranks: usize, block: &ThreadBlock, path_rate: Option<f64>) -> f64 {
+    let seconds = |ps: &[Primitive]| ps.iter().map(|p| p.seconds_per_byte(block)).sum::<f64>();
     let root = 1.0 / seconds(&[Primitive::RecvReduceCopySend]);
     let far_end = 1.0 / seconds(&[Primitive::Send, Primitive::Recv]);
     let middle = if ranks > 2 { 2.0 / seconds(&[Primitive::RecvReduceSend, Primitive::RecvCopySend]) } else { f64::INFINITY };
@@ -246,12 +271,29 @@ mod tests {
     use super::*;
     use crate::units::Bandwidth;
 
-    fn hopper_simple() -> CtaRates {
-        CtaRates {
+    fn hopper_simple() -> ThreadBlock {
+        ThreadBlock::wide(CtaRates {
             load: Bandwidth::from_gbps_f64(147.0),
             store: Bandwidth::from_gbps_f64(56.0),
             remote_store: Bandwidth::from_gbps_f64(61.0),
+        })
+    }
+
+    #[test]
+    fn eight_bit_adds_cost_only_the_primitives_that_reduce() {
+        let wide = hopper_simple();
+        let int8 = ThreadBlock { extra_add_seconds_per_byte: 3e-12, ..wide };
+        use Primitive::*;
+        for primitive in [Send, RecvReduceSend, RecvReduceCopySend, RecvCopySend, CopySend, Recv, RecvReduceCopy] {
+            let extra = primitive.seconds_per_byte(&int8) - primitive.seconds_per_byte(&wide);
+            let expected = if primitive.reduces() { 3e-12 } else { 0.0 };
+            assert!((extra - expected).abs() < 1e-18, "{primitive:?}: {extra}");
         }
+        // A 2-rank reduce-scatter loop reduces once a byte sent (its final
+        // receive), an all-gather never.
+        let loop_seconds = |op, block: &ThreadBlock| 1.0 / ring_loop(op, 2, block, false).rate(None, 1.0);
+        assert!((loop_seconds(Op::ReduceScatter, &int8) - loop_seconds(Op::ReduceScatter, &wide) - 3e-12).abs() < 1e-18);
+        assert_eq!(loop_seconds(Op::AllGather, &int8), loop_seconds(Op::AllGather, &wide));
     }
 
     #[test]

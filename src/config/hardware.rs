@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use super::compute::{ComputeEfficiency, KernelEfficiency, Library};
+pub use super::cta::{CtaModel, CtaRates, ElementAdds};
 pub use super::nccl_model::{NcclArch, NcclModel, ProtocolTriple, TreeCorrection};
 use super::storage::{DriveModel, StorageModel};
 use super::{ConfigError, ConfigResult, merge_tables, parse_toml, read_text};
@@ -164,46 +165,6 @@ pub struct Protocol {
     pub nvlink: PathCost,
     pub pcie: PathCost,
     pub shm: PathCost,
-}
-
-/// How fast one thread block moves data with one protocol, per kind of
-/// memory operation: a primitive's time per byte is the sum over its
-/// operations of one over these rates (src/collective/rate.rs).
-#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct CtaRates {
-    /// Loads from the GPU's own memory (the user's input, a receive buffer
-    /// a peer wrote into).
-    pub load: Bandwidth,
-    /// Stores to the GPU's own memory (the user's output).
-    pub store: Bandwidth,
-    /// Stores into a peer's memory or host memory (the send).
-    pub remote_store: Bandwidth,
-}
-
-/// One GPU architecture's thread blocks: measured rates per protocol, or
-/// another architecture's scaled by a published per-channel ratio.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct CtaModel {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub simple: Option<CtaRates>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ll: Option<CtaRates>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ll128: Option<CtaRates>,
-    /// Take the rates of this architecture ("sm90")...
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub like: Option<String>,
-    /// ...times these factors per protocol.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub speedup: Option<ProtocolTriple>,
-    /// What a ring or tree call's start and each of its steps take longer on this architecture than on the
-    /// one the protocols' latencies were fitted on (zero there); fitted where this one's rates follow it.
-    #[serde(default)]
-    pub call_latency: Time,
-    #[serde(default)]
-    pub step_latency: Time,
 }
 
 /// How SM-driven traffic fills a link: the rate of `n` channels each able to
@@ -493,49 +454,6 @@ impl HardwareModel {
         }
         (!outside.is_empty())
             .then(|| format!("the collective model's fitted parameters are used outside what they were fitted on: {}", outside.join("; ")))
-    }
-
-    /// The thread-block rates of architecture `arch` ("sm90") for `protocol`,
-    /// following `like` (at most a few levels) and applying its speedup.
-    pub fn cta_rates(&self, arch: &str, protocol: super::protocol::Protocol) -> Result<CtaRates, String> {
-        use super::protocol::Protocol as P;
-        let mut key = arch.to_string();
-        let mut factor = 1.0;
-        for _ in 0..4 {
-            let model = self.cta.get(&key).ok_or_else(|| {
-                format!("no [cta.{key}] thread-block rates; known: {}", self.cta.keys().cloned().collect::<Vec<_>>().join(", "))
-            })?;
-            let own = match protocol {
-                P::Simple => model.simple,
-                P::Ll => model.ll,
-                P::Ll128 => model.ll128,
-            };
-            if let Some(rates) = own {
-                let scale = |b: Bandwidth| b.scaled(factor);
-                return Ok(CtaRates { load: scale(rates.load), store: scale(rates.store), remote_store: scale(rates.remote_store) });
-            }
-            let like = model.like.as_ref().ok_or_else(|| format!("[cta.{key}] has no {protocol} rates and no `like`"))?;
-            if let Some(speedup) = model.speedup {
-                factor *= match protocol {
-                    P::Simple => speedup.simple,
-                    P::Ll => speedup.ll,
-                    P::Ll128 => speedup.ll128,
-                };
-            }
-            key = like.clone();
-        }
-        Err(format!("[cta.{arch}]: `like` chains too deep (a loop?)"))
-    }
-
-    /// The thread-block rates of a GPU model for `protocol`.
-    pub fn gpu_cta_rates(&self, gpu: &GpuModel, protocol: super::protocol::Protocol) -> Result<CtaRates, String> {
-        self.cta_rates(&format!("sm{}", gpu.arch), protocol)
-    }
-
-    /// What a GPU's architecture adds to a call's start and to a step
-    /// (zero for an architecture without a thread-block table).
-    pub fn arch_latency(&self, gpu: &GpuModel) -> (Time, Time) {
-        self.cta.get(&format!("sm{}", gpu.arch)).map_or((Time::ZERO, Time::ZERO), |c| (c.call_latency, c.step_latency))
     }
 
     pub fn nccl_arch(&self, arch: u32) -> Result<&NcclArch, String> {

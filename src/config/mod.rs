@@ -3,6 +3,7 @@
 //! is allowed. Nothing here simulates.
 
 pub mod compute;
+mod cta;
 pub mod experiment;
 pub mod hardware;
 mod hardware_checks;

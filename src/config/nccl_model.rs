@@ -39,6 +39,18 @@ pub struct ProtocolTriple {
     pub simple: f64,
 }
 
+impl ProtocolTriple {
+    /// The figure for `protocol`.
+    pub fn of(self, protocol: super::protocol::Protocol) -> f64 {
+        use super::protocol::Protocol;
+        match protocol {
+            Protocol::Ll => self.ll,
+            Protocol::Ll128 => self.ll128,
+            Protocol::Simple => self.simple,
+        }
+    }
+}
+
 /// NCCL's cost model, used by the tuner to choose an algorithm and protocol
 /// the way NCCL does.
 #[derive(Debug, Clone, Deserialize, Serialize)]

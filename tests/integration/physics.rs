@@ -3,7 +3,7 @@
 //! one channel's rate binds, never a table; latency is a sum of named parts,
 //! each counted once; rows the model cannot predict are listed, not fatal.
 
-use icsim::collective::{self, Algorithm, Choice, Op, Protocol, Request};
+use icsim::collective::{self, Algorithm, Choice, Element, Op, Protocol, Request};
 use icsim::config::hardware::HardwareModel;
 use icsim::network::LinkId;
 use icsim::stack::Stack;
@@ -130,6 +130,30 @@ fn a_caller_pays_its_cost_once_a_call_and_once_a_step() {
     let added = time(Stack::Eager) - time(Stack::NcclGraph);
     println!("4x H200, 8 B ring LL: launched eagerly adds {added:.3} us; by hand 2.200 us");
     assert!((added - 2.2).abs() <= 0.001, "{added:.3} us against 2.2 us");
+}
+
+#[test]
+fn reducing_eight_bit_elements_costs_each_reduced_byte_the_measured_adds_once() {
+    // base.toml: an int8 add costs a thread block 1 / 337 GB/s = 2.97 ps a
+    // byte more than an fp16 add (one H200, tools/probes/cta_reduce.cu),
+    // fp8's 1 / 172 GB/s. A 2-rank reduce-scatter of 512 MiB on one channel
+    // (no contention) reduces once each byte a rank receives: 256 MiB, all
+    // on its one thread block, so by hand it takes 256 MiB x 2.97 ps =
+    // 0.797 ms longer for int8 and 256 MiB / 172 GB/s = 1.561 ms for fp8;
+    // an all-gather, which adds nothing, takes the same time for all three.
+    let (topo, model) = preset("hgx-h200", Some(2), &["base"]);
+    let time = |op, element| {
+        let request = Request { channels: Some(1), element, ..Request::new(op, Bytes::mib(512), topo.gpus().to_vec(), Mode::Nvswitch) };
+        collective::simulate(&topo, &model, request).unwrap().time.as_us()
+    };
+    let reduced_bytes = Bytes::mib(256).as_f64();
+    for (element, rate_gbps) in [(Element::Int8, 337.0), (Element::Float8, 172.0)] {
+        let added = time(Op::ReduceScatter, element) - time(Op::ReduceScatter, Element::Wide);
+        let by_hand = reduced_bytes / (rate_gbps * 1e3);
+        println!("2x H200, 512 MiB reduce-scatter on one channel, {element}: {added:.1} us more; by hand {by_hand:.1} us");
+        assert!((added / by_hand - 1.0).abs() <= 0.005, "{element}: {added:.1} us against {by_hand:.1} us");
+        assert_eq!(time(Op::AllGather, element), time(Op::AllGather, Element::Wide), "{element}: an all-gather adds nothing");
+    }
 }
 
 #[test]

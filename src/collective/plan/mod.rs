@@ -137,7 +137,9 @@ impl Plan {
                         )
                     })
                 })
-                .or_else(|| (!self.request.switch_reducible).then(|| "nvls cannot reduce 8-bit elements in the switch".to_string())),
+                .or_else(|| {
+                    (!self.request.element.switch_reducible()).then(|| "nvls cannot reduce 8-bit elements in the switch".to_string())
+                }),
             Algorithm::OneShot | Algorithm::TwoShot => needs_allreduce(&algorithm.to_string())
                 .or_else(|| {
                     (self.request.bytes > model.direct.max_bytes).then(|| {

@@ -5,12 +5,12 @@
 
 use crate::collective::direct::DirectStream;
 use crate::collective::nvls::{self, NvlsChannel, NvlsStream};
-use crate::collective::rate::{self, Primitive};
+use crate::collective::rate::{self, Primitive, ThreadBlock};
 use crate::collective::ring::{Drift, RingChannel, RingStream, StepRates};
 use crate::collective::symmetry::{self, ChannelClass, Symmetry};
 use crate::collective::tree::{self, ChainChannel, ChainRates, TreeStream};
-use crate::collective::{Algorithm, CollectiveError, Op, Protocol, nccl, waits};
-use crate::config::hardware::{CtaRates, HardwareModel, PathCost};
+use crate::collective::{Algorithm, CollectiveError, Element, Op, Protocol, nccl, waits};
+use crate::config::hardware::{HardwareModel, PathCost};
 use crate::engine::{Stream, TaskGraph, TaskId};
 use crate::network::{LinkId, Path};
 use crate::topology::{LinkKind, Medium, NodeKind, Topology};
@@ -348,12 +348,18 @@ impl Plan {
         }
     }
 
-    /// The thread-block rates of this plan's GPU and protocol, and the
-    /// path's own per-channel limit.
-    fn channel_physics(&self, topo: &Topology, model: &HardwareModel) -> Result<(CtaRates, Option<f64>), CollectiveError> {
+    /// A channel's thread block (this plan's GPU, protocol and elements),
+    /// and the path's own per-channel limit.
+    fn channel_physics(&self, topo: &Topology, model: &HardwareModel) -> Result<(ThreadBlock, Option<f64>), CollectiveError> {
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
-        let cta = model.gpu_cta_rates(gpu, self.protocol).map_err(CollectiveError::Model)?;
-        Ok((cta, self.costs(model).channel_rate.map(Bandwidth::bytes_per_sec)))
+        let rates = model.gpu_cta_rates(gpu, self.protocol).map_err(CollectiveError::Model)?;
+        let extra_add = match self.request.element {
+            Element::Wide => None,
+            Element::Int8 => Some(model.gpu_element_adds(gpu).map_err(CollectiveError::Model)?.int8),
+            Element::Float8 => Some(model.gpu_element_adds(gpu).map_err(CollectiveError::Model)?.float8),
+        };
+        let block = ThreadBlock { rates, extra_add_seconds_per_byte: extra_add.map_or(0.0, |rate| 1.0 / rate.bytes_per_sec()) };
+        Ok((block, self.costs(model).channel_rate.map(Bandwidth::bytes_per_sec)))
     }
 
     /// How much every channel slows when this call's channels share links
