@@ -159,8 +159,6 @@ impl Measurement {
     }
 }
 
-/// Element types a measurement may name: NCCL's (ncclDataType_t in nccl.h),
-/// spelt as the schema spells them.
 /// The largest buffer a measurement may name: what the largest GPU of the
 /// hardware model holds (twice that for `p2p_bidir_total`, which counts
 /// both directions' buffers), and that GPU's name.

@@ -5,8 +5,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// NCCL's element types, by the measurement schema's names.
-pub const ELEMENT_TYPES: [&str; 12] =
+/// NCCL's element types (ncclDataType_t in nccl.h), by the measurement
+/// schema's names.
+const ELEMENT_TYPES: [&str; 12] =
     ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"];
 
 /// What a call's elements cost to reduce.

@@ -5,13 +5,14 @@
 //! operations of one over the thread block's rate for that kind of
 //! operation (a property of the GPU architecture, measured with one
 //! channel); a reducing primitive's adds of 8-bit elements cost it more
-//! (measured on one GPU). The path may limit a channel further (through host memory,
-//! the reads it keeps in flight). When many channels share a link, their
+//! (measured on one GPU). The path may limit a channel further (through
+//! host memory, the reads it keeps in flight). When many channels share a link, their
 //! rate bends smoothly to the link's capacity (the contention knee); the
 //! flow network then enforces every link's capacity as a hard limit, so a
 //! change of links changes the time exactly where it changes the bottleneck.
 
 use crate::config::hardware::CtaRates;
+use crate::units::Bandwidth;
 
 use super::Op;
 
@@ -86,9 +87,10 @@ pub struct ThreadBlock {
 }
 
 impl ThreadBlock {
-    /// A thread block reducing 16-bit or wider elements.
-    pub fn wide(rates: CtaRates) -> ThreadBlock {
-        ThreadBlock { rates, extra_add_seconds_per_byte: 0.0 }
+    /// A thread block of `rates` whose adds run at `extra_add` beyond a
+    /// 16-bit float's (none for 16-bit or wider elements).
+    pub fn new(rates: CtaRates, extra_add: Option<Bandwidth>) -> ThreadBlock {
+        ThreadBlock { rates, extra_add_seconds_per_byte: extra_add.map_or(0.0, |rate| 1.0 / rate.bytes_per_sec()) }
     }
 }
 
@@ -269,20 +271,20 @@ pub fn slowest_of(n: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::units::Bandwidth;
 
     fn hopper_simple() -> ThreadBlock {
-        ThreadBlock::wide(CtaRates {
+        let rates = CtaRates {
             load: Bandwidth::from_gbps_f64(147.0),
             store: Bandwidth::from_gbps_f64(56.0),
             remote_store: Bandwidth::from_gbps_f64(61.0),
-        })
+        };
+        ThreadBlock::new(rates, None)
     }
 
     #[test]
     fn eight_bit_adds_cost_only_the_primitives_that_reduce() {
         let wide = hopper_simple();
-        let int8 = ThreadBlock { extra_add_seconds_per_byte: 3e-12, ..wide };
+        let int8 = ThreadBlock::new(wide.rates, Some(Bandwidth::from_gbps_f64(1000.0 / 3.0)));
         use Primitive::*;
         for primitive in [Send, RecvReduceSend, RecvReduceCopySend, RecvCopySend, CopySend, Recv, RecvReduceCopy] {
             let extra = primitive.seconds_per_byte(&int8) - primitive.seconds_per_byte(&wide);

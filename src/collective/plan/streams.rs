@@ -358,8 +358,7 @@ impl Plan {
             Element::Int8 => Some(model.gpu_element_adds(gpu).map_err(CollectiveError::Model)?.int8),
             Element::Float8 => Some(model.gpu_element_adds(gpu).map_err(CollectiveError::Model)?.float8),
         };
-        let block = ThreadBlock { rates, extra_add_seconds_per_byte: extra_add.map_or(0.0, |rate| 1.0 / rate.bytes_per_sec()) };
-        Ok((block, self.costs(model).channel_rate.map(Bandwidth::bytes_per_sec)))
+        Ok((ThreadBlock::new(rates, extra_add), self.costs(model).channel_rate.map(Bandwidth::bytes_per_sec)))
     }
 
     /// How much every channel slows when this call's channels share links
