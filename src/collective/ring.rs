@@ -103,11 +103,23 @@ pub struct RingStream {
     pub min_slice: Bytes,
     pub wire_factor: f64,
     pub rates: StepRates,
+    /// Wire bytes of each step's piece that move within the step's latency.
+    pub latency_bytes: Bytes,
 }
 
 /// Bytes on the wire for `data` bytes of payload.
 pub fn wire_bytes(data: Bytes, wire_factor: f64) -> Bytes {
     Bytes((data.0 as f64 * wire_factor).ceil() as u64)
+}
+
+/// The rate cap of a step's piece (or its first slice) of `wire` bytes
+/// whose first `latency_bytes` ride on the step's latency: the rest takes
+/// its time at `rate`; where all of it rides, only the links limit it.
+pub fn cap_past_latency(rate: Bandwidth, wire: Bytes, latency_bytes: Bytes) -> Option<Bandwidth> {
+    if latency_bytes.0 == 0 {
+        return Some(rate);
+    }
+    (wire > latency_bytes).then(|| rate.scaled(wire.0 as f64 / (wire.0 - latency_bytes.0) as f64))
 }
 
 /// Slices of one piece: at least `min_slice` each (unless the piece is
@@ -243,7 +255,10 @@ impl Generator<Path> for RingRun<'_> {
                 } else {
                     None
                 };
-                sent.push(run.pipes[position].send(graph, wire_bytes(slice, ring.wire_factor), Some(rates.send), ready));
+                let wire = wire_bytes(slice, ring.wire_factor);
+                // The piece's first bytes ride on the step's latency.
+                let cap = if j == 0 { cap_past_latency(rates.send, wire, ring.latency_bytes) } else { Some(rates.send) };
+                sent.push(run.pipes[position].send(graph, wire, cap, ready));
             }
             run.arriving[receiver] = sent;
         }
@@ -380,6 +395,17 @@ mod tests {
         assert_eq!(apart.copy_out, None);
         // No drift: every loop runs in step.
         assert_eq!(drifting_rates(0.0).of_loop(100_000).send, Bandwidth::gbps(10));
+    }
+
+    #[test]
+    fn a_pieces_first_bytes_ride_on_the_steps_latency() {
+        let rate = Bandwidth::gbps(2);
+        // 10 KiB with 2 KiB riding: the other 8 KiB take their time at 2 GB/s.
+        let cap = cap_past_latency(rate, Bytes::kib(10), Bytes::kib(2)).unwrap();
+        assert!(((Bytes::kib(10) / cap).as_us() - (Bytes::kib(8) / rate).as_us()).abs() < 1e-3);
+        // All of it riding: only the links limit it; none riding: the rate.
+        assert_eq!(cap_past_latency(rate, Bytes::kib(2), Bytes::kib(2)), None);
+        assert_eq!(cap_past_latency(rate, Bytes::kib(10), Bytes(0)), Some(rate));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::network::Path;
 use crate::transport::Pipe;
 use crate::units::{Bandwidth, Bytes};
 
-use super::ring::wire_bytes;
+use super::ring::{cap_past_latency, wire_bytes};
 
 /// The chain's order for one channel: rank positions from the root to the
 /// far end. Even channels start at rank 0, odd ones at the last rank.
@@ -44,6 +44,8 @@ pub struct TreeStream {
     pub chunk: Bytes,
     pub wire_factor: f64,
     pub rates: ChainRates,
+    /// Wire bytes of each hop's chunk that move within the step's latency.
+    pub latency_bytes: Bytes,
 }
 
 impl Stream<Path> for TreeStream {
@@ -82,15 +84,17 @@ impl Generator<Path> for TreeRun<'_> {
         let chunk = channel_bytes.even_part(chunks, run.chunks_sent);
         run.chunks_sent += 1;
         let wire = wire_bytes(chunk, tree.wire_factor);
+        // A hop's first bytes ride on its latency.
+        let cap = cap_past_latency(tree.rates.send, wire, tree.latency_bytes);
         // Reduce: the far end sends first; each rank towards the root
         // forwards once its part has arrived.
         let mut arrived = None;
         for pipe in run.channel.up.iter_mut().rev() {
-            arrived = Some(pipe.send(graph, wire, Some(tree.rates.send), arrived));
+            arrived = Some(pipe.send(graph, wire, cap, arrived));
         }
         // Broadcast: the root's result flows back down.
         for pipe in &mut run.channel.down {
-            arrived = Some(pipe.send(graph, wire, Some(tree.rates.send), arrived));
+            arrived = Some(pipe.send(graph, wire, cap, arrived));
         }
         let arrived = arrived.expect("a chain has at least one link");
         let mut after = vec![arrived];

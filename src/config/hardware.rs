@@ -129,6 +129,10 @@ pub struct PathCost {
     /// it differs from the generation's `host_read_efficiency` (LL128 polls a flag in every line it reads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_read_efficiency: Option<f64>,
+    /// Data bytes of each step's piece the channel's threads move within the step's latency (one pass of
+    /// them, polled with the flag): measured for LL through host memory; none elsewhere.
+    #[serde(default)]
+    pub latency_bytes: Bytes,
 }
 
 impl PathCost {

@@ -6,7 +6,7 @@
 use crate::collective::direct::DirectStream;
 use crate::collective::nvls::{self, NvlsChannel, NvlsStream};
 use crate::collective::rate::{self, Primitive, ThreadBlock};
-use crate::collective::ring::{Drift, RingChannel, RingStream, StepRates};
+use crate::collective::ring::{self, Drift, RingChannel, RingStream, StepRates};
 use crate::collective::symmetry::{self, ChannelClass, Symmetry};
 use crate::collective::tree::{self, ChainChannel, ChainRates, TreeStream};
 use crate::collective::{Algorithm, CollectiveError, Element, Op, Protocol, nccl, waits};
@@ -190,6 +190,7 @@ impl Plan {
                 copy_out: phases.copy_out.map(Bandwidth::from_bytes_per_sec_f64),
                 drift,
             },
+            latency_bytes: ring::wire_bytes(self.costs(model).latency_bytes, protocol.wire_factor),
         };
         // The lag follows how much contention slows the channel's loop as a whole.
         let loop_slowdown = ring_loop.rate(path_rate, slowdown) / ring_loop.rate(path_rate, 1.0);
@@ -286,6 +287,7 @@ impl Plan {
                 send: Bandwidth::from_bytes_per_sec_f64(alone * slowdown),
                 receive: Bandwidth::from_bytes_per_sec_f64(Primitive::Recv.rate(&cta) * slowdown),
             },
+            latency_bytes: ring::wire_bytes(self.costs(model).latency_bytes, protocol.wire_factor),
         })
     }
 
