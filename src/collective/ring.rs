@@ -112,14 +112,14 @@ pub fn wire_bytes(data: Bytes, wire_factor: f64) -> Bytes {
     Bytes((data.0 as f64 * wire_factor).ceil() as u64)
 }
 
-/// The rate cap of a step's piece (or its first slice) of `wire` bytes
-/// whose first `latency_bytes` ride on the step's latency: the rest takes
-/// its time at `rate`; where all of it rides, only the links limit it.
-pub fn cap_past_latency(rate: Bandwidth, wire: Bytes, latency_bytes: Bytes) -> Option<Bandwidth> {
-    if latency_bytes.0 == 0 {
+/// The rate cap of a step's piece (or one of its slices) of `wire` bytes
+/// of which `riding` ride on the step's latency: the rest takes its time at
+/// `rate`; where all of it rides, only the links limit it.
+pub fn cap_past_latency(rate: Bandwidth, wire: Bytes, riding: Bytes) -> Option<Bandwidth> {
+    if riding.0 == 0 {
         return Some(rate);
     }
-    (wire > latency_bytes).then(|| rate.scaled(wire.0 as f64 / (wire.0 - latency_bytes.0) as f64))
+    (wire > riding).then(|| rate.scaled(wire.0 as f64 / (wire.0 - riding.0) as f64))
 }
 
 /// Slices of one piece: at least `min_slice` each (unless the piece is
@@ -245,6 +245,9 @@ impl Generator<Path> for RingRun<'_> {
             let receiver = (position + 1) % n;
             let mut sent = std::mem::take(&mut run.arriving[receiver]);
             sent.clear();
+            // The piece's first bytes ride on the step's latency, in
+            // whichever of its first slices carry them.
+            let mut riding = ring.latency_bytes;
             for (j, &slice) in run.piece_slices[piece].iter().enumerate() {
                 // A loop's first step waits for the thread block to finish
                 // the last loop's copy out; later steps for what arrived.
@@ -256,9 +259,9 @@ impl Generator<Path> for RingRun<'_> {
                     None
                 };
                 let wire = wire_bytes(slice, ring.wire_factor);
-                // The piece's first bytes ride on the step's latency.
-                let cap = if j == 0 { cap_past_latency(rates.send, wire, ring.latency_bytes) } else { Some(rates.send) };
-                sent.push(run.pipes[position].send(graph, wire, cap, ready));
+                let rides = Bytes(riding.0.min(wire.0));
+                riding = Bytes(riding.0 - rides.0);
+                sent.push(run.pipes[position].send(graph, wire, cap_past_latency(rates.send, wire, rides), ready));
             }
             run.arriving[receiver] = sent;
         }

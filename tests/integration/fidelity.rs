@@ -141,7 +141,7 @@ fn the_runners_two_gpu_file_is_predicted_series_by_series() {
     let rows = predict(&runner_board("h200x2-runner", 2, &[]), &read(&measurements_dir().join("h200x2-runner/measurements.jsonl")));
     let misses = [
         Miss { series: "reducescatter nvswitch ranks=2", today: Bound { median: 0.05, max: 0.16 } },
-        Miss { series: "allreduce shm ranks=2", today: Bound { median: 0.05, max: 0.19 } },
+        Miss { series: "allreduce shm ranks=2", today: Bound { median: 0.06, max: 0.19 } },
     ];
     hold("runner, 2x H200, NCCL choosing, from 8 B", &rows, nccl_choosing, SERIES_BOUND, &misses);
     let forced_misses = [Miss { series: "allreduce shm algo=tree ranks=2", today: Bound { median: 0.11, max: NO_MAX } }];
