@@ -157,6 +157,30 @@ fn reducing_eight_bit_elements_costs_each_reduced_byte_the_measured_adds_once() 
 }
 
 #[test]
+fn an_ll_step_through_host_memory_carries_its_first_2_kib_on_its_latency() {
+    // base.toml: an LL step through host memory carries the first 2 KiB of
+    // its piece on its latency (one H200, tools/probes/ll_host_step.cu). A
+    // 2-rank all-gather on one channel is one step whose piece is half the
+    // output: up to 4 KiB of output the piece rides whole and only crosses
+    // the links (tens of ns), past it the rest pays the channel's rate.
+    let (topo, model) = preset("hgx-h200", Some(2), &["base"]);
+    let time = |bytes| {
+        let request = Request {
+            algorithm: Choice::Fixed(Algorithm::Ring),
+            protocol: Choice::Fixed(Protocol::Ll),
+            channels: Some(1),
+            ..Request::new(Op::AllGather, Bytes(bytes), topo.gpus().to_vec(), Mode::Shm)
+        };
+        collective::simulate(&topo, &model, request).unwrap().time.as_us()
+    };
+    let (empty, riding, past) = (time(8), time(4096), time(8192));
+    println!("2x H200, SHM LL all-gather on one channel: 8 B {empty:.3} us, 4 KiB {riding:.3} us, 8 KiB {past:.3} us");
+    assert!(riding - empty < 0.2, "a 2 KiB piece rides on the latency: {riding:.3} against {empty:.3} us");
+    let paid = Bytes::kib(2).as_f64() / model.protocol.ll.shm.channel_rate.unwrap().bytes_per_sec() * 1e6;
+    assert!(past - riding >= 0.8 * paid, "a 4 KiB piece pays for its second 2 KiB ({paid:.3} us): {past:.3} against {riding:.3} us");
+}
+
+#[test]
 fn blackwell_pays_its_own_call_and_step_latency_once_each() {
     // The same ring on B200 (NVLink 5 hops of the same 0.15 us), with what
     // blackwell-latency.toml says Blackwell adds: once at the call's start
