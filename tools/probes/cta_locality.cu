@@ -60,9 +60,6 @@ int main() {
   CHECK(cudaMalloc(&sink, 16));
   CHECK(cudaMemset(a, 1, max_set));
   CHECK(cudaMemset(b, 2, max_set));
-  cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
   const char* names[] = {"load", "copy", "reduce_copy"};
   const int arrays[] = {1, 2, 3};
   for (int op = 0; op < 3; ++op) {
@@ -74,20 +71,9 @@ int main() {
         if (per_block < 512 * kUnroll) continue;
         // Enough passes over the set that a launch's start is a small part.
         const int passes = (int)std::max<size_t>(1, ((size_t)256 << 20) / (per_block * 16 * arrays[op]));
-        std::vector<float> runs;
         primitive<<<blocks, 512>>>(a, b, out, per_block, 1, op, sink);  // warm
         CHECK(cudaGetLastError());
-        const int reps = 5;
-        for (int r = 0; r < reps; ++r) {
-          CHECK(cudaEventRecord(start));
-          primitive<<<blocks, 512>>>(a, b, out, per_block, passes, op, sink);
-          CHECK(cudaEventRecord(stop));
-          CHECK(cudaEventSynchronize(stop));
-          float ms;
-          CHECK(cudaEventElapsedTime(&ms, start, stop));
-          runs.push_back(ms);
-        }
-        const double ms = median(runs);
+        const double ms = median_ms(5, [&] { primitive<<<blocks, 512>>>(a, b, out, per_block, passes, op, sink); });
         const double moved = (double)per_block * 16 * arrays[op] * passes;  // loads and stores of one block
         printf("{\"probe\":\"cta_locality\",\"op\":\"%s\",\"blocks\":%d,\"threads\":512,\"working_set_bytes\":%zu,"
                "\"time_ms\":%.4f,\"gbps_per_block\":%.2f}\n",

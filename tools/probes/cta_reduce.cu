@@ -101,9 +101,6 @@ int main() {
   // Small values in every element type (0x01 bytes; 0x3c00 is fp16 1.0).
   CHECK(cudaMemset(a, 1, max_array));
   CHECK(cudaMemset(b, 1, max_array));
-  cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
   const char* names[] = {"float32", "float16", "bfloat16", "int8", "float8e4m3"};
   const Kernel kernels[] = {reduce_copy<kF32>, reduce_copy<kF16>, reduce_copy<kBf16>, reduce_copy<kI8>, reduce_copy<kFp8>};
   // Working sets (three arrays together): HBM-resident and L2-resident.
@@ -118,17 +115,7 @@ int main() {
       for (int e : {kF16, kF32, kBf16, kI8, kFp8}) {
         kernels[e]<<<blocks, 512>>>(a, b, out, per_block, 1);  // warm
         CHECK(cudaGetLastError());
-        std::vector<float> runs;
-        for (int r = 0; r < 5; ++r) {
-          CHECK(cudaEventRecord(start));
-          kernels[e]<<<blocks, 512>>>(a, b, out, per_block, passes);
-          CHECK(cudaEventRecord(stop));
-          CHECK(cudaEventSynchronize(stop));
-          float ms;
-          CHECK(cudaEventElapsedTime(&ms, start, stop));
-          runs.push_back(ms);
-        }
-        const double ms = median(runs);
+        const double ms = median_ms(5, [&] { kernels[e]<<<blocks, 512>>>(a, b, out, per_block, passes); });
         const double reduced = (double)per_block * 16 * passes;  // one operand's bytes, one block
         const double ps_per_byte = ms * 1e9 / reduced;
         if (e == kF16) f16_ps = ps_per_byte;

@@ -46,24 +46,16 @@ int main() {
   CHECK(cudaMalloc(&dev, buffer_bytes));
   CHECK(cudaMemset(dev, 1, buffer_bytes));
   for (size_t i = 0; i < buffer_bytes / 16; ++i) in[i] = make_int4(1, 2, 3, 4);
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
   const char* names[] = {"alternate", "read", "write"};
   for (int mode = 0; mode < 3; ++mode) {
     for (int blocks : {1, 2, 4, 8, 12, 16, 24, 32}) {
-      std::vector<float> runs;
-      for (int r = 0; r < 7; ++r) {
-        CHECK(cudaEventRecord(a));
+      auto launch = [&] {
         channels<<<blocks, 512>>>(in_dev, out_dev, dev, slice, steps, mode);
         CHECK(cudaGetLastError());
-        CHECK(cudaEventRecord(b));
-        CHECK(cudaEventSynchronize(b));
-        float ms;
-        CHECK(cudaEventElapsedTime(&ms, a, b));
-        if (r > 1) runs.push_back(ms);
-      }
-      const double ms = median(runs);
+      };
+      launch();  // two warm runs
+      launch();
+      const double ms = median_ms(5, launch);
       const double each_way = (double)slice_bytes * steps * blocks / (ms * 1e-3) / 1e9;
       printf("{\"probe\":\"host_channels\",\"mode\":\"%s\",\"blocks\":%d,\"threads\":512,\"slice_bytes\":%zu,"
              "\"steps\":%d,\"time_ms\":%.4f,\"gbps_each_way\":%.2f}\n",

@@ -69,27 +69,18 @@ int main() {
   CHECK(cudaMalloc(&buffer0, max_lines * sizeof(uint2)));
   CHECK(cudaMalloc(&buffer1, max_lines * sizeof(uint2)));
   CHECK(cudaMemset(buffer0, 1, max_lines * sizeof(uint2)));
-  cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
   uint32_t flag = 1;
   for (int lines = 1; lines <= max_lines; lines *= 2) {
     const int rounds = lines <= 4096 ? 200 : 20;
     ping_pong<<<2, 512>>>(a_dev, b_dev, buffer0, buffer1, lines, 2, flag);  // warm
     CHECK(cudaGetLastError());
     flag += 2;
-    std::vector<float> runs;
-    for (int rep = 0; rep < 5; ++rep) {
-      CHECK(cudaEventRecord(start));
+    // Each launch's rounds carry new flag values.
+    const double ms = median_ms(5, [&] {
       ping_pong<<<2, 512>>>(a_dev, b_dev, buffer0, buffer1, lines, rounds, flag);
-      CHECK(cudaEventRecord(stop));
-      CHECK(cudaEventSynchronize(stop));
       flag += rounds;
-      float ms;
-      CHECK(cudaEventElapsedTime(&ms, start, stop));
-      runs.push_back(ms);
-    }
-    const double step_us = median(runs) * 1e3 / rounds / 2;
+    });
+    const double step_us = ms * 1e3 / rounds / 2;
     printf("{\"probe\":\"ll_host_step\",\"threads\":512,\"data_bytes\":%d,\"rounds\":%d,\"step_us\":%.3f,\"data_gbps\":%.3f}\n", lines * 8,
            rounds, step_us, lines * 8 / (step_us * 1e3));
   }

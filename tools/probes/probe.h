@@ -1,6 +1,6 @@
 // What every probe here shares: a CUDA call checked (exit with the file,
-// line and error), the median of repeated timings, and one thread block's
-// unrolled 16-byte loads as NCCL's primitives issue them.
+// line and error), the median of repeated timings between CUDA events, and
+// one thread block's unrolled 16-byte loads as NCCL's primitives issue them.
 #pragma once
 #include <algorithm>
 #include <cstdio>
@@ -11,6 +11,28 @@
 #define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1); } } while (0)
 
 static inline float median(std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
+
+// The median of `reps` timings, in ms, of what `launch` enqueues on the
+// default stream, each between two CUDA events.
+template <class Launch>
+float median_ms(int reps, Launch launch) {
+  cudaEvent_t start, stop;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+  std::vector<float> runs;
+  for (int r = 0; r < reps; ++r) {
+    CHECK(cudaEventRecord(start));
+    launch();
+    CHECK(cudaEventRecord(stop));
+    CHECK(cudaEventSynchronize(stop));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, start, stop));
+    runs.push_back(ms);
+  }
+  CHECK(cudaEventDestroy(start));
+  CHECK(cudaEventDestroy(stop));
+  return median(runs);
+}
 
 // Loads a block's U elements at base + i, i + blockDim.x, ..., four in flight
 // a thread as NCCL's unroll keeps them; zero past `count`.
