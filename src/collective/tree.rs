@@ -44,8 +44,34 @@ pub struct TreeStream {
     pub chunk: Bytes,
     pub wire_factor: f64,
     pub rates: ChainRates,
-    /// Wire bytes of each hop's chunk that move within the step's latency.
+    /// Wire bytes of each hop's chunk that move within the step's latency
+    /// when all of the receiving thread block's threads receive it.
     pub latency_bytes: Bytes,
+}
+
+/// Of a hop's bytes that ride on its latency (a pass of the receiving
+/// threads), the part a chain's receiver takes: NCCL's tree kernel for LL
+/// and LL128 (`runTreeSplit`, all_reduce.h) gives a rank below the root
+/// 70% of its warps to reduce (receiving from below) and the rest to
+/// broadcast (receiving from above): of LL's 512 threads 352 and 160. The
+/// root receives with all of them.
+fn riding(full: Bytes, receiver: Receiver) -> Bytes {
+    const THREADS: u64 = 512;
+    const REDUCING: u64 = THREADS * 7 / (10 * 32) * 32;
+    let threads = match receiver {
+        Receiver::Root => THREADS,
+        Receiver::Reducing => REDUCING,
+        Receiver::Broadcasting => THREADS - REDUCING,
+    };
+    Bytes(full.0 * threads / THREADS)
+}
+
+/// Which of its rank's threads receive a chain's hop.
+#[derive(Clone, Copy)]
+enum Receiver {
+    Root,
+    Reducing,
+    Broadcasting,
 }
 
 impl Stream<Path> for TreeStream {
@@ -84,17 +110,19 @@ impl Generator<Path> for TreeRun<'_> {
         let chunk = channel_bytes.even_part(chunks, run.chunks_sent);
         run.chunks_sent += 1;
         let wire = wire_bytes(chunk, tree.wire_factor);
-        // A hop's first bytes ride on its latency.
-        let cap = cap_past_latency(tree.rates.send, wire, tree.latency_bytes);
+        // A hop's first bytes ride on its latency, as many as its receiving
+        // threads take in a pass.
+        let cap = |receiver| cap_past_latency(tree.rates.send, wire, riding(tree.latency_bytes, receiver));
         // Reduce: the far end sends first; each rank towards the root
-        // forwards once its part has arrived.
+        // forwards once its part has arrived (up[0] ends at the root).
         let mut arrived = None;
-        for pipe in run.channel.up.iter_mut().rev() {
-            arrived = Some(pipe.send(graph, wire, cap, arrived));
+        for (hop, pipe) in run.channel.up.iter_mut().enumerate().rev() {
+            let receiver = if hop == 0 { Receiver::Root } else { Receiver::Reducing };
+            arrived = Some(pipe.send(graph, wire, cap(receiver), arrived));
         }
         // Broadcast: the root's result flows back down.
         for pipe in &mut run.channel.down {
-            arrived = Some(pipe.send(graph, wire, cap, arrived));
+            arrived = Some(pipe.send(graph, wire, cap(Receiver::Broadcasting), arrived));
         }
         let arrived = arrived.expect("a chain has at least one link");
         let mut after = vec![arrived];
