@@ -5,6 +5,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::config::hardware::ElementAdds;
+use crate::units::Bandwidth;
+
 /// NCCL's element types (ncclDataType_t in nccl.h), by the measurement
 /// schema's names.
 const ELEMENT_TYPES: [&str; 12] =
@@ -28,6 +31,17 @@ pub enum Element {
 }
 
 impl Element {
+    /// The rate at which a thread block's extra adds of these elements run
+    /// alone (`adds`: the GPU's, for 8-bit types); none for wide elements,
+    /// whose adds the thread block's memory rates include.
+    pub fn add_rate(self, adds: &ElementAdds) -> Option<Bandwidth> {
+        match self {
+            Element::Int8 => Some(adds.int8),
+            Element::Float8 => Some(adds.float8),
+            Element::Wide => None,
+        }
+    }
+
     /// Whether an NVSwitch can reduce these elements: NCCL's
     /// ncclNvlsSupported (src/include/device.h) refuses 8-bit types, so an
     /// int8 or fp8 allreduce never runs NVLS.

@@ -190,7 +190,7 @@ impl Plan {
                 copy_out: phases.copy_out.map(Bandwidth::from_bytes_per_sec_f64),
                 drift,
             },
-            latency_bytes: ring::wire_bytes(self.costs(model).latency_bytes, protocol.wire_factor),
+            latency_bytes: self.latency_wire_bytes(model),
         };
         // The lag follows how much contention slows the channel's loop as a whole.
         let loop_slowdown = ring_loop.rate(path_rate, slowdown) / ring_loop.rate(path_rate, 1.0);
@@ -287,7 +287,7 @@ impl Plan {
                 send: Bandwidth::from_bytes_per_sec_f64(alone * slowdown),
                 receive: Bandwidth::from_bytes_per_sec_f64(Primitive::Recv.rate(&cta) * slowdown),
             },
-            latency_bytes: ring::wire_bytes(self.costs(model).latency_bytes, protocol.wire_factor),
+            latency_bytes: self.latency_wire_bytes(model),
         })
     }
 
@@ -350,15 +350,20 @@ impl Plan {
         }
     }
 
+    /// Wire bytes of a step's piece that ride on the step's latency.
+    fn latency_wire_bytes(&self, model: &HardwareModel) -> Bytes {
+        ring::wire_bytes(self.costs(model).latency_bytes, self.protocol.model(model).wire_factor)
+    }
+
     /// A channel's thread block (this plan's GPU, protocol and elements),
     /// and the path's own per-channel limit.
     fn channel_physics(&self, topo: &Topology, model: &HardwareModel) -> Result<(ThreadBlock, Option<f64>), CollectiveError> {
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
         let rates = model.gpu_cta_rates(gpu, self.protocol).map_err(CollectiveError::Model)?;
+        // Only 8-bit elements need the GPU's table of adds.
         let extra_add = match self.request.element {
             Element::Wide => None,
-            Element::Int8 => Some(model.gpu_element_adds(gpu).map_err(CollectiveError::Model)?.int8),
-            Element::Float8 => Some(model.gpu_element_adds(gpu).map_err(CollectiveError::Model)?.float8),
+            eight_bit => eight_bit.add_rate(&model.gpu_element_adds(gpu).map_err(CollectiveError::Model)?),
         };
         Ok((ThreadBlock::new(rates, extra_add), self.costs(model).channel_rate.map(Bandwidth::bytes_per_sec)))
     }
