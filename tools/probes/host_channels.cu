@@ -6,6 +6,9 @@
 // alternating a 512 KiB write of host memory and a 512 KiB read of it (NCCL's
 // Simple step), and, apart, k blocks that only read or only write, for k =
 // 1..32, and prints one JSON line per case with the bytes each way a second.
+// The `_unrolled` modes read as NCCL's Simple primitives do, four 16-byte
+// loads in flight a thread (COLL_UNROLL): a block reading host memory is
+// bound by the reads it keeps in flight, and this is its rate.
 // Build: nvcc -O3 -arch=sm_90 host_channels.cu
 #include <cstdio>
 #include <cstdlib>
@@ -14,7 +17,7 @@
 #include <cuda_runtime.h>
 #include "probe.h"
 
-enum Mode { kAlternate = 0, kRead = 1, kWrite = 2 };
+enum Mode { kAlternate = 0, kRead = 1, kWrite = 2, kAlternateUnrolled = 3, kReadUnrolled = 4 };
 
 // Block b moves `steps` slices of `slice` int4s; its slices sit at its own
 // offset of each buffer, so blocks never share a line.
@@ -23,12 +26,24 @@ __global__ void channels(const int4* __restrict__ host_in, int4* __restrict__ ho
   const size_t base = (size_t)blockIdx.x * slice;
   for (int s = 0; s < steps; ++s) {
     const size_t at = base + (size_t)(s % 4) * slice * gridDim.x;
-    if (mode != kRead) {
+    if (mode != kRead && mode != kReadUnrolled) {
       for (size_t i = threadIdx.x; i < slice; i += blockDim.x) host_out[at + i] = dev[at + i];
       __syncthreads();
     }
-    if (mode != kWrite) {
+    if (mode == kRead || mode == kAlternate) {
       for (size_t i = threadIdx.x; i < slice; i += blockDim.x) dev[at + i] = host_in[at + i];
+      __syncthreads();
+    }
+    if (mode == kReadUnrolled || mode == kAlternateUnrolled) {
+      for (size_t i = threadIdx.x; i < slice; i += 4 * blockDim.x) {
+        int4 v[4];
+        load_unrolled<4>(v, host_in, at, i, slice);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const size_t j = i + (size_t)u * blockDim.x;
+          if (j < slice) dev[at + j] = v[u];
+        }
+      }
       __syncthreads();
     }
   }
@@ -46,8 +61,8 @@ int main() {
   CHECK(cudaMalloc(&dev, buffer_bytes));
   CHECK(cudaMemset(dev, 1, buffer_bytes));
   for (size_t i = 0; i < buffer_bytes / 16; ++i) in[i] = make_int4(1, 2, 3, 4);
-  const char* names[] = {"alternate", "read", "write"};
-  for (int mode = 0; mode < 3; ++mode) {
+  const char* names[] = {"alternate", "read", "write", "alternate_unrolled", "read_unrolled"};
+  for (int mode = 0; mode < 5; ++mode) {
     for (int blocks : {1, 2, 4, 8, 12, 16, 24, 32}) {
       auto launch = [&] {
         channels<<<blocks, 512>>>(in_dev, out_dev, dev, slice, steps, mode);
