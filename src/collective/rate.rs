@@ -5,8 +5,10 @@
 //! operations of one over the thread block's rate for that kind of
 //! operation (a property of the GPU architecture, measured with one
 //! channel); a reducing primitive's adds of 8-bit elements cost it more
-//! (measured on one GPU). The path may limit a channel further (through
-//! host memory, the reads it keeps in flight). When many channels share a link, their
+//! (measured on one GPU). A path may limit what a channel reads a second
+//! (through host memory, the reads it keeps in flight): a primitive that
+//! receives there takes at least its bytes at that rate, and its other
+//! memory operations run while it waits. When many channels share a link, their
 //! rate bends smoothly to the link's capacity (the contention knee); the
 //! flow network then enforces every link's capacity as a hard limit, so a
 //! change of links changes the time exactly where it changes the bottleneck.
@@ -57,18 +59,26 @@ impl Primitive {
         Operations { loads, stores, remote_stores }
     }
 
+    /// Whether the primitive reads what arrived from its peer.
+    pub fn receives(self) -> bool {
+        !matches!(self, Primitive::Send | Primitive::CopySend)
+    }
+
     /// Whether the primitive adds what arrived to the input.
     pub fn reduces(self) -> bool {
         matches!(self, Primitive::RecvReduceSend | Primitive::RecvReduceCopySend | Primitive::RecvReduceCopy)
     }
 
-    /// Seconds a thread block takes per byte of data.
+    /// Seconds a thread block takes per byte of data: its memory
+    /// operations and adds, or, where it receives over a path that bounds
+    /// a channel's reads, the wait for them if that is longer.
     pub fn seconds_per_byte(self, block: &ThreadBlock) -> f64 {
         let (ops, cta) = (self.operations(), &block.rates);
         let memory = ops.loads / cta.load.bytes_per_sec()
             + ops.stores / cta.store.bytes_per_sec()
             + ops.remote_stores / cta.remote_store.bytes_per_sec();
-        if self.reduces() { memory + block.extra_add_seconds_per_byte } else { memory }
+        let work = if self.reduces() { memory + block.extra_add_seconds_per_byte } else { memory };
+        if self.receives() { work.max(block.read_seconds_per_byte) } else { work }
     }
 
     /// Data bytes per second one thread block moves with this primitive.
@@ -78,19 +88,23 @@ impl Primitive {
 }
 
 /// One channel's thread block in a call: its protocol's memory-operation
-/// rates, and the seconds a byte its adds of the call's elements take
-/// beyond a 16-bit float's (whose adds the rates include).
+/// rates, the seconds a byte its adds of the call's elements take beyond a
+/// 16-bit float's (whose adds the rates include), and the seconds a byte
+/// its reads of what arrived take at least where the path bounds them.
 #[derive(Debug, Clone, Copy)]
 pub struct ThreadBlock {
     pub rates: CtaRates,
     pub extra_add_seconds_per_byte: f64,
+    pub read_seconds_per_byte: f64,
 }
 
 impl ThreadBlock {
     /// A thread block of `rates` whose adds run at `extra_add` beyond a
-    /// 16-bit float's (none for 16-bit or wider elements).
-    pub fn new(rates: CtaRates, extra_add: Option<Bandwidth>) -> ThreadBlock {
-        ThreadBlock { rates, extra_add_seconds_per_byte: extra_add.map_or(0.0, |rate| 1.0 / rate.bytes_per_sec()) }
+    /// 16-bit float's (none for 16-bit or wider elements), reading what
+    /// arrived at no more than `read_rate` (none: as its rates allow).
+    pub fn new(rates: CtaRates, extra_add: Option<Bandwidth>, read_rate: Option<Bandwidth>) -> ThreadBlock {
+        let seconds = |rate: Option<Bandwidth>| rate.map_or(0.0, |rate| 1.0 / rate.bytes_per_sec());
+        ThreadBlock { rates, extra_add_seconds_per_byte: seconds(extra_add), read_seconds_per_byte: seconds(read_rate) }
     }
 }
 
@@ -188,24 +202,22 @@ impl RingLoop {
     }
 
     /// What the channel pushes while it works on the link (bytes sent a
-    /// second), never above what the path lets one channel push: its
-    /// demand on the link.
-    pub fn link_rate(&self, path_rate: Option<f64>) -> f64 {
-        let own = self.sends as f64 / self.on_link();
-        path_rate.map_or(own, |limit| own.min(limit))
+    /// second): its demand on the link.
+    pub fn link_rate(&self) -> f64 {
+        self.sends as f64 / self.on_link()
     }
 
     /// Seconds a byte the loop's link part takes when it runs at
     /// `slowdown` of its demand: all the sending steps, and the final
     /// receive where it reads over the link.
-    fn link_seconds(&self, path_rate: Option<f64>, slowdown: f64) -> f64 {
-        self.sends as f64 / (self.link_rate(path_rate) * slowdown)
+    fn link_seconds(&self, slowdown: f64) -> f64 {
+        self.sends as f64 / (self.link_rate() * slowdown)
     }
 
     /// The channel's average data rate over the loop when its work on the
     /// link runs at `slowdown` of its demand.
-    pub fn rate(&self, path_rate: Option<f64>, slowdown: f64) -> f64 {
-        self.sends as f64 / (self.link_seconds(path_rate, slowdown) + self.local())
+    pub fn rate(&self, slowdown: f64) -> f64 {
+        self.sends as f64 / (self.link_seconds(slowdown) + self.local())
     }
 
     /// The rates of the loop's two parts at `slowdown`. Where the final
@@ -215,25 +227,26 @@ impl RingLoop {
     /// staging buffer, simulated as the data arrives: the loop's time, the
     /// copy out's included, is spread over the sending steps, and the copy
     /// out adds none of its own (not even after the last loop).
-    pub fn phases(&self, path_rate: Option<f64>, slowdown: f64) -> LoopPhases {
+    pub fn phases(&self, slowdown: f64) -> LoopPhases {
         if self.final_over_link {
-            LoopPhases { send: self.rate(path_rate, slowdown), copy_out: None }
+            LoopPhases { send: self.rate(slowdown), copy_out: None }
         } else {
-            LoopPhases { send: self.sends as f64 / self.link_seconds(path_rate, slowdown), copy_out: Some(1.0 / self.last) }
+            LoopPhases { send: self.sends as f64 / self.link_seconds(slowdown), copy_out: Some(1.0 / self.last) }
         }
     }
 }
 
-/// A chain's (NCCL's tree inside one node) average data rate per flow: the
-/// slowest rank's bytes sent over the time its thread block spends on its
-/// primitives for one chunk (up and down), never above the path's limit.
-pub fn chain_channel_rate(ranks: usize, block: &ThreadBlock, path_rate: Option<f64>) -> f64 {
-    let seconds = |ps: &[Primitive]| ps.iter().map(|p| p.seconds_per_byte(block)).sum::<f64>();
-    let root = 1.0 / seconds(&[Primitive::RecvReduceCopySend]);
-    let far_end = 1.0 / seconds(&[Primitive::Send, Primitive::Recv]);
-    let middle = if ranks > 2 { 2.0 / seconds(&[Primitive::RecvReduceSend, Primitive::RecvCopySend]) } else { f64::INFINITY };
-    let own = root.min(far_end).min(middle);
-    path_rate.map_or(own, |limit| own.min(limit))
+/// A chain's (NCCL's tree inside one node) data rate per flow: that of its
+/// slowest rank. Below the root NCCL splits a rank's thread block in two
+/// groups that run at once (runTreeSplit), one reducing up the chain, one
+/// broadcasting down it, so such a rank keeps the pace of its slower group;
+/// the root reduces, copies and sends down with the whole block.
+pub fn chain_channel_rate(ranks: usize, block: &ThreadBlock) -> f64 {
+    let slower = |up: Primitive, down: Primitive| 1.0 / up.seconds_per_byte(block).max(down.seconds_per_byte(block));
+    let root = 1.0 / Primitive::RecvReduceCopySend.seconds_per_byte(block);
+    let far_end = slower(Primitive::Send, Primitive::Recv);
+    let middle = if ranks > 2 { slower(Primitive::RecvReduceSend, Primitive::RecvCopySend) } else { f64::INFINITY };
+    root.min(far_end).min(middle)
 }
 
 /// The soft minimum of a demand and a capacity with the given sharpness:
@@ -278,13 +291,13 @@ mod tests {
             store: Bandwidth::from_gbps_f64(56.0),
             remote_store: Bandwidth::from_gbps_f64(61.0),
         };
-        ThreadBlock::new(rates, None)
+        ThreadBlock::new(rates, None, None)
     }
 
     #[test]
     fn eight_bit_adds_cost_only_the_primitives_that_reduce() {
         let wide = hopper_simple();
-        let int8 = ThreadBlock::new(wide.rates, Some(Bandwidth::from_gbps_f64(1000.0 / 3.0)));
+        let int8 = ThreadBlock::new(wide.rates, Some(Bandwidth::from_gbps_f64(1000.0 / 3.0)), None);
         use Primitive::*;
         for primitive in [Send, RecvReduceSend, RecvReduceCopySend, RecvCopySend, CopySend, Recv, RecvReduceCopy] {
             let extra = primitive.seconds_per_byte(&int8) - primitive.seconds_per_byte(&wide);
@@ -293,9 +306,29 @@ mod tests {
         }
         // A 2-rank reduce-scatter loop reduces once a byte sent (its final
         // receive), an all-gather never.
-        let loop_seconds = |op, block: &ThreadBlock| 1.0 / ring_loop(op, 2, block, false).rate(None, 1.0);
+        let loop_seconds = |op, block: &ThreadBlock| 1.0 / ring_loop(op, 2, block, false).rate(1.0);
         assert!((loop_seconds(Op::ReduceScatter, &int8) - loop_seconds(Op::ReduceScatter, &wide) - 3e-12).abs() < 1e-18);
         assert_eq!(loop_seconds(Op::AllGather, &int8), loop_seconds(Op::AllGather, &wide));
+    }
+
+    #[test]
+    fn a_receive_through_host_memory_waits_for_its_reads_while_its_other_work_runs() {
+        let free = hopper_simple();
+        let bounded = ThreadBlock::new(free.rates, None, Some(Bandwidth::from_gbps_f64(10.0)));
+        use Primitive::*;
+        for primitive in [Send, RecvReduceSend, RecvReduceCopySend, RecvCopySend, CopySend, Recv, RecvReduceCopy] {
+            let expected = if primitive.receives() { 1e-10 } else { primitive.seconds_per_byte(&free) };
+            assert!((primitive.seconds_per_byte(&bounded) - expected).abs() < 1e-20, "{primitive:?}");
+        }
+        // Per byte sent, a 2-rank all-reduce loop hides its middle step's
+        // stores behind the wait; an all-gather's sending step has none to
+        // wait for. Both wait once per byte received.
+        let per_byte_sent = |op| 1.0 / ring_loop(op, 2, &bounded, true).rate(1.0);
+        let all_reduce = (Send.seconds_per_byte(&free) + 2e-10) / 2.0;
+        let all_gather = CopySend.seconds_per_byte(&free) + 1e-10;
+        assert!((per_byte_sent(Op::AllReduce) - all_reduce).abs() < 1e-20);
+        assert!((per_byte_sent(Op::AllGather) - all_gather).abs() < 1e-20);
+        assert!(per_byte_sent(Op::AllReduce) < 0.8 * per_byte_sent(Op::AllGather));
     }
 
     #[test]
@@ -314,21 +347,26 @@ mod tests {
         // runner's one-channel analysis): all-reduce over 2 ranks loads 2,
         // stores 1 and stores remotely 1 per byte sent.
         let cta = hopper_simple();
-        let ar2 = ring_loop(Op::AllReduce, 2, &cta, false).rate(None, 1.0) / 1e9;
+        let ar2 = ring_loop(Op::AllReduce, 2, &cta, false).rate(1.0) / 1e9;
         let expected = 1.0 / (2.0 / 147.0 + 1.0 / 56.0 + 1.0 / 61.0);
         assert!((ar2 - expected).abs() < 1e-9, "{ar2} vs {expected}");
         // Measured (h200x4-channels, one channel, 1 GiB): 20.9, 15.2, 18.3 GB/s.
-        let ag2 = ring_loop(Op::AllGather, 2, &cta, false).rate(None, 1.0) / 1e9;
-        let rs2 = ring_loop(Op::ReduceScatter, 2, &cta, false).rate(None, 1.0) / 1e9;
+        let ag2 = ring_loop(Op::AllGather, 2, &cta, false).rate(1.0) / 1e9;
+        let rs2 = ring_loop(Op::ReduceScatter, 2, &cta, false).rate(1.0) / 1e9;
         for (got, measured) in [(ar2, 20.9), (ag2, 15.2), (rs2, 18.3)] {
             assert!((got / measured - 1.0).abs() < 0.03, "{got:.2} GB/s against {measured}");
         }
-        // A path slower than the thread block sets the rate.
-        assert!((ring_loop(Op::AllReduce, 2, &cta, true).rate(Some(1e9), 1.0) / 1e9 - 1.0).abs() < 1e-12);
-        // Two ranks of a chain: the root reduces, copies and sends; the far
-        // end sends, then receives. Both about an all-reduce ring's rate.
-        let chain = chain_channel_rate(2, &cta, None) / 1e9;
-        assert!((chain / ar2 - 1.0).abs() < 0.01, "{chain} against {ar2}");
+        // Two ranks of a chain: the root reduces, copies and sends with its
+        // whole block, an all-reduce ring loop's work a byte; the far end's
+        // two groups send and receive at once, each doing less.
+        let chain = chain_channel_rate(2, &cta) / 1e9;
+        assert!((chain / ar2 - 1.0).abs() < 1e-9, "{chain} against {ar2}");
+        // Through host memory the far end's receive waits for its reads
+        // while its send runs; the root still sets the pace unless its own
+        // receive waits longer than its work.
+        let waiting = |gbps: f64| ThreadBlock::new(cta.rates, None, Some(Bandwidth::from_gbps_f64(gbps)));
+        assert!((chain_channel_rate(2, &waiting(40.0)) / 1e9 / ar2 - 1.0).abs() < 1e-9);
+        assert!((chain_channel_rate(2, &waiting(10.0)) / 1e9 - 10.0).abs() < 1e-9);
     }
 
     #[test]
@@ -337,15 +375,15 @@ mod tests {
         // A reduce-scatter's send (a load and a store into the peer) presses
         // on the link harder than its loop's average rate says.
         let over_nvlink = ring_loop(Op::ReduceScatter, 2, &cta, false);
-        assert!(over_nvlink.link_rate(None) > 1.5 * over_nvlink.rate(None, 1.0));
+        assert!(over_nvlink.link_rate() > 1.5 * over_nvlink.rate(1.0));
         // At half speed on the link the loop takes its link part twice and
         // its local part (the final receive from local memory) once.
-        let per_byte = 1.0 / over_nvlink.rate(None, 0.5);
+        let per_byte = 1.0 / over_nvlink.rate(0.5);
         let by_hand = (2.0 * over_nvlink.on_link() + over_nvlink.local()) / over_nvlink.sends as f64;
         assert!((per_byte / by_hand - 1.0).abs() < 1e-12);
         // Through host memory the final receive reads across the link too.
         let through_host = ring_loop(Op::ReduceScatter, 2, &cta, true);
-        assert!((through_host.rate(None, 0.5) / through_host.rate(None, 1.0) - 0.5).abs() < 1e-12);
+        assert!((through_host.rate(0.5) / through_host.rate(1.0) - 0.5).abs() < 1e-12);
     }
 
     #[test]
@@ -355,17 +393,17 @@ mod tests {
         // steps run at the link's pace, then the copy out at its own, and
         // the two add up to the loop.
         let over_nvlink = ring_loop(Op::AllGather, 4, &cta, false);
-        let phases = over_nvlink.phases(None, 0.5);
+        let phases = over_nvlink.phases(0.5);
         let copy_out = phases.copy_out.expect("over NVLink the copy out runs in series");
         let loop_seconds = over_nvlink.sends as f64 / phases.send + 1.0 / copy_out;
-        assert!((loop_seconds * over_nvlink.rate(None, 0.5) / over_nvlink.sends as f64 - 1.0).abs() < 1e-12);
+        assert!((loop_seconds * over_nvlink.rate(0.5) / over_nvlink.sends as f64 - 1.0).abs() < 1e-12);
         assert!((copy_out - ring_final(Op::AllGather).rate(&cta)).abs() < 1e-6);
         // Through host memory the copy out's loads are the pipe's reads:
         // the sends carry the whole loop's time, the copy out none.
         let through_host = ring_loop(Op::AllGather, 4, &cta, true);
-        let phases = through_host.phases(None, 0.5);
+        let phases = through_host.phases(0.5);
         assert_eq!(phases.copy_out, None);
-        assert!((phases.send - through_host.rate(None, 0.5)).abs() < 1e-6);
+        assert!((phases.send - through_host.rate(0.5)).abs() < 1e-6);
     }
 
     #[test]

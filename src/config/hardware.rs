@@ -121,8 +121,9 @@ pub struct PathCost {
     /// Once per slice, at the sender, before its next slice may leave: the memory fence and flag store that
     /// publish it (Simple; LL and LL128 carry a flag in every line and have none).
     pub slice_overhead: Time,
-    /// What one channel can push over this kind of path whatever its thread block does (through host memory:
-    /// the reads a channel keeps in flight); absent where only the thread block limits it.
+    /// What one channel can read a second of what arrives over this kind of path, whatever its thread block
+    /// does (through host memory: the reads it keeps in flight): a receiving primitive takes at least its bytes
+    /// at this rate, its other memory operations running meanwhile; absent where only the thread block limits it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel_rate: Option<Bandwidth>,
     /// Through host memory: the share of the GPU's PCIe link its threads' reads get with this protocol, where

@@ -141,7 +141,7 @@ impl Plan {
     fn ring_body(&self, topo: &Topology, model: &HardwareModel, symmetry: Symmetry) -> Result<Body, CollectiveError> {
         let n = self.request.ranks.len();
         let protocol = self.protocol.model(model);
-        let (cta, path_rate) = self.channel_physics(topo, model)?;
+        let cta = self.channel_physics(topo, model)?;
         let op = self.request.op;
         let rings = self.connections.len();
         let ring_of = |c: usize| &self.connections[c % rings];
@@ -158,7 +158,7 @@ impl Plan {
         };
         // In step, every channel sends at once: the link sees what each
         // pushes while it sends.
-        let slowdown = contention_at(ring_loop.link_rate(path_rate) * protocol.wire_factor);
+        let slowdown = contention_at(ring_loop.link_rate() * protocol.wire_factor);
         let rules = self.sparse_ring_rules(self.pipe_rules(topo, model)?, model);
         let channels = symmetry::channel_classes(&self.channel_bytes, |c| c % rings, symmetry)
             .into_iter()
@@ -167,13 +167,13 @@ impl Plan {
                 pipes: ring_of(channel).iter().map(|k| Pipe::with_copies(k.clone(), rules, model, copies)).collect(),
             })
             .collect();
-        let phases = ring_loop.phases(path_rate, slowdown);
+        let phases = ring_loop.phases(slowdown);
         // Drifted apart, the link sees each channel's demand averaged over
         // its loop, whose time the sends then spread. Seen, and fitted, over
         // NVLink; over PCIe how fast channels drift apart is not measured,
         // and they stay in step there.
         let drift = (phases.copy_out.is_some() && self.class == PathClass::Nvlink).then(|| {
-            let average = ring_loop.rate(path_rate, 1.0) * protocol.wire_factor;
+            let average = ring_loop.rate(1.0) * protocol.wire_factor;
             Drift { per_step: model.contention.drift, send: Bandwidth::from_bytes_per_sec_f64(average * contention_at(average)) }
         });
         let ring = RingStream {
@@ -193,7 +193,7 @@ impl Plan {
             latency_bytes: self.latency_wire_bytes(model),
         };
         // The lag follows how much contention slows the channel's loop as a whole.
-        let loop_slowdown = ring_loop.rate(path_rate, slowdown) / ring_loop.rate(path_rate, 1.0);
+        let loop_slowdown = ring_loop.rate(slowdown) / ring_loop.rate(1.0);
         let straggler = self.straggler(model, &ring, loop_slowdown) + self.skew(model);
         Ok(Body { stream: Box::new(ring), mirrored: Vec::new(), straggler })
     }
@@ -240,7 +240,7 @@ impl Plan {
     fn tree_stream(&self, topo: &Topology, model: &HardwareModel, symmetry: Symmetry) -> Result<TreeStream, CollectiveError> {
         let n = self.request.ranks.len();
         let protocol = self.protocol.model(model);
-        let (cta, path_rate) = self.channel_physics(topo, model)?;
+        let cta = self.channel_physics(topo, model)?;
         // Even channels run the chain from one end, odd ones from the other.
         let mut orders: Vec<(Vec<Connection>, Vec<Connection>)> = Vec::new();
         for c in 0..2.min(self.channel_bytes.len()) {
@@ -253,7 +253,7 @@ impl Plan {
             }
             orders.push((up, down));
         }
-        let alone = rate::chain_channel_rate(n, &cta, path_rate) * protocol.wire_factor;
+        let alone = rate::chain_channel_rate(n, &cta) * protocol.wire_factor;
         let chunk = nccl::tree_chunk(protocol.tree_chunk, self.protocol, self.request.bytes, self.channel_bytes.len(), n);
         // A chunk is on one hop of the chain at a time, and a channel's
         // chunks fill its pipeline of 2(n-1) hops and drain from it: a hop
@@ -355,9 +355,9 @@ impl Plan {
         ring::wire_bytes(self.costs(model).latency_bytes, self.protocol.model(model).wire_factor)
     }
 
-    /// A channel's thread block (this plan's GPU, protocol and elements),
-    /// and the path's own per-channel limit.
-    fn channel_physics(&self, topo: &Topology, model: &HardwareModel) -> Result<(ThreadBlock, Option<f64>), CollectiveError> {
+    /// A channel's thread block: this plan's GPU, protocol and elements,
+    /// reading what arrives no faster than the path lets one channel.
+    fn channel_physics(&self, topo: &Topology, model: &HardwareModel) -> Result<ThreadBlock, CollectiveError> {
         let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
         let rates = model.gpu_cta_rates(gpu, self.protocol).map_err(CollectiveError::Model)?;
         // Only 8-bit elements need the GPU's table of adds.
@@ -365,7 +365,7 @@ impl Plan {
             Element::Wide => None,
             eight_bit => eight_bit.add_rate(&model.gpu_element_adds(gpu).map_err(CollectiveError::Model)?),
         };
-        Ok((ThreadBlock::new(rates, extra_add), self.costs(model).channel_rate.map(Bandwidth::bytes_per_sec)))
+        Ok(ThreadBlock::new(rates, extra_add, self.costs(model).channel_rate))
     }
 
     /// How much every channel slows when this call's channels share links
