@@ -236,17 +236,15 @@ impl RingLoop {
     }
 }
 
-/// A chain's (NCCL's tree inside one node) data rate per flow: that of its
-/// slowest rank. Below the root NCCL splits a rank's thread block in two
-/// groups that run at once (runTreeSplit), one reducing up the chain, one
-/// broadcasting down it, so such a rank keeps the pace of its slower group;
-/// the root reduces, copies and sends down with the whole block.
-pub fn chain_channel_rate(ranks: usize, block: &ThreadBlock) -> f64 {
-    let slower = |up: Primitive, down: Primitive| 1.0 / up.seconds_per_byte(block).max(down.seconds_per_byte(block));
-    let root = 1.0 / Primitive::RecvReduceCopySend.seconds_per_byte(block);
-    let far_end = slower(Primitive::Send, Primitive::Recv);
-    let middle = if ranks > 2 { slower(Primitive::RecvReduceSend, Primitive::RecvCopySend) } else { f64::INFINITY };
-    root.min(far_end).min(middle)
+/// A chain's (NCCL's tree inside one node) data rate per flow: its root's.
+/// Below the root NCCL splits a rank's thread block in two groups that run
+/// at once (runTreeSplit), one reducing up the chain (send, or
+/// recvReduceSend), one broadcasting down it (recv, or recvCopySend); each
+/// group's primitive does part of the memory operations, adds and reads of
+/// the root's recvReduceCopySend, which its whole block runs, so the root
+/// sets the chain's pace.
+pub fn chain_channel_rate(block: &ThreadBlock) -> f64 {
+    Primitive::RecvReduceCopySend.rate(block)
 }
 
 /// The soft minimum of a demand and a capacity with the given sharpness:
@@ -285,6 +283,11 @@ pub fn slowest_of(n: usize) -> f64 {
 mod tests {
     use super::*;
 
+    const EVERY_PRIMITIVE: [Primitive; 7] = {
+        use Primitive::*;
+        [Send, RecvReduceSend, RecvReduceCopySend, RecvCopySend, CopySend, Recv, RecvReduceCopy]
+    };
+
     fn hopper_simple() -> ThreadBlock {
         let rates = CtaRates {
             load: Bandwidth::from_gbps_f64(147.0),
@@ -298,8 +301,7 @@ mod tests {
     fn eight_bit_adds_cost_only_the_primitives_that_reduce() {
         let wide = hopper_simple();
         let int8 = ThreadBlock::new(wide.rates, Some(Bandwidth::from_gbps_f64(1000.0 / 3.0)), None);
-        use Primitive::*;
-        for primitive in [Send, RecvReduceSend, RecvReduceCopySend, RecvCopySend, CopySend, Recv, RecvReduceCopy] {
+        for primitive in EVERY_PRIMITIVE {
             let extra = primitive.seconds_per_byte(&int8) - primitive.seconds_per_byte(&wide);
             let expected = if primitive.reduces() { 3e-12 } else { 0.0 };
             assert!((extra - expected).abs() < 1e-18, "{primitive:?}: {extra}");
@@ -316,7 +318,7 @@ mod tests {
         let free = hopper_simple();
         let bounded = ThreadBlock::new(free.rates, None, Some(Bandwidth::from_gbps_f64(10.0)));
         use Primitive::*;
-        for primitive in [Send, RecvReduceSend, RecvReduceCopySend, RecvCopySend, CopySend, Recv, RecvReduceCopy] {
+        for primitive in EVERY_PRIMITIVE {
             let expected = if primitive.receives() { 1e-10 } else { primitive.seconds_per_byte(&free) };
             assert!((primitive.seconds_per_byte(&bounded) - expected).abs() < 1e-20, "{primitive:?}");
         }
@@ -359,14 +361,14 @@ mod tests {
         // Two ranks of a chain: the root reduces, copies and sends with its
         // whole block, an all-reduce ring loop's work a byte; the far end's
         // two groups send and receive at once, each doing less.
-        let chain = chain_channel_rate(2, &cta) / 1e9;
+        let chain = chain_channel_rate(&cta) / 1e9;
         assert!((chain / ar2 - 1.0).abs() < 1e-9, "{chain} against {ar2}");
         // Through host memory the far end's receive waits for its reads
         // while its send runs; the root still sets the pace unless its own
         // receive waits longer than its work.
         let waiting = |gbps: f64| ThreadBlock::new(cta.rates, None, Some(Bandwidth::from_gbps_f64(gbps)));
-        assert!((chain_channel_rate(2, &waiting(40.0)) / 1e9 / ar2 - 1.0).abs() < 1e-9);
-        assert!((chain_channel_rate(2, &waiting(10.0)) / 1e9 - 10.0).abs() < 1e-9);
+        assert!((chain_channel_rate(&waiting(40.0)) / 1e9 / ar2 - 1.0).abs() < 1e-9);
+        assert!((chain_channel_rate(&waiting(10.0)) / 1e9 - 10.0).abs() < 1e-9);
     }
 
     #[test]

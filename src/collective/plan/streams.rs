@@ -253,7 +253,7 @@ impl Plan {
             }
             orders.push((up, down));
         }
-        let alone = rate::chain_channel_rate(n, &cta) * protocol.wire_factor;
+        let alone = rate::chain_channel_rate(&cta) * protocol.wire_factor;
         let chunk = nccl::tree_chunk(protocol.tree_chunk, self.protocol, self.request.bytes, self.channel_bytes.len(), n);
         // A chunk is on one hop of the chain at a time, and a channel's
         // chunks fill its pipeline of 2(n-1) hops and drain from it: a hop
