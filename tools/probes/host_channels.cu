@@ -9,6 +9,13 @@
 // The `_unrolled` modes read as NCCL's Simple primitives do, four 16-byte
 // loads in flight a thread (COLL_UNROLL): a block reading host memory is
 // bound by the reads it keeps in flight, and this is its rate.
+// Three more unrolled modes copy what a GPU of a 2-rank SHM allreduce does
+// a step: `split` is a tree's leaf (NCCL's runTreeSplit: 320 threads send,
+// writing host memory, while the other 192 receive, reading it, each group
+// on its own barrier); `read_write` is the tree's root (receive, reduce and
+// send on: each thread loads from host memory and stores its sum back
+// there); `ring_allreduce` is the ring's loop (send, receive-reduce-send,
+// receive), which moves two slices each way a step.
 // Build: nvcc -O3 -arch=sm_90 host_channels.cu
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +24,47 @@
 #include <cuda_runtime.h>
 #include "probe.h"
 
-enum Mode { kAlternate = 0, kRead = 1, kWrite = 2, kAlternateUnrolled = 3, kReadUnrolled = 4 };
+enum Mode {
+  kAlternate = 0, kRead = 1, kWrite = 2, kAlternateUnrolled = 3, kReadUnrolled = 4,
+  kSplitUnrolled = 5, kReadWriteUnrolled = 6, kRingAllreduceUnrolled = 7
+};
+
+// A barrier of `count` threads (a multiple of 32) under `id`, as NCCL's
+// thread groups sync apart from the rest of their block.
+__device__ __forceinline__ void group_barrier(int id, int count) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count)); }
+
+// Threads [first, first + count) write a slice of device memory into host memory.
+__device__ __forceinline__ void send_slice(int4* __restrict__ host_out, const int4* __restrict__ dev, size_t at, size_t slice,
+                                           int first, int count) {
+  for (size_t i = threadIdx.x - first; i < slice; i += count) host_out[at + i] = dev[at + i];
+}
+
+// Threads [first, first + count) read a slice of host memory, four loads in
+// flight a thread, into device memory; with `send_on` they also add what
+// device memory held and store the sum back into host memory.
+__device__ __forceinline__ void receive_slice(const int4* __restrict__ host_in, int4* __restrict__ host_out, int4* __restrict__ dev,
+                                              size_t at, size_t slice, int first, int count, bool send_on) {
+  for (size_t i = threadIdx.x - first; i < slice; i += 4 * (size_t)count) {
+    int4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const size_t j = i + (size_t)u * count;
+      v[u] = j < slice ? host_in[at + j] : make_int4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const size_t j = i + (size_t)u * count;
+      if (j >= slice) continue;
+      if (send_on) {
+        const int4 mine = dev[at + j];
+        v[u] = make_int4(v[u].x + mine.x, v[u].y + mine.y, v[u].z + mine.z, v[u].w + mine.w);
+        host_out[at + j] = v[u];
+      }
+      dev[at + j] = v[u];
+    }
+  }
+}
+
 
 // Block b moves `steps` slices of `slice` int4s; its slices sit at its own
 // offset of each buffer, so blocks never share a line.
@@ -46,10 +93,32 @@ __global__ void channels(const int4* __restrict__ host_in, int4* __restrict__ ho
       }
       __syncthreads();
     }
+    if (mode == kSplitUnrolled) {
+      const int up = 320;  // runTreeSplit: half the block, plus 64 from 256 threads
+      if ((int)threadIdx.x < up) {
+        send_slice(host_out, dev, at, slice, 0, up);
+        group_barrier(1, up);
+      } else {
+        receive_slice(host_in, host_out, dev, at, slice, up, blockDim.x - up, false);
+        group_barrier(2, blockDim.x - up);
+      }
+    }
+    if (mode == kReadWriteUnrolled) {
+      receive_slice(host_in, host_out, dev, at, slice, 0, blockDim.x, true);
+      __syncthreads();
+    }
+    if (mode == kRingAllreduceUnrolled) {
+      send_slice(host_out, dev, at, slice, 0, blockDim.x);
+      __syncthreads();
+      receive_slice(host_in, host_out, dev, at, slice, 0, blockDim.x, true);
+      __syncthreads();
+      receive_slice(host_in, host_out, dev, at, slice, 0, blockDim.x, false);
+      __syncthreads();
+    }
   }
 }
 
-int main() {
+int main(int argc, char** argv) {
   const size_t slice_bytes = 512 << 10, slice = slice_bytes / 16;
   const int max_blocks = 32, steps = 64;
   const size_t buffer_bytes = slice_bytes * max_blocks * 4;
@@ -61,8 +130,10 @@ int main() {
   CHECK(cudaMalloc(&dev, buffer_bytes));
   CHECK(cudaMemset(dev, 1, buffer_bytes));
   for (size_t i = 0; i < buffer_bytes / 16; ++i) in[i] = make_int4(1, 2, 3, 4);
-  const char* names[] = {"alternate", "read", "write", "alternate_unrolled", "read_unrolled"};
-  for (int mode = 0; mode < 5; ++mode) {
+  const char* names[] = {"alternate",     "read",       "write",          "alternate_unrolled",
+                         "read_unrolled", "split_unrolled", "read_write_unrolled", "ring_allreduce_unrolled"};
+  const int first_mode = argc > 1 ? atoi(argv[1]) : 0;
+  for (int mode = first_mode; mode < 8; ++mode) {
     for (int blocks : {1, 2, 4, 8, 12, 16, 24, 32}) {
       auto launch = [&] {
         channels<<<blocks, 512>>>(in_dev, out_dev, dev, slice, steps, mode);
@@ -71,7 +142,8 @@ int main() {
       launch();  // two warm runs
       launch();
       const double ms = median_ms(5, launch);
-      const double each_way = (double)slice_bytes * steps * blocks / (ms * 1e-3) / 1e9;
+      const int slices_a_step = mode == kRingAllreduceUnrolled ? 2 : 1;
+      const double each_way = (double)slice_bytes * slices_a_step * steps * blocks / (ms * 1e-3) / 1e9;
       printf("{\"probe\":\"host_channels\",\"mode\":\"%s\",\"blocks\":%d,\"threads\":512,\"slice_bytes\":%zu,"
              "\"steps\":%d,\"time_ms\":%.4f,\"gbps_each_way\":%.2f}\n",
              names[mode], blocks, slice_bytes, steps, ms, each_way);
