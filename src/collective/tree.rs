@@ -2,8 +2,10 @@
 //! tree is a chain (src/graph/connect.cc), rank 0 at one end; half of the
 //! channels run it from one end and half from the other. A chunk is reduced
 //! up the chain to its root, then broadcast back down, chunks pipelined; a
-//! thread block's reduce and broadcast halves work at once. A channel is a
-//! lane of the stream and a chunk a batch.
+//! thread block's reduce and broadcast halves work at once. The far end's
+//! receive copies each chunk out after it has arrived, except through host
+//! memory, where that copy is the last hop's read. A channel is a lane of
+//! the stream and a chunk a batch.
 
 use crate::engine::{Builder, Generator, Stream, TaskRef};
 use crate::network::Path;
@@ -34,8 +36,11 @@ pub struct ChainRates {
     /// Wire rate of every send, up and down: the slowest rank's thread
     /// block spreads its primitives' time over its sends.
     pub send: Bandwidth,
-    /// Data rate of the far end's final receive.
-    pub receive: Bandwidth,
+    /// Data rate of the far end's final receive, which runs after its
+    /// chunk has arrived; None through host memory, where its loads are
+    /// the last hop's reads out of the staging buffer (as a ring's copy out
+    /// there, src/collective/ring.rs).
+    pub receive: Option<Bandwidth>,
 }
 
 #[derive(Debug)]
@@ -127,7 +132,10 @@ impl Generator<Path> for TreeRun<'_> {
         let arrived = arrived.expect("a chain has at least one link");
         let mut after = vec![arrived];
         after.extend(run.last_end);
-        run.last_end = Some(if chunk.0 == 0 { arrived } else { graph.delay(chunk / tree.rates.receive, &after) });
+        run.last_end = Some(match tree.rates.receive {
+            Some(rate) if chunk.0 > 0 => graph.delay(chunk / rate, &after),
+            _ => arrived,
+        });
         true
     }
 }

@@ -144,8 +144,7 @@ fn the_runners_two_gpu_file_is_predicted_series_by_series() {
         Miss { series: "allreduce shm ranks=2", today: Bound { median: 0.055, max: 0.19 } },
     ];
     hold("runner, 2x H200, NCCL choosing, from 8 B", &rows, nccl_choosing, SERIES_BOUND, &misses);
-    let forced_misses = [Miss { series: "allreduce shm algo=tree ranks=2", today: Bound { median: 0.12, max: NO_MAX } }];
-    hold("runner, 2x H200, forced protocol or algorithm", &rows, forced, FORCED_BOUND, &forced_misses);
+    hold("runner, 2x H200, forced protocol or algorithm", &rows, forced, FORCED_BOUND, &[]);
 }
 
 #[test]
@@ -157,10 +156,7 @@ fn the_runners_four_gpu_file_is_predicted_series_by_series() {
     ];
     let four = ranks(4);
     hold("runner, 4x H200, 4 ranks, NCCL choosing, from 8 B", &rows, |r| four(r) && nccl_choosing(r), SERIES_BOUND, &misses);
-    let forced_misses = [
-        Miss { series: "reducescatter nvswitch proto=ll128 ranks=4", today: Bound { median: 0.13, max: NO_MAX } },
-        Miss { series: "allreduce shm algo=tree ranks=4", today: Bound { median: 0.14, max: NO_MAX } },
-    ];
+    let forced_misses = [Miss { series: "reducescatter nvswitch proto=ll128 ranks=4", today: Bound { median: 0.13, max: NO_MAX } }];
     hold("runner, 4x H200, 4 ranks, forced protocol or algorithm", &rows, |r| four(r) && forced(r), FORCED_BOUND, &forced_misses);
 }
 

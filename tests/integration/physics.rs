@@ -371,3 +371,30 @@ fn through_host_memory_a_rings_copy_out_is_charged_once() {
     println!("16 MiB through host memory: {one:.1} us = a loop {a_loop:.1} + start and hand-over {start_and_hand_over:.1} + {rest:.2} us");
     assert!((0.0..2.0).contains(&rest), "{rest:.2} us beyond a loop, the start and one hand-over (the links' latency is under 2 us)");
 }
+
+#[test]
+fn through_host_memory_a_chains_far_end_reads_its_last_hop_and_copies_nothing_after() {
+    // Two GPUs of the runner's VM, tree Simple on one channel: a chunk
+    // (512 KiB) goes up the chain and back down, the next chunk's hop up
+    // beside this one's hop down (its step's latency hidden behind the
+    // hop before it), so a second chunk adds one hop's transfer. Through
+    // host memory the far end's receive is the last hop's read: a chunk's
+    // call is the start and two hops (their latencies and transfers),
+    // nothing after. Over NVSwitch the far end copies its chunk out of its
+    // receive buffer after it has arrived.
+    let (topo, model) = runner_vm("h200x2-runner", 2, "base");
+    let beyond_hops = |mode: Mode| {
+        let time = |kib: u64| {
+            let request = forced_allreduce(&topo, Bytes::kib(kib), Algorithm::Tree, Protocol::Simple, Some(1), mode);
+            collective::simulate(&topo, &model, request).expect("a chain runs on two GPUs").time.as_us()
+        };
+        let (one, two) = (time(512), time(1024));
+        let transfer = two - one;
+        let costs = if mode == Mode::Shm { &model.protocol.simple.shm } else { &model.protocol.simple.nvlink };
+        one - costs.base_latency.as_us() - 2.0 * (costs.step_latency.as_us() + transfer)
+    };
+    let (shm, nvswitch) = (beyond_hops(Mode::Shm), beyond_hops(Mode::Nvswitch));
+    println!("one chunk beyond its start and two hops: {shm:.2} us through host memory, {nvswitch:.2} us over NVSwitch");
+    assert!(shm.abs() < 2.0, "through host memory {shm:.2} us beyond the start and two hops (the links' latency is under 2 us)");
+    assert!(nvswitch > 2.0, "over NVSwitch the far end's copy out adds {nvswitch:.2} us");
+}

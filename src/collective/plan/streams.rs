@@ -285,7 +285,7 @@ impl Plan {
             wire_factor: protocol.wire_factor,
             rates: ChainRates {
                 send: Bandwidth::from_bytes_per_sec_f64(alone * slowdown),
-                receive: Bandwidth::from_bytes_per_sec_f64(Primitive::Recv.rate(&cta) * slowdown),
+                receive: (self.class != PathClass::Shm).then(|| Bandwidth::from_bytes_per_sec_f64(Primitive::Recv.rate(&cta) * slowdown)),
             },
             latency_bytes: self.latency_wire_bytes(model),
         })
