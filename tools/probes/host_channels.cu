@@ -15,12 +15,16 @@
 // on its own barrier); `read_write` is the tree's root (receive, reduce and
 // send on: each thread loads from host memory and stores its sum back
 // there); `ring_allreduce` is the ring's loop (send, receive-reduce-send,
-// receive), which moves two slices each way a step.
+// receive), which moves two slices each way a step. Run as
+// `host_channels FIRST_MODE [registered]`: from mode FIRST_MODE on, in
+// memory CUDA pins (the default) or shared pages registered with CUDA.
 // Build: nvcc -O3 -arch=sm_90 host_channels.cu
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 #include <algorithm>
+#include <string>
+#include <sys/mman.h>
 #include <cuda_runtime.h>
 #include "probe.h"
 
@@ -123,8 +127,21 @@ int main(int argc, char** argv) {
   const int max_blocks = 32, steps = 64;
   const size_t buffer_bytes = slice_bytes * max_blocks * 4;
   int4 *in, *out, *in_dev, *out_dev, *dev;
-  CHECK(cudaHostAlloc(&in, buffer_bytes, cudaHostAllocMapped));
-  CHECK(cudaHostAlloc(&out, buffer_bytes, cudaHostAllocMapped));
+  // NCCL's SHM transport maps shared memory (shm_open, mmap) and registers
+  // it with CUDA; `registered` does the same with anonymous shared pages,
+  // where the default is memory CUDA allocates pinned.
+  const bool registered = argc > 2 && std::string(argv[2]) == "registered";
+  if (registered) {
+    for (int4** buffer : {&in, &out}) {
+      void* pages = mmap(nullptr, buffer_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+      if (pages == MAP_FAILED) { perror("mmap"); return 1; }
+      CHECK(cudaHostRegister(pages, buffer_bytes, cudaHostRegisterMapped));
+      *buffer = static_cast<int4*>(pages);
+    }
+  } else {
+    CHECK(cudaHostAlloc(&in, buffer_bytes, cudaHostAllocMapped));
+    CHECK(cudaHostAlloc(&out, buffer_bytes, cudaHostAllocMapped));
+  }
   CHECK(cudaHostGetDevicePointer(&in_dev, in, 0));
   CHECK(cudaHostGetDevicePointer(&out_dev, out, 0));
   CHECK(cudaMalloc(&dev, buffer_bytes));
@@ -144,9 +161,9 @@ int main(int argc, char** argv) {
       const double ms = median_ms(5, launch);
       const int slices_a_step = mode == kRingAllreduceUnrolled ? 2 : 1;
       const double each_way = (double)slice_bytes * slices_a_step * steps * blocks / (ms * 1e-3) / 1e9;
-      printf("{\"probe\":\"host_channels\",\"mode\":\"%s\",\"blocks\":%d,\"threads\":512,\"slice_bytes\":%zu,"
+      printf("{\"probe\":\"host_channels\",\"memory\":\"%s\",\"mode\":\"%s\",\"blocks\":%d,\"threads\":512,\"slice_bytes\":%zu,"
              "\"steps\":%d,\"time_ms\":%.4f,\"gbps_each_way\":%.2f}\n",
-             names[mode], blocks, slice_bytes, steps, ms, each_way);
+             registered ? "registered" : "cuda_host_alloc", names[mode], blocks, slice_bytes, steps, ms, each_way);
     }
   }
   return 0;
