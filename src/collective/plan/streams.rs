@@ -145,9 +145,7 @@ impl Plan {
         let op = self.request.op;
         let rings = self.connections.len();
         let ring_of = |c: usize| &self.connections[c % rings];
-        // Through host memory the final receive reads what arrived over the
-        // contended link too; over NVLink or PCIe it reads the GPU's own memory.
-        let final_over_link = self.class == PathClass::Shm;
+        let final_over_link = self.final_receive_reads_host_memory();
         let ring_loop = rate::ring_loop(op, n, &cta, final_over_link);
         // How much the channels slow one another when each puts `demand`
         // (wire bytes a second) on every connection of its ring.
@@ -285,7 +283,8 @@ impl Plan {
             wire_factor: protocol.wire_factor,
             rates: ChainRates {
                 send: Bandwidth::from_bytes_per_sec_f64(alone * slowdown),
-                receive: (self.class != PathClass::Shm).then(|| Bandwidth::from_bytes_per_sec_f64(Primitive::Recv.rate(&cta) * slowdown)),
+                receive: (!self.final_receive_reads_host_memory())
+                    .then(|| Bandwidth::from_bytes_per_sec_f64(Primitive::Recv.rate(&cta) * slowdown)),
             },
             latency_bytes: self.latency_wire_bytes(model),
         })
@@ -353,6 +352,14 @@ impl Plan {
     /// Wire bytes of a step's piece that ride on the step's latency.
     fn latency_wire_bytes(&self, model: &HardwareModel) -> Bytes {
         ring::wire_bytes(self.costs(model).latency_bytes, self.protocol.model(model).wire_factor)
+    }
+
+    /// Whether a ring's or chain's final receive reads what arrived out of
+    /// host memory, over the contended link (through host memory), rather
+    /// than the GPU's own memory (over NVLink or PCIe, where the data
+    /// landed in its receive buffer).
+    fn final_receive_reads_host_memory(&self) -> bool {
+        self.class == PathClass::Shm
     }
 
     /// A channel's thread block: this plan's GPU, protocol and elements,
