@@ -130,10 +130,10 @@ impl Generator<Path> for TreeRun<'_> {
             arrived = Some(pipe.send(graph, wire, cap(Receiver::Broadcasting), arrived));
         }
         let arrived = arrived.expect("a chain has at least one link");
-        let mut after = vec![arrived];
-        after.extend(run.last_end);
-        run.last_end = Some(match tree.rates.receive {
-            Some(rate) if chunk.0 > 0 => graph.delay(chunk / rate, &after),
+        // The far end copies chunks out one after another.
+        run.last_end = Some(match (tree.rates.receive, run.last_end) {
+            (Some(rate), Some(last)) if chunk.0 > 0 => graph.delay(chunk / rate, &[arrived, last]),
+            (Some(rate), None) if chunk.0 > 0 => graph.delay(chunk / rate, &[arrived]),
             _ => arrived,
         });
         true
