@@ -69,7 +69,6 @@ __device__ __forceinline__ void receive_slice(const int4* __restrict__ host_in, 
   }
 }
 
-
 // Block b moves `steps` slices of `slice` int4s; its slices sit at its own
 // offset of each buffer, so blocks never share a line.
 __global__ void channels(const int4* __restrict__ host_in, int4* __restrict__ host_out, int4* __restrict__ dev,
@@ -77,48 +76,50 @@ __global__ void channels(const int4* __restrict__ host_in, int4* __restrict__ ho
   const size_t base = (size_t)blockIdx.x * slice;
   for (int s = 0; s < steps; ++s) {
     const size_t at = base + (size_t)(s % 4) * slice * gridDim.x;
-    if (mode != kRead && mode != kReadUnrolled) {
-      for (size_t i = threadIdx.x; i < slice; i += blockDim.x) host_out[at + i] = dev[at + i];
-      __syncthreads();
-    }
-    if (mode == kRead || mode == kAlternate) {
-      for (size_t i = threadIdx.x; i < slice; i += blockDim.x) dev[at + i] = host_in[at + i];
-      __syncthreads();
-    }
-    if (mode == kReadUnrolled || mode == kAlternateUnrolled) {
-      for (size_t i = threadIdx.x; i < slice; i += 4 * blockDim.x) {
-        int4 v[4];
-        load_unrolled<4>(v, host_in, at, i, slice);
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const size_t j = i + (size_t)u * blockDim.x;
-          if (j < slice) dev[at + j] = v[u];
+    switch (mode) {
+      case kAlternate:
+        send_slice(host_out, dev, at, slice, 0, blockDim.x);
+        __syncthreads();
+        for (size_t i = threadIdx.x; i < slice; i += blockDim.x) dev[at + i] = host_in[at + i];
+        break;
+      case kRead:
+        for (size_t i = threadIdx.x; i < slice; i += blockDim.x) dev[at + i] = host_in[at + i];
+        break;
+      case kWrite:
+        send_slice(host_out, dev, at, slice, 0, blockDim.x);
+        break;
+      case kAlternateUnrolled:
+        send_slice(host_out, dev, at, slice, 0, blockDim.x);
+        __syncthreads();
+        receive_slice(host_in, host_out, dev, at, slice, 0, blockDim.x, false);
+        break;
+      case kReadUnrolled:
+        receive_slice(host_in, host_out, dev, at, slice, 0, blockDim.x, false);
+        break;
+      case kSplitUnrolled: {
+        const int up = 320;  // runTreeSplit: half the block, plus 64 from 256 threads
+        if ((int)threadIdx.x < up) {
+          send_slice(host_out, dev, at, slice, 0, up);
+          group_barrier(1, up);
+        } else {
+          receive_slice(host_in, host_out, dev, at, slice, up, blockDim.x - up, false);
+          group_barrier(2, blockDim.x - up);
         }
+        break;
       }
-      __syncthreads();
+      case kReadWriteUnrolled:
+        receive_slice(host_in, host_out, dev, at, slice, 0, blockDim.x, true);
+        break;
+      case kRingAllreduceUnrolled:
+        send_slice(host_out, dev, at, slice, 0, blockDim.x);
+        __syncthreads();
+        receive_slice(host_in, host_out, dev, at, slice, 0, blockDim.x, true);
+        __syncthreads();
+        receive_slice(host_in, host_out, dev, at, slice, 0, blockDim.x, false);
+        break;
     }
-    if (mode == kSplitUnrolled) {
-      const int up = 320;  // runTreeSplit: half the block, plus 64 from 256 threads
-      if ((int)threadIdx.x < up) {
-        send_slice(host_out, dev, at, slice, 0, up);
-        group_barrier(1, up);
-      } else {
-        receive_slice(host_in, host_out, dev, at, slice, up, blockDim.x - up, false);
-        group_barrier(2, blockDim.x - up);
-      }
-    }
-    if (mode == kReadWriteUnrolled) {
-      receive_slice(host_in, host_out, dev, at, slice, 0, blockDim.x, true);
-      __syncthreads();
-    }
-    if (mode == kRingAllreduceUnrolled) {
-      send_slice(host_out, dev, at, slice, 0, blockDim.x);
-      __syncthreads();
-      receive_slice(host_in, host_out, dev, at, slice, 0, blockDim.x, true);
-      __syncthreads();
-      receive_slice(host_in, host_out, dev, at, slice, 0, blockDim.x, false);
-      __syncthreads();
-    }
+    // A tree leaf's two groups keep their own pace (their own barriers).
+    if (mode != kSplitUnrolled) __syncthreads();
   }
 }
 
