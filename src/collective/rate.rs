@@ -13,7 +13,7 @@
 //! flow network then enforces every link's capacity as a hard limit, so a
 //! change of links changes the time exactly where it changes the bottleneck.
 
-use crate::config::hardware::CtaRates;
+use crate::config::hardware::{CtaRates, HostShares};
 use crate::units::Bandwidth;
 
 use super::Op;
@@ -62,6 +62,21 @@ impl Primitive {
     /// Whether the primitive reads what arrived from its peer.
     pub fn receives(self) -> bool {
         !matches!(self, Primitive::Send | Primitive::CopySend)
+    }
+
+    /// Whether the primitive stores to its peer.
+    pub fn sends(self) -> bool {
+        self.operations().remote_stores > 0.0
+    }
+
+    /// The share of its GPU's PCIe link the primitive's traffic through
+    /// host memory gets: the link's rate where it only writes there.
+    fn host_share(self, shares: &HostShares) -> f64 {
+        match (self.receives(), self.sends()) {
+            (true, true) => shares.read_write,
+            (true, false) => shares.read,
+            (false, _) => 1.0,
+        }
     }
 
     /// Whether the primitive adds what arrived to the input.
@@ -236,6 +251,34 @@ impl RingLoop {
     }
 }
 
+/// What a channel's thread block does with host memory through one loop:
+/// a ring's steps in order, or a chain's rank, which reads and writes there
+/// at once (the root in one pass, the ranks below in two thread groups).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostLoop {
+    Ring { op: Op, ranks: usize },
+    Chain,
+}
+
+/// The share of a GPU's PCIe link, in bytes sent a second, that a loop's
+/// traffic through host memory gets when the link binds. A thread block
+/// runs its primitives in order, each at its own share of the link (a
+/// write alone at the link's rate, a read alone at the read share, a read
+/// and a write in one pass at the read-write share each way), so a loop's
+/// share is its sends over the sum of its primitives' inverse shares.
+/// One H200 mixing them so (tools/probes/host_channels.cu) moves what
+/// this gives from its reads alone, writes alone and one-pass mixes.
+pub fn host_loop_share(host: HostLoop, shares: &HostShares) -> f64 {
+    match host {
+        HostLoop::Chain => shares.read_write,
+        HostLoop::Ring { op, ranks } => {
+            let sends = ring_sends(op, ranks);
+            let primitives = (0..sends).map(|s| ring_step(op, ranks, s)).chain(std::iter::once(ring_final(op)));
+            sends as f64 / primitives.map(|p| 1.0 / p.host_share(shares)).sum::<f64>()
+        }
+    }
+}
+
 /// A chain's (NCCL's tree inside one node) data rate per flow: its root's.
 /// Below the root NCCL splits a rank's thread block in two groups that run
 /// at once (runTreeSplit), one reducing up the chain (send, or
@@ -295,6 +338,28 @@ mod tests {
             remote_store: Bandwidth::from_gbps_f64(61.0),
         };
         ThreadBlock::new(rates, None, None)
+    }
+
+    #[test]
+    fn primitives_in_series_give_the_measured_mixes_of_host_reads_and_writes() {
+        // One H200, 4 blocks of 512 threads on pinned host memory
+        // (tools/probes/host_channels.cu, h200-device-1gpu/host-channels.jsonl,
+        // 2026-12-02, three runs): a copy moves 55.3 GB/s, reads alone
+        // 51.0-51.2, a pass that reads, adds and writes back 39.3-39.9 each
+        // way; alternating a slice's write and read (a 2-rank all-gather's
+        // loop) 25.4-26.0, and a 2-rank ring allreduce's loop 30.6-31.3.
+        let link = 55.3;
+        let shares = HostShares { read: 51.1 / link, read_write: 39.6 / link };
+        for (op, low, high) in [(Op::AllGather, 25.4, 26.0), (Op::AllReduce, 30.6, 31.3)] {
+            let each_way = host_loop_share(HostLoop::Ring { op, ranks: 2 }, &shares) * link;
+            let middle = (low + high) / 2.0;
+            assert!((each_way / middle - 1.0).abs() < 0.05, "{op:?}: {each_way:.2} GB/s each way against {low}-{high} measured");
+        }
+        // A chain's ranks read and write at once; a 2-rank reduce-scatter
+        // alternates as the all-gather does.
+        assert_eq!(host_loop_share(HostLoop::Chain, &shares), shares.read_write);
+        let two_ranks = |op| host_loop_share(HostLoop::Ring { op, ranks: 2 }, &shares);
+        assert_eq!(two_ranks(Op::ReduceScatter), two_ranks(Op::AllGather));
     }
 
     #[test]

@@ -39,8 +39,12 @@ pub struct PcieGeneration {
     /// What NCCL's topology model assumes for an x16 link, GB/s.
     pub nccl_x16_gbps: f64,
     /// Fraction of the link's DMA rate that GPU threads reach when they
-    /// read host memory over it (NCCL's shared-memory transport).
+    /// read host memory over it (NCCL's shared-memory transport), in a
+    /// primitive that only reads there.
     pub host_read_efficiency: f64,
+    /// The same, each way, in a primitive that reads host memory and writes
+    /// it in one pass (receives through host memory and sends on).
+    pub host_read_write_efficiency: f64,
 }
 
 /// One NVLink generation, per link and per direction.
@@ -130,6 +134,9 @@ pub struct PathCost {
     /// it differs from the generation's `host_read_efficiency` (LL128 polls a flag in every line it reads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_read_efficiency: Option<f64>,
+    /// As `host_read_efficiency`, where the protocol's primitive reads and writes host memory in one pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_read_write_efficiency: Option<f64>,
     /// Data bytes of each step's piece the channel's threads move within the step's latency (one pass of
     /// them, polled with the flag): measured for LL through host memory; none elsewhere.
     #[serde(default)]
@@ -137,12 +144,25 @@ pub struct PathCost {
 }
 
 impl PathCost {
-    /// The share of a PCIe link of generation `pcie` that GPU threads'
-    /// reads of host memory get with this protocol: its own, or the
+    /// The shares of a PCIe link of generation `pcie` that GPU threads'
+    /// traffic with host memory gets with this protocol: its own, or the
     /// generation's.
-    pub fn host_read_share(&self, pcie: &PcieGeneration) -> f64 {
-        self.host_read_efficiency.unwrap_or(pcie.host_read_efficiency)
+    pub fn host_shares(&self, pcie: &PcieGeneration) -> HostShares {
+        HostShares {
+            read: self.host_read_efficiency.unwrap_or(pcie.host_read_efficiency),
+            read_write: self.host_read_write_efficiency.unwrap_or(pcie.host_read_write_efficiency),
+        }
     }
+}
+
+/// The shares of a PCIe link's DMA rate, each way, that a GPU's threads get
+/// of host memory: in a primitive that only reads it, and in one that reads
+/// and writes it in one pass. A primitive that only writes gets the link's
+/// rate, as a copy does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostShares {
+    pub read: f64,
+    pub read_write: f64,
 }
 
 /// A protocol of NCCL's: how data is framed and chunked, and its costs.

@@ -117,8 +117,12 @@ impl HardwareModel {
                 if cost.channel_rate.is_some_and(|rate| rate.0 == 0) {
                     return Err(ConfigError::invalid(path, format!("protocol.{name}.{class}.channel_rate"), "must be positive"));
                 }
-                if let Some(share) = cost.host_read_efficiency {
-                    check_range(path, &format!("protocol.{name}.{class}.host_read_efficiency"), share, 0.01..=1.0)?;
+                for (key, share) in
+                    [("host_read_efficiency", cost.host_read_efficiency), ("host_read_write_efficiency", cost.host_read_write_efficiency)]
+                {
+                    if let Some(share) = share {
+                        check_range(path, &format!("protocol.{name}.{class}.{key}"), share, 0.01..=1.0)?;
+                    }
                 }
             }
             if p.slices_per_chunk == 0 || p.chunk.0 == 0 {
@@ -140,6 +144,7 @@ impl HardwareModel {
         check_range(path, "skew.call_overlap", self.skew.call_overlap, 0.0..=1.0)?;
         for (name, g) in &self.pcie {
             check_range(path, &format!("pcie.{name}.host_read_efficiency"), g.host_read_efficiency, 0.01..=1.0)?;
+            check_range(path, &format!("pcie.{name}.host_read_write_efficiency"), g.host_read_write_efficiency, 0.01..=1.0)?;
         }
         for arch in self.cta.keys() {
             for protocol in super::protocol::PROTOCOLS {

@@ -3,8 +3,8 @@
 //! one channel's rate binds, never a table; latency is a sum of named parts,
 //! each counted once; rows the model cannot predict are listed, not fatal.
 
-use icsim::collective::{self, Algorithm, Choice, Element, Op, Protocol, Request};
-use icsim::config::hardware::HardwareModel;
+use icsim::collective::{self, Algorithm, Choice, Element, Op, Protocol, Request, rate};
+use icsim::config::hardware::{HardwareModel, HostShares};
 use icsim::network::LinkId;
 use icsim::stack::Stack;
 use icsim::topology::{LinkKind, Topology};
@@ -331,21 +331,28 @@ fn contended_channels_lag_as_the_square_root_of_the_call() {
 }
 
 #[test]
-fn a_protocols_own_share_of_host_reads_binds_its_rings_through_host_memory_and_no_others() {
+fn a_protocols_own_shares_of_host_traffic_bind_its_rings_through_host_memory_and_no_others() {
     // Two GPUs of the runner's VM, each on its own PCIe root port: 16
     // channels through host memory could push far more than a GPU's threads
-    // read over its link, so the share of the link those reads get sets the
-    // rate. Halving LL128's own share halves LL128's rate and leaves
-    // Simple's as it was.
+    // read over its link, so the shares of the link their loop's reads get
+    // set the rate. Halving LL128's own shares slows LL128's allreduce as
+    // much as they slow its loop (its send alone keeps the link's rate) and
+    // leaves Simple's as it was.
     let (topo, model) = runner_vm("h200x2-runner", 2, "base");
     let busbw = |model: &HardwareModel, protocol: Protocol| {
         let request = forced_allreduce(&topo, Bytes::gib(1), Algorithm::Ring, protocol, Some(16), Mode::Shm);
         collective::simulate(&topo, model, request).expect("a ring runs through host memory").busbw_gbps()
     };
     let generation = &model.gpu(&topo.gpu_model).expect("the VM's GPU is in the model").pcie_generation;
+    let shares = model.protocol.ll128.shm.host_shares(&model.pcie[generation]);
     let mut halved = model.clone();
-    halved.protocol.ll128.shm.host_read_efficiency = Some(model.pcie[generation].host_read_efficiency / 2.0);
-    assert_ratio("LL128 with half the share", busbw(&halved, Protocol::Ll128) / busbw(&model, Protocol::Ll128), 0.5, 0.03);
+    halved.protocol.ll128.shm.host_read_efficiency = Some(shares.read / 2.0);
+    halved.protocol.ll128.shm.host_read_write_efficiency = Some(shares.read_write / 2.0);
+    let allreduce = rate::HostLoop::Ring { op: Op::AllReduce, ranks: 2 };
+    let halved_shares = HostShares { read: shares.read / 2.0, read_write: shares.read_write / 2.0 };
+    let slower = rate::host_loop_share(allreduce, &halved_shares) / rate::host_loop_share(allreduce, &shares);
+    assert!(slower < 0.6, "the loop's share falls to {slower:.3} of what it was");
+    assert_ratio("LL128 with half the shares", busbw(&halved, Protocol::Ll128) / busbw(&model, Protocol::Ll128), slower, 0.03);
     assert_ratio("Simple beside it", busbw(&halved, Protocol::Simple) / busbw(&model, Protocol::Simple), 1.0, 0.001);
 }
 

@@ -207,40 +207,60 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
     if let Some(generation) = model.gpu(&topo.gpu_model).ok().map(|g| g.pcie_generation.clone()) {
         // Simple: the protocol NCCL runs through host memory for large
         // calls. LL128 (only where forced) polls a flag in every line it
-        // reads there, and gets its own share; LL's channels are bound by
-        // their own rate before the link.
+        // reads there, and gets its own shares; LL's channels are bound by
+        // their own rate before the link. A ring whose steps only read
+        // there (2-rank all-gathers and reduce-scatters) sees the read
+        // share, one whose steps read and write in one pass (allreduces,
+        // and every ring of 3 ranks or more) the read-write share too.
         let ll128 = crowded(&runs, PathClass::Shm, |p| p == Protocol::Ll128);
-        let get_gen = generation.clone();
+        let (read, read_write) = (generation.clone(), generation.clone());
         push(
             Group {
                 name: "ll128 threads reading host memory".into(),
-                parameters: vec![parameter(
-                    "protocol.ll128.shm.host_read_efficiency".into(),
-                    Unit::Ratio,
-                    (0.01, 1.0),
-                    move |m| path_cost_ref(m, Protocol::Ll128, PathClass::Shm).host_read_share(&m.pcie[&get_gen]),
-                    |m, v| path_cost(m, Protocol::Ll128, PathClass::Shm).host_read_efficiency = Some(v),
-                )],
+                parameters: vec![
+                    parameter(
+                        "protocol.ll128.shm.host_read_efficiency".into(),
+                        Unit::Ratio,
+                        (0.01, 1.0),
+                        move |m| path_cost_ref(m, Protocol::Ll128, PathClass::Shm).host_shares(&m.pcie[&read]).read,
+                        |m, v| path_cost(m, Protocol::Ll128, PathClass::Shm).host_read_efficiency = Some(v),
+                    ),
+                    parameter(
+                        "protocol.ll128.shm.host_read_write_efficiency".into(),
+                        Unit::Ratio,
+                        (0.01, 1.0),
+                        move |m| path_cost_ref(m, Protocol::Ll128, PathClass::Shm).host_shares(&m.pcie[&read_write]).read_write,
+                        |m, v| path_cost(m, Protocol::Ll128, PathClass::Shm).host_read_write_efficiency = Some(v),
+                    ),
+                ],
                 points: ll128.clone(),
-                needs: "large LL128 rings through host memory with 4 or more channels (--transports shm --protos ll128)".into(),
+                needs: "large LL128 rings through host memory with 4 or more channels, allreduces and all-gathers (--transports shm --protos ll128)"
+                    .into(),
             },
             !ll128.is_empty(),
             "no large multi-channel LL128 rings through host memory".into(),
         );
-        let shm = crowded(&runs, PathClass::Shm, |p| p == Protocol::Simple);
+        // With Simple, what threads that only read get is measured on one
+        // GPU (the base model's prior) and kept; what they get reading and
+        // writing in one pass with every GPU of a board doing so is fitted,
+        // on 2-rank rings: with more ranks on one socket the host's memory
+        // bus binds before a GPU's link does, and those calls tell the bus,
+        // not the link's share.
+        let shm: Vec<Point> =
+            runs.iter().filter(|r| r.ranks() == 2 && r.crowds(PathClass::Shm, |p| p == Protocol::Simple)).map(|r| r.index).collect();
         let (get_gen, set_gen) = (generation.clone(), generation.clone());
         push(
             Group {
                 name: format!("GPU threads reading host memory over PCIe {generation}"),
                 parameters: vec![parameter(
-                    format!("pcie.{generation}.host_read_efficiency"),
+                    format!("pcie.{generation}.host_read_write_efficiency"),
                     Unit::Ratio,
                     (0.01, 1.0),
-                    move |m| m.pcie[&get_gen].host_read_efficiency,
-                    move |m, v| m.pcie.get_mut(&set_gen).expect("generation exists").host_read_efficiency = v,
+                    move |m| m.pcie[&get_gen].host_read_write_efficiency,
+                    move |m, v| m.pcie.get_mut(&set_gen).expect("generation exists").host_read_write_efficiency = v,
                 )],
                 points: shm.clone(),
-                needs: "large rings through host memory with 4 or more channels".into(),
+                needs: "large rings through host memory with 4 or more channels, allreduces among them".into(),
             },
             !shm.is_empty(),
             "no large multi-channel rings through host memory".into(),

@@ -5,7 +5,7 @@
 
 use crate::collective::direct::DirectStream;
 use crate::collective::nvls::{self, NvlsChannel, NvlsStream};
-use crate::collective::rate::{self, Primitive, ThreadBlock};
+use crate::collective::rate::{self, HostLoop, Primitive, ThreadBlock};
 use crate::collective::ring::{self, Drift, RingChannel, RingStream, StepRates};
 use crate::collective::symmetry::{self, ChannelClass, Symmetry};
 use crate::collective::tree::{self, ChainChannel, ChainRates, TreeStream};
@@ -152,7 +152,7 @@ impl Plan {
         let contention_at = |demand: f64| {
             let flows: Vec<(&Connection, f64)> =
                 (0..self.channel_bytes.len()).flat_map(|c| ring_of(c).iter().map(move |k| (k, demand))).collect();
-            self.contention(topo, model, &flows)
+            self.contention(topo, model, &flows, HostLoop::Ring { op, ranks: n })
         };
         // In step, every channel sends at once: the link sees what each
         // pushes while it sends.
@@ -266,7 +266,7 @@ impl Plan {
                 up.iter().chain(down).map(|k| (k, alone * duty))
             })
             .collect();
-        let slowdown = self.contention(topo, model, &flows);
+        let slowdown = self.contention(topo, model, &flows, HostLoop::Chain);
         let rules = self.pipe_rules(topo, model)?;
         let pipes =
             |connections: &[Connection], copies| connections.iter().map(|k| Pipe::with_copies(k.clone(), rules, model, copies)).collect();
@@ -378,7 +378,7 @@ impl Plan {
     /// How much every channel slows when this call's channels share links
     /// (the contention knee of src/collective/rate.rs): `flows` lists each
     /// channel's connections with the wire rate it would push alone.
-    fn contention(&self, topo: &Topology, model: &HardwareModel, flows: &[(&Connection, f64)]) -> f64 {
+    fn contention(&self, topo: &Topology, model: &HardwareModel, flows: &[(&Connection, f64)], host: HostLoop) -> f64 {
         let mut demand = vec![0.0f64; topo.links().len()];
         let mut capacity: Vec<f64> = topo.links().iter().map(|l| l.bandwidth.bytes_per_sec()).collect();
         for &(connection, wire_rate) in flows {
@@ -392,13 +392,14 @@ impl Plan {
                 }
             }
             // GPU threads reading host memory get less of the link into
-            // the GPU than a DMA engine does, and with some protocols less
-            // than with others.
+            // the GPU than a DMA engine does: how much less depends on how
+            // their loop mixes reads and writes, and on the protocol.
             if let Some(&last) = read.and_then(|r| r.links.last())
                 && let LinkKind::Pcie { generation, .. } = &topo.link(last).kind
                 && let Ok(pcie) = model.pcie(generation)
             {
-                capacity[last.index()] = topo.link(last).bandwidth.bytes_per_sec() * self.costs(model).host_read_share(pcie);
+                let share = rate::host_loop_share(host, &self.costs(model).host_shares(pcie));
+                capacity[last.index()] = topo.link(last).bandwidth.bytes_per_sec() * share;
             }
         }
         demand
