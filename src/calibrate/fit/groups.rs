@@ -293,7 +293,8 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             let reference = small.iter().any(|r| r.plan.request.stack == Stack::NcclGraph);
             let mut identified = steps.len() >= 2 && reference;
             // Through host memory a Simple step's own cost swamps the fence
-            // per slice: the data cannot tell them apart, so it stays at zero.
+            // per slice: the data cannot tell them apart, so it stays at the
+            // fence measured on one GPU.
             if protocol == Protocol::Simple && class != PathClass::Shm {
                 parameters.push(time(
                     format!("protocol.simple.{}.slice_overhead", class_name(class)),
