@@ -8,7 +8,9 @@
 //! (measured on one GPU). A path may limit what a channel reads a second
 //! (through host memory, the reads it keeps in flight): a primitive that
 //! receives there takes at least its bytes at that rate, and its other
-//! memory operations run while it waits. When many channels share a link, their
+//! memory operations run while it waits; through host memory the share of
+//! the GPU's PCIe link a channel's traffic gets follows its primitives in
+//! order ([`host_loop_share`]). When many channels share a link, their
 //! rate bends smoothly to the link's capacity (the contention knee); the
 //! flow network then enforces every link's capacity as a hard limit, so a
 //! change of links changes the time exactly where it changes the bottleneck.
@@ -254,7 +256,7 @@ impl RingLoop {
 /// What a channel's thread block does with host memory through one loop:
 /// a ring's steps in order, or a chain's rank, which reads and writes there
 /// at once (the root in one pass, the ranks below in two thread groups).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub enum HostLoop {
     Ring { op: Op, ranks: usize },
     Chain,
