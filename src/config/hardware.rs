@@ -187,9 +187,23 @@ pub struct Protocol {
     /// Whether NCCL enables the protocol by default only over NVLink (LL128
     /// does; forced with NCCL_PROTO it runs anywhere).
     pub needs_nvlink: bool,
+    /// What an operation's ring or tree kernel takes to start beyond the
+    /// path's `base_latency`, where it differs from the allreduce's.
+    #[serde(default)]
+    pub kernel_start: KernelStart,
     pub nvlink: PathCost,
     pub pcie: PathCost,
     pub shm: PathCost,
+}
+
+/// The extra start of one protocol's all-gather and reduce-scatter kernels.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelStart {
+    #[serde(default)]
+    pub allgather: Time,
+    #[serde(default)]
+    pub reducescatter: Time,
 }
 
 /// How SM-driven traffic fills a link: the rate of `n` channels each able to

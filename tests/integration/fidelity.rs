@@ -139,11 +139,8 @@ const FORCED_BOUND: Bound = Bound { median: 0.10, max: NO_MAX };
 #[test]
 fn the_runners_two_gpu_file_is_predicted_series_by_series() {
     let rows = predict(&runner_board("h200x2-runner", 2, &[]), &read(&measurements_dir().join("h200x2-runner/measurements.jsonl")));
-    let misses = [
-        Miss { series: "reducescatter nvswitch ranks=2", today: Bound { median: 0.05, max: 0.16 } },
-        // Its 512 KiB call, 20% fast (NCCL's small Simple calls; the README's known limits).
-        Miss { series: "allreduce shm ranks=2", today: Bound { median: 0.05, max: 0.20 } },
-    ];
+    // Its 512 KiB SHM call, 20% fast (NCCL's small Simple calls; the README's known limits).
+    let misses = [Miss { series: "allreduce shm ranks=2", today: Bound { median: 0.05, max: 0.20 } }];
     hold("runner, 2x H200, NCCL choosing, from 8 B", &rows, nccl_choosing, SERIES_BOUND, &misses);
     hold("runner, 2x H200, forced protocol or algorithm", &rows, forced, FORCED_BOUND, &[]);
 }
@@ -153,8 +150,7 @@ fn the_runners_four_gpu_file_is_predicted_series_by_series() {
     let rows = predict(&runner_board("h200x4-runner", 4, &[]), &read(&measurements_dir().join("h200x4-runner/measurements.jsonl")));
     let four = ranks(4);
     hold("runner, 4x H200, 4 ranks, NCCL choosing, from 8 B", &rows, |r| four(r) && nccl_choosing(r), SERIES_BOUND, &[]);
-    let forced_misses = [Miss { series: "reducescatter nvswitch proto=ll128 ranks=4", today: Bound { median: 0.13, max: NO_MAX } }];
-    hold("runner, 4x H200, 4 ranks, forced protocol or algorithm", &rows, |r| four(r) && forced(r), FORCED_BOUND, &forced_misses);
+    hold("runner, 4x H200, 4 ranks, forced protocol or algorithm", &rows, |r| four(r) && forced(r), FORCED_BOUND, &[]);
 }
 
 #[test]

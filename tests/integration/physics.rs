@@ -133,6 +133,25 @@ fn a_caller_pays_its_cost_once_a_call_and_once_a_step() {
 }
 
 #[test]
+fn an_operations_own_kernel_start_is_paid_once_by_its_calls_only() {
+    // 4x H200, 8 B Simple rings: giving the all-gather's kernel 2 us more
+    // to start adds 2 us to an all-gather, once, and nothing to a
+    // reduce-scatter or an allreduce.
+    let (topo, model) = preset("hgx-h200", Some(4), &["base"]);
+    let mut later = model.clone();
+    later.protocol.simple.kernel_start.allgather += Time::from_us(2);
+    let time = |model: &HardwareModel, op| {
+        let request = Request { op, ..forced_allreduce(&topo, Bytes(8), Algorithm::Ring, Protocol::Simple, None, Mode::Nvswitch) };
+        collective::simulate(&topo, model, request).expect("Simple runs on NVSwitch").time.as_us()
+    };
+    for (op, added_by_hand) in [(Op::AllGather, 2.0), (Op::ReduceScatter, 0.0), (Op::AllReduce, 0.0)] {
+        let added = time(&later, op) - time(&model, op);
+        println!("4x H200, 8 B Simple {op:?}: a later all-gather kernel adds {added:.3} us; by hand {added_by_hand:.3} us");
+        assert!((added - added_by_hand).abs() <= 0.001, "{op:?}: {added:.3} us against {added_by_hand} us");
+    }
+}
+
+#[test]
 fn reducing_eight_bit_elements_costs_each_reduced_byte_the_measured_adds_once() {
     // base.toml: an int8 add costs a thread block 1 / 337 GB/s = 2.97 ps a
     // byte more than an fp16 add (one H200, tools/probes/cta_reduce.cu),

@@ -9,13 +9,13 @@ use std::collections::BTreeSet;
 
 use super::parameters::{
     Parameter, Read, Unit, Write, arch_latency_parameters, class_name, cta_parameters, latency_parameters, parameter, path_cost,
-    path_cost_ref, rate, time,
+    path_cost_ref, protocol_mut, rate, time,
 };
 use super::{Group, Point, Skipped, Source};
 use crate::calibrate::predict::plan_as_measured;
 use crate::calibrate::schema::Measurement;
 use crate::collective::{Algorithm, Op, Plan, Protocol};
-use crate::config::hardware::{HardwareModel, StackModel};
+use crate::config::hardware::{HardwareModel, KernelStart, StackModel};
 use crate::stack::Stack;
 use crate::topology::Topology;
 use crate::transport::PathClass;
@@ -319,6 +319,46 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
                 },
             );
         }
+    }
+    // Kernels that start later than the allreduce's: those the base model
+    // gives a start of their own (a gap between the operations' small calls
+    // that is the same on every path, so the kernel's), fitted on the
+    // protocol's small calls of every operation on every path.
+    for protocol in crate::collective::PROTOCOLS {
+        let starts = &protocol.model(model).kernel_start;
+        type Get = fn(&KernelStart) -> Time;
+        type Set = fn(&mut KernelStart, Time);
+        let fields: [(&str, Op, Get, Set); 2] = [
+            ("allgather", Op::AllGather, |k| k.allgather, |k, v| k.allgather = v),
+            ("reducescatter", Op::ReduceScatter, |k| k.reducescatter, |k, v| k.reducescatter = v),
+        ];
+        let parameters: Vec<Parameter> = fields
+            .into_iter()
+            .filter(|&(_, _, get, _)| get(starts) > Time::ZERO)
+            .map(|(name, _, get, set)| {
+                time(
+                    format!("protocol.{protocol}.kernel_start.{name}"),
+                    move |m| get(&protocol.model(m).kernel_start),
+                    move |m, v| set(&mut protocol_mut(m, protocol).kernel_start, v),
+                )
+            })
+            .collect();
+        if parameters.is_empty() {
+            continue;
+        }
+        let small: Vec<Point> =
+            runs.iter().filter(|r| r.plan.protocol == protocol && r.ring_or_tree() && r.m.bytes <= SMALL).map(|r| r.index).collect();
+        let ops: BTreeSet<Op> = runs.iter().filter(|r| small.contains(&r.index)).map(|r| r.plan.request.op).collect();
+        push(
+            Group {
+                name: format!("{protocol} kernels by operation"),
+                parameters,
+                points: small,
+                needs: format!("{protocol} calls of at most 4 KiB of every operation (allreduce, all-gather, reduce-scatter)"),
+            },
+            ops.len() >= 3,
+            format!("{protocol} calls of at most 4 KiB of {} operation(s); needs all three", ops.len()),
+        );
     }
     // Calls overlapping in a stream: small LL allreduces over NVLink whose
     // chunks are partly empty (fewer than 16 bytes a rank), against the

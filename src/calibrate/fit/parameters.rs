@@ -4,7 +4,7 @@
 //! architecture, and the helpers other groups are built with).
 
 use crate::collective::Protocol;
-use crate::config::hardware::{CtaModel, CtaRates, HardwareModel, PathCost};
+use crate::config::hardware::{CtaModel, CtaRates, HardwareModel, PathCost, Protocol as ProtocolModel};
 use crate::transport::PathClass;
 use crate::units::{Bandwidth, Time};
 
@@ -99,12 +99,16 @@ pub(super) fn class_name(class: PathClass) -> &'static str {
     }
 }
 
-pub(super) fn path_cost(model: &mut HardwareModel, protocol: Protocol, class: PathClass) -> &mut PathCost {
-    let p = match protocol {
+pub(super) fn protocol_mut(model: &mut HardwareModel, protocol: Protocol) -> &mut ProtocolModel {
+    match protocol {
         Protocol::Simple => &mut model.protocol.simple,
         Protocol::Ll => &mut model.protocol.ll,
         Protocol::Ll128 => &mut model.protocol.ll128,
-    };
+    }
+}
+
+pub(super) fn path_cost(model: &mut HardwareModel, protocol: Protocol, class: PathClass) -> &mut PathCost {
+    let p = protocol_mut(model, protocol);
     match class {
         PathClass::Nvlink => &mut p.nvlink,
         PathClass::Pcie => &mut p.pcie,

@@ -431,13 +431,22 @@ impl Plan {
     }
 
     /// The fixed latency a call pays before its first step: the caller's
-    /// cost, then the kernel's start with the protocol's set-up.
+    /// cost, then the kernel's start (its operation's, where it differs)
+    /// with the protocol's set-up.
     fn start_latency(&self, topo: &Topology, model: &HardwareModel) -> Result<Time, CollectiveError> {
         let caller = model.stack(self.request.stack).map_err(CollectiveError::Model)?.collective_call;
         let kernel = match self.algorithm {
             Algorithm::Nvls => model.nvls.latency,
             Algorithm::OneShot | Algorithm::TwoShot => model.direct.launch_latency,
-            Algorithm::Ring | Algorithm::Tree => self.costs(model).base_latency + self.arch_latency(topo, model)?.0,
+            Algorithm::Ring | Algorithm::Tree => {
+                let starts = &self.protocol.model(model).kernel_start;
+                let by_op = match self.request.op {
+                    Op::AllGather => starts.allgather,
+                    Op::ReduceScatter => starts.reducescatter,
+                    Op::AllReduce | Op::Broadcast => Time::ZERO,
+                };
+                self.costs(model).base_latency + by_op + self.arch_latency(topo, model)?.0
+            }
         };
         Ok(caller + kernel)
     }
