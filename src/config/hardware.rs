@@ -126,8 +126,9 @@ pub struct PathCost {
     /// publish it (Simple; LL and LL128 carry a flag in every line and have none).
     pub slice_overhead: Time,
     /// What one channel can read a second of what arrives over this kind of path, whatever its thread block
-    /// does (through host memory: the reads it keeps in flight): a receiving primitive takes at least its bytes
-    /// at this rate, its other memory operations running meanwhile; absent where only the thread block limits it.
+    /// does (through host memory: the reads it keeps in flight): a receiving primitive loads what arrived at
+    /// this rate where it is slower than the block's own, in series with its other memory operations; absent
+    /// where only the thread block limits it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel_rate: Option<Bandwidth>,
     /// Through host memory: the share of the GPU's PCIe link its threads' reads get with this protocol, where
