@@ -131,9 +131,11 @@ impl Generator<Path> for TreeRun<'_> {
         }
         let arrived = arrived.expect("a chain has at least one link");
         // The far end copies chunks out one after another.
-        run.last_end = Some(match (tree.rates.receive, run.last_end) {
-            (Some(rate), Some(last)) if chunk.0 > 0 => graph.delay(chunk / rate, &[arrived, last]),
-            (Some(rate), None) if chunk.0 > 0 => graph.delay(chunk / rate, &[arrived]),
+        run.last_end = Some(match tree.rates.receive {
+            Some(rate) if chunk.0 > 0 => {
+                let after: Vec<TaskRef> = std::iter::once(arrived).chain(run.last_end).collect();
+                graph.delay(chunk / rate, &after)
+            }
             _ => arrived,
         });
         true

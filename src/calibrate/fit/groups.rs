@@ -15,7 +15,7 @@ use super::{Group, Point, Skipped, Source};
 use crate::calibrate::predict::plan_as_measured;
 use crate::calibrate::schema::Measurement;
 use crate::collective::{Algorithm, Op, Plan, Protocol};
-use crate::config::hardware::{HardwareModel, KernelStart, StackModel};
+use crate::config::hardware::{HardwareModel, HostShares, KernelStart, PathCost, StackModel};
 use crate::stack::Stack;
 use crate::topology::Topology;
 use crate::transport::PathClass;
@@ -213,26 +213,29 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         // share, one whose steps read and write in one pass (allreduces,
         // and every ring of 3 ranks or more) the read-write share too.
         let ll128 = crowded(&runs, PathClass::Shm, |p| p == Protocol::Ll128);
-        let (read, read_write) = (generation.clone(), generation.clone());
+        type Share = fn(&HostShares) -> f64;
+        type SetShare = fn(&mut PathCost, f64);
+        let shares: [(&str, Share, SetShare); 2] = [
+            ("host_read_efficiency", |s| s.read, |c, v| c.host_read_efficiency = Some(v)),
+            ("host_read_write_efficiency", |s| s.read_write, |c, v| c.host_read_write_efficiency = Some(v)),
+        ];
+        let ll128_shares = shares
+            .into_iter()
+            .map(|(key, share, set)| {
+                let generation = generation.clone();
+                parameter(
+                    format!("protocol.ll128.shm.{key}"),
+                    Unit::Ratio,
+                    (0.01, 1.0),
+                    move |m| share(&path_cost_ref(m, Protocol::Ll128, PathClass::Shm).host_shares(&m.pcie[&generation])),
+                    move |m, v| set(path_cost(m, Protocol::Ll128, PathClass::Shm), v),
+                )
+            })
+            .collect();
         push(
             Group {
                 name: "ll128 threads reading host memory".into(),
-                parameters: vec![
-                    parameter(
-                        "protocol.ll128.shm.host_read_efficiency".into(),
-                        Unit::Ratio,
-                        (0.01, 1.0),
-                        move |m| path_cost_ref(m, Protocol::Ll128, PathClass::Shm).host_shares(&m.pcie[&read]).read,
-                        |m, v| path_cost(m, Protocol::Ll128, PathClass::Shm).host_read_efficiency = Some(v),
-                    ),
-                    parameter(
-                        "protocol.ll128.shm.host_read_write_efficiency".into(),
-                        Unit::Ratio,
-                        (0.01, 1.0),
-                        move |m| path_cost_ref(m, Protocol::Ll128, PathClass::Shm).host_shares(&m.pcie[&read_write]).read_write,
-                        |m, v| path_cost(m, Protocol::Ll128, PathClass::Shm).host_read_write_efficiency = Some(v),
-                    ),
-                ],
+                parameters: ll128_shares,
                 points: ll128.clone(),
                 needs: "large LL128 rings through host memory with 4 or more channels, allreduces and all-gathers (--transports shm --protos ll128)"
                     .into(),
@@ -328,14 +331,12 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         let starts = &protocol.model(model).kernel_start;
         type Get = fn(&KernelStart) -> Time;
         type Set = fn(&mut KernelStart, Time);
-        let fields: [(&str, Op, Get, Set); 2] = [
-            ("allgather", Op::AllGather, |k| k.allgather, |k, v| k.allgather = v),
-            ("reducescatter", Op::ReduceScatter, |k| k.reducescatter, |k, v| k.reducescatter = v),
-        ];
+        let fields: [(&str, Get, Set); 2] =
+            [("allgather", |k| k.allgather, |k, v| k.allgather = v), ("reducescatter", |k| k.reducescatter, |k, v| k.reducescatter = v)];
         let parameters: Vec<Parameter> = fields
             .into_iter()
-            .filter(|&(_, _, get, _)| get(starts) > Time::ZERO)
-            .map(|(name, _, get, set)| {
+            .filter(|&(_, get, _)| get(starts) > Time::ZERO)
+            .map(|(name, get, set)| {
                 time(
                     format!("protocol.{protocol}.kernel_start.{name}"),
                     move |m| get(&protocol.model(m).kernel_start),
@@ -346,14 +347,13 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         if parameters.is_empty() {
             continue;
         }
-        let small: Vec<Point> =
-            runs.iter().filter(|r| r.plan.protocol == protocol && r.ring_or_tree() && r.m.bytes <= SMALL).map(|r| r.index).collect();
-        let ops: BTreeSet<Op> = runs.iter().filter(|r| small.contains(&r.index)).map(|r| r.plan.request.op).collect();
+        let small: Vec<&Run> = runs.iter().filter(|r| r.plan.protocol == protocol && r.ring_or_tree() && r.m.bytes <= SMALL).collect();
+        let ops: BTreeSet<Op> = small.iter().map(|r| r.plan.request.op).collect();
         push(
             Group {
                 name: format!("{protocol} kernels by operation"),
                 parameters,
-                points: small,
+                points: small.iter().map(|r| r.index).collect(),
                 needs: format!("{protocol} calls of at most 4 KiB of every operation (allreduce, all-gather, reduce-scatter)"),
             },
             ops.len() >= 3,
