@@ -37,38 +37,6 @@ enum Mode {
 // thread groups sync apart from the rest of their block.
 __device__ __forceinline__ void group_barrier(int id, int count) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count)); }
 
-// Threads [first, first + count) write a slice of device memory into host memory.
-__device__ __forceinline__ void send_slice(int4* __restrict__ host_out, const int4* __restrict__ dev, size_t at, size_t slice,
-                                           int first, int count) {
-  for (size_t i = threadIdx.x - first; i < slice; i += count) host_out[at + i] = dev[at + i];
-}
-
-// Threads [first, first + count) read a slice of host memory, four loads in
-// flight a thread, into device memory; with `send_on` they also add what
-// device memory held and store the sum back into host memory.
-__device__ __forceinline__ void receive_slice(const int4* __restrict__ host_in, int4* __restrict__ host_out, int4* __restrict__ dev,
-                                              size_t at, size_t slice, int first, int count, bool send_on) {
-  for (size_t i = threadIdx.x - first; i < slice; i += 4 * (size_t)count) {
-    int4 v[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const size_t j = i + (size_t)u * count;
-      v[u] = j < slice ? host_in[at + j] : make_int4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const size_t j = i + (size_t)u * count;
-      if (j >= slice) continue;
-      if (send_on) {
-        const int4 mine = dev[at + j];
-        v[u] = make_int4(v[u].x + mine.x, v[u].y + mine.y, v[u].z + mine.z, v[u].w + mine.w);
-        host_out[at + j] = v[u];
-      }
-      dev[at + j] = v[u];
-    }
-  }
-}
-
 // Block b moves `steps` slices of `slice` int4s; its slices sit at its own
 // offset of each buffer, so blocks never share a line.
 __global__ void channels(const int4* __restrict__ host_in, int4* __restrict__ host_out, int4* __restrict__ dev,

@@ -1,6 +1,7 @@
 // What every probe here shares: a CUDA call checked (exit with the file,
-// line and error), the median of repeated timings between CUDA events, and
-// one thread block's unrolled 16-byte loads as NCCL's primitives issue them.
+// line and error), the median of repeated timings between CUDA events, one
+// thread block's unrolled 16-byte loads as NCCL's primitives issue them, and
+// a thread group's slice written into host memory and read back out of it.
 #pragma once
 #include <algorithm>
 #include <cstdio>
@@ -42,5 +43,37 @@ __device__ __forceinline__ void load_unrolled(int4 (&into)[U], const int4* __res
   for (int u = 0; u < U; ++u) {
     const size_t at = i + (size_t)u * blockDim.x;
     into[u] = at < count ? from[base + at] : make_int4(0, 0, 0, 0);
+  }
+}
+
+// Threads [first, first + count) write a slice of device memory into host memory.
+__device__ __forceinline__ void send_slice(int4* __restrict__ host_out, const int4* __restrict__ dev, size_t at, size_t slice,
+                                           int first, int count) {
+  for (size_t i = threadIdx.x - first; i < slice; i += count) host_out[at + i] = dev[at + i];
+}
+
+// Threads [first, first + count) read a slice of host memory, four loads in
+// flight a thread, into device memory; with `send_on` they also add what
+// device memory held and store the sum back into host memory.
+__device__ __forceinline__ void receive_slice(const int4* __restrict__ host_in, int4* __restrict__ host_out, int4* __restrict__ dev,
+                                              size_t at, size_t slice, int first, int count, bool send_on) {
+  for (size_t i = threadIdx.x - first; i < slice; i += 4 * (size_t)count) {
+    int4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const size_t j = i + (size_t)u * count;
+      v[u] = j < slice ? host_in[at + j] : make_int4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const size_t j = i + (size_t)u * count;
+      if (j >= slice) continue;
+      if (send_on) {
+        const int4 mine = dev[at + j];
+        v[u] = make_int4(v[u].x + mine.x, v[u].y + mine.y, v[u].z + mine.z, v[u].w + mine.w);
+        host_out[at + j] = v[u];
+      }
+      dev[at + j] = v[u];
+    }
   }
 }
