@@ -64,8 +64,12 @@ impl Decimal {
     }
 }
 
-/// "1e30GiB" is a number in scientific notation, not a unit "e30GiB".
-fn refuse_exponent(suffix: &str) -> Result<(), String> {
+/// "1e30GiB" is a number in scientific notation, not a unit "e30GiB", and
+/// "-1us" a negative quantity, not a unit "-1us": both are refused as such.
+fn refuse_notation(text: &str, suffix: &str) -> Result<(), String> {
+    if text.trim_start().starts_with('-') {
+        return Err("must not be negative".into());
+    }
     let mut chars = suffix.chars();
     let exponent = matches!(chars.next(), Some('e' | 'E')) && chars.next().is_some_and(|c| c.is_ascii_digit() || c == '-' || c == '+');
     if exponent { Err("no exponents (1e9): write the number out with a unit prefix instead".into()) } else { Ok(()) }
@@ -145,7 +149,7 @@ impl FromStr for Bytes {
             examples: BYTES_EXAMPLES,
         };
         let (number, suffix) = split_number(text);
-        refuse_exponent(suffix).map_err(|reason| error(&reason))?;
+        refuse_notation(text, suffix).map_err(|reason| error(&reason))?;
         let unit = byte_unit(suffix).ok_or_else(|| error(&format!("unknown unit {suffix:?}")))?;
         let decimal = Decimal::parse(number).ok_or_else(|| error("no number"))?;
         let value = decimal.times_exact(unit).ok_or_else(|| error("not a whole number of bytes"))?;
@@ -245,7 +249,7 @@ impl FromStr for Time {
         let error =
             |reason: &str| ParseUnitError { input: text.to_string(), what: "a time", reason: reason.to_string(), examples: TIME_EXAMPLES };
         let (number, suffix) = split_number(text);
-        refuse_exponent(suffix).map_err(|reason| error(&reason))?;
+        refuse_notation(text, suffix).map_err(|reason| error(&reason))?;
         let unit: u128 = match suffix {
             "ps" => 1,
             "ns" => PS_PER_NS.into(),
@@ -350,7 +354,7 @@ impl FromStr for Bandwidth {
             examples: BANDWIDTH_EXAMPLES,
         };
         let (number, suffix) = split_number(text);
-        refuse_exponent(suffix).map_err(|reason| error(&reason))?;
+        refuse_notation(text, suffix).map_err(|reason| error(&reason))?;
         let per_second = suffix.strip_suffix("/s").ok_or_else(|| error("missing \"/s\""))?.trim();
         let unit = match per_second {
             "" => None,
@@ -526,13 +530,20 @@ mod tests {
     }
 
     #[test]
-    fn exponents_are_named_as_such() {
+    fn exponents_and_signs_are_named_as_such() {
         for error in [
             "1e30GiB".parse::<Bytes>().unwrap_err().to_string(),
             "1e3us".parse::<Time>().unwrap_err().to_string(),
             "2E9B/s".parse::<Bandwidth>().unwrap_err().to_string(),
         ] {
             assert!(error.contains("no exponents") && !error.contains("unknown unit"), "{error}");
+        }
+        for error in [
+            "-1us".parse::<Time>().unwrap_err().to_string(),
+            " -4KiB".parse::<Bytes>().unwrap_err().to_string(),
+            "-2GB/s".parse::<Bandwidth>().unwrap_err().to_string(),
+        ] {
+            assert!(error.contains("must not be negative") && !error.contains("unknown unit"), "{error}");
         }
     }
 

@@ -1,15 +1,49 @@
 //! The checks a hardware model passes after its overlays are merged: every
-//! rate, size and count more than zero, efficiencies and NCCL's constants
-//! in their ranges, names that refer to what the model holds. Errors name
-//! the last file merged and the key. Reads nothing, changes nothing.
+//! rate, size and count more than zero, every latency under a millisecond,
+//! efficiencies and NCCL's constants in their ranges, names that refer to
+//! what the model holds. Errors name the last file merged and the key.
+//! Reads nothing, changes nothing.
 
 use std::path::Path;
 
 use super::experiment::MAX_CHANNELS;
 use super::hardware::HardwareModel;
 use super::{ConfigError, ConfigResult, check_range};
+use crate::units::Time;
+
+/// No call, step, fence or launch the model times takes this long: NCCL's
+/// own largest base latency is 14 us (LL128's), a host's launch of a
+/// kernel some 5-90 us. A value past it is a typo (a unit) or not hardware.
+pub const LONGEST_LATENCY: Time = Time::from_us(1000);
 
 impl HardwareModel {
+    /// Every latency the model adds to a call, a step, a slice or a launch,
+    /// by key.
+    fn latencies(&self) -> Vec<(String, Time)> {
+        let mut out: Vec<(String, Time)> = Vec::new();
+        for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
+            for (class, cost) in [("nvlink", &p.nvlink), ("pcie", &p.pcie), ("shm", &p.shm)] {
+                out.push((format!("protocol.{name}.{class}.base_latency"), cost.base_latency));
+                out.push((format!("protocol.{name}.{class}.step_latency"), cost.step_latency));
+                out.push((format!("protocol.{name}.{class}.slice_overhead"), cost.slice_overhead));
+            }
+            out.push((format!("protocol.{name}.kernel_start.allgather"), p.kernel_start.allgather));
+            out.push((format!("protocol.{name}.kernel_start.reducescatter"), p.kernel_start.reducescatter));
+        }
+        for (name, stack) in &self.stack {
+            out.push((format!("stack.{name}.collective_call"), stack.collective_call));
+            out.push((format!("stack.{name}.collective_step"), stack.collective_step));
+            out.push((format!("stack.{name}.kernel_launch"), stack.kernel_launch));
+            out.push((format!("stack.{name}.copy_launch"), stack.copy_launch));
+        }
+        for (arch, cta) in &self.cta {
+            out.push((format!("cta.{arch}.call_latency"), cta.call_latency));
+            out.push((format!("cta.{arch}.step_latency"), cta.step_latency));
+        }
+        out.push(("skew.step_spread".into(), self.skew.step_spread));
+        out
+    }
+
     /// Every quantity that must be more than zero (rates, sizes, counts),
     /// by key: a zero rate would divide by zero, a zero size never end.
     fn positive_quantities(&self) -> Vec<(String, f64)> {
@@ -60,6 +94,15 @@ impl HardwareModel {
         for (key, value) in self.positive_quantities() {
             if !(value.is_finite() && value > 0.0) {
                 return Err(ConfigError::invalid(path, key, format!("{value} is not allowed: must be more than zero")));
+            }
+        }
+        for (key, latency) in self.latencies() {
+            if latency > LONGEST_LATENCY {
+                return Err(ConfigError::invalid(
+                    path,
+                    key,
+                    format!("{latency} is out of range: allowed 0 to {LONGEST_LATENCY} (no call, step or launch takes longer)"),
+                ));
             }
         }
         if self.nccl.max_channels > MAX_CHANNELS {
@@ -191,7 +234,7 @@ mod tests {
     use crate::config::hardware::{HardwareModel, ModelSource};
 
     #[test]
-    fn rates_sizes_and_counts_of_zero_are_refused_by_key() {
+    fn zero_rates_sizes_and_counts_and_latencies_past_a_millisecond_are_refused_by_key() {
         let dir = std::env::temp_dir().join(format!("icsim-zero-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("zero.toml");
@@ -203,6 +246,9 @@ mod tests {
             ("[gpu.h200]\nmemory_bandwidth = \"0B/s\"\n", "gpu.h200.memory_bandwidth"),
             ("[nccl]\nmax_channels = 65\n", "nccl.max_channels"),
             ("[skew]\ncall_overlap = 5.0\n", "skew.call_overlap"),
+            ("[protocol.simple.shm]\nslice_overhead = \"1s\"\n", "protocol.simple.shm.slice_overhead"),
+            ("[protocol.ll128.kernel_start]\nreducescatter = \"2ms\"\n", "protocol.ll128.kernel_start.reducescatter"),
+            ("[stack.eager]\ncollective_call = \"1.5ms\"\n", "stack.eager.collective_call"),
         ] {
             std::fs::write(&file, overlay).unwrap();
             let error = HardwareModel::load(&[ModelSource::File(file.clone())]).unwrap_err().to_string();

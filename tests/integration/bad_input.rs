@@ -200,6 +200,10 @@ fn bad_topologies_are_refused_by_file_and_key() {
     refused("an endless file", &["topo", "show", "/dev/zero"], &["/dev/zero", "64 MiB"]);
     let overlay = inputs.file("zero.toml", "[gpu.h200]\nbf16_tflops = 0.0\n");
     refused("a hardware overlay with no compute", &["collective", "--hardware", &overlay], &[&overlay, "gpu.h200.bf16_tflops"]);
+    let fence = inputs.file("fence.toml", "[protocol.simple.shm]\nslice_overhead = \"1s\"\n");
+    refused("a fence of a second", &["collective", "--hardware", &fence], &[&fence, "protocol.simple.shm.slice_overhead", "1ms"]);
+    let start = inputs.file("start.toml", "[protocol.simple.kernel_start]\nallgather = \"-1us\"\n");
+    refused("a negative kernel start", &["collective", "--hardware", &start], &[&start, "-1us", "must not be negative"]);
     let slow = inputs.file("slow.toml", &topology(&format!("{NVLINK}bandwidth = \"1B/s\"\n")));
     let slow_run = ["collective", "--topology", &slow, "--transport", "nvlink", "--algo", "ring", "--sizes", "32MiB"];
     refused("a link so slow the clock runs out", &slow_run, &["32MiB", "1B/s", "213 days"]);
