@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::collective::Element;
+use crate::collective::DataType;
 use crate::config::ConfigError;
 use crate::config::llm::Scope;
 use crate::stack::Stack;
@@ -211,7 +211,10 @@ pub fn check(m: &Measurement, largest: &(u64, String)) -> Result<(), (&'static s
         }
     }
     if let Some(dtype) = m.dtype.as_deref() {
-        dtype.parse::<Element>().map_err(|message| ("dtype", message))?;
+        let dtype = dtype.parse::<DataType>().map_err(|message| ("dtype", message))?;
+        if !m.bytes.is_multiple_of(dtype.bytes) {
+            return Err(("bytes", format!("not a whole number of {} elements ({} bytes each)", dtype.name, dtype.bytes)));
+        }
     }
     Ok(())
 }
@@ -318,6 +321,7 @@ mod tests {
             (r#""tokens":8192"#, r#""tokens":18446744073709551615"#, "tokens"),
             (r#""tp":2"#, r#""tp":2,"bytes":18446744073709551615"#, "bytes"),
             (r#""tp":2"#, r#""tp":2,"dtype":"int3""#, "dtype"),
+            (r#""tp":2"#, r#""tp":2,"dtype":"float32","bytes":6"#, "bytes"),
             (r#""tp":2"#, r#""tp":2,"channels":65"#, "channels"),
             (r#""tp":2"#, r#""tp":2,"ranks":0"#, "ranks"),
             (r#""tp":2"#, r#""tp":2,"calls":0"#, "calls"),

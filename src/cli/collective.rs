@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use serde_json::json;
 
 use super::{BadInput, TopologyArgs, checks, parse_format};
-use icsim::collective::{self, Algorithm, Choice, CollectiveError, Element, Op, Outcome, Protocol, Request};
+use icsim::collective::{self, Algorithm, Choice, CollectiveError, DataType, Op, Outcome, Protocol, Request};
 use icsim::report::{self, Format, Record};
 use icsim::stack::Stack;
 use icsim::topology;
@@ -45,8 +45,8 @@ pub struct CollectiveArgs {
     /// The element type, as NCCL names it (float32, float16, bfloat16, int8,
     /// float8e4m3, ...): 8-bit types never reduce in an NVSwitch and cost a
     /// thread block more to add.
-    #[arg(long, default_value = "float32", value_parser = |s: &str| s.parse::<Element>())]
-    dtype: Element,
+    #[arg(long, default_value = "float32", value_parser = |s: &str| s.parse::<DataType>())]
+    dtype: DataType,
     /// table, json or csv.
     #[arg(long, default_value = "table", value_parser = parse_format)]
     format: Format,
@@ -81,6 +81,13 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
         ))
         .into());
     }
+    if let Some(ragged) = sizes.iter().find(|b| !b.0.is_multiple_of(args.dtype.bytes)) {
+        return Err(BadInput(format!(
+            "--sizes {ragged}: not a whole number of {} elements ({} bytes each); NCCL counts a buffer in elements",
+            args.dtype.name, args.dtype.bytes
+        ))
+        .into());
+    }
     let ranks = topo.gpus()[..gpus].to_vec();
     if let Some(warning) = model.coverage_warning(gpus as u32, args.stack) {
         eprintln!("warning: {warning}");
@@ -95,7 +102,7 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
                 protocol: args.proto,
                 stack: args.stack,
                 channels: args.channels,
-                element: args.dtype,
+                element: args.dtype.element,
                 ..Request::new(args.op, bytes, ranks.clone(), args.transport)
             };
             collective::simulate(&topo, &model, request)

@@ -9,9 +9,46 @@ use crate::config::hardware::ElementAdds;
 use crate::units::Bandwidth;
 
 /// NCCL's element types (ncclDataType_t in nccl.h), by the measurement
-/// schema's names.
-const ELEMENT_TYPES: [&str; 12] =
-    ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"];
+/// schema's names, with their bytes.
+const ELEMENT_TYPES: [(&str, u64); 12] = [
+    ("int8", 1),
+    ("uint8", 1),
+    ("int32", 4),
+    ("uint32", 4),
+    ("int64", 8),
+    ("uint64", 8),
+    ("float16", 2),
+    ("float32", 4),
+    ("float64", 8),
+    ("bfloat16", 2),
+    ("float8e4m3", 1),
+    ("float8e5m2", 1),
+];
+
+/// One of NCCL's element types: its name, its bytes, and what reducing it
+/// costs. A call's buffer is a whole number of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataType {
+    pub name: &'static str,
+    pub bytes: u64,
+    pub element: Element,
+}
+
+impl FromStr for DataType {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (name, bytes) = ELEMENT_TYPES.iter().copied().find(|(name, _)| *name == text).ok_or_else(|| {
+            let names: Vec<&str> = ELEMENT_TYPES.iter().map(|(name, _)| *name).collect();
+            format!("{text:?} is not an element type NCCL has: use one of {}", names.join(", "))
+        })?;
+        let element = match name {
+            "int8" | "uint8" => Element::Int8,
+            "float8e4m3" | "float8e5m2" => Element::Float8,
+            _ => Element::Wide,
+        };
+        Ok(DataType { name, bytes, element })
+    }
+}
 
 /// What a call's elements cost to reduce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,12 +90,7 @@ impl Element {
 impl FromStr for Element {
     type Err = String;
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "int8" | "uint8" => Ok(Element::Int8),
-            "float8e4m3" | "float8e5m2" => Ok(Element::Float8),
-            wide if ELEMENT_TYPES.contains(&wide) => Ok(Element::Wide),
-            other => Err(format!("{other:?} is not an element type NCCL has: use one of {}", ELEMENT_TYPES.join(", "))),
-        }
+        text.parse::<DataType>().map(|dtype| dtype.element)
     }
 }
 
@@ -79,9 +111,10 @@ mod tests {
     #[test]
     fn every_nccl_type_has_an_element_class_and_only_wide_ones_reduce_in_the_switch() {
         let eight_bit = ["int8", "uint8", "float8e4m3", "float8e5m2"];
-        for name in ELEMENT_TYPES {
-            let element: Element = name.parse().unwrap();
-            assert_eq!(element.switch_reducible(), !eight_bit.contains(&name), "{name}");
+        for (name, bytes) in ELEMENT_TYPES {
+            let dtype: DataType = name.parse().unwrap();
+            assert_eq!(dtype.element.switch_reducible(), !eight_bit.contains(&name), "{name}");
+            assert_eq!(dtype.bytes == 1, eight_bit.contains(&name), "{name}: {bytes} bytes");
         }
         assert!("int3".parse::<Element>().unwrap_err().contains("float8e4m3"));
     }

@@ -37,7 +37,7 @@ use crate::transport::{Mode, TransportError};
 use crate::units::{Bytes, Time};
 
 pub use crate::config::protocol::{PROTOCOLS, Protocol};
-pub use element::Element;
+pub use element::{DataType, Element};
 pub use nccl::RingGraph;
 pub use plan::{Body, Expansion, Plan};
 pub use symmetry::Symmetry;

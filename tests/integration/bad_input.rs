@@ -214,6 +214,7 @@ fn bad_flags_are_refused_by_flag() {
     for (what, args, expected) in [
         ("a size no GPU holds", &["collective", "--sizes", "1TiB"][..], &["--sizes 1TiB", "141.0 GB"][..]),
         ("a size in scientific notation", &["collective", "--sizes", "1e30GiB"], &["--sizes", "no exponents"]),
+        ("a size of part of an element", &["collective", "--sizes", "6B", "--dtype", "float32"], &["--sizes 6B", "float32"]),
         ("more GPUs than the board has", &["collective", "--gpus", "9"], &["--gpus", "1 to 8"]),
         ("an unknown overlay", &["collective", "--hardware", "nosuch"], &["--hardware", "h200-fit"]),
         ("an unknown llm transport", &["llm", "--tp", "8", "--transport", "foo"], &["--transport", "all"]),

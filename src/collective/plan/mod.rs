@@ -122,7 +122,12 @@ impl Plan {
     fn unavailable(&self, topo: &Topology, model: &HardwareModel, algorithm: Algorithm) -> Option<String> {
         let op = self.request.op;
         let needs_allreduce = |name: &str| {
-            (op != Op::AllReduce).then(|| format!("{name} is an allreduce algorithm; NCCL runs {op} only as a ring (or NVLS)"))
+            (op != Op::AllReduce).then(|| match (name, op) {
+                ("nvls", Op::AllGather | Op::ReduceScatter) => format!(
+                    "icsim models nvls for allreduce only (NCCL also runs {op} over NVLS on one node of up to 32 ranks; not modelled): use ring"
+                ),
+                _ => format!("{name} runs allreduce only; NCCL runs {op} as a ring"),
+            })
         };
         match algorithm {
             Algorithm::Ring => None,
