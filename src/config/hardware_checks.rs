@@ -17,8 +17,8 @@ use crate::units::Time;
 pub const LONGEST_LATENCY: Time = Time::from_us(1000);
 
 impl HardwareModel {
-    /// Every latency the model adds to a call, a step, a slice or a launch,
-    /// by key.
+    /// Every latency the model adds to a call, a step, a slice, a hop or a
+    /// launch, by key.
     fn latencies(&self) -> Vec<(String, Time)> {
         let mut out: Vec<(String, Time)> = Vec::new();
         for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
@@ -40,6 +40,18 @@ impl HardwareModel {
             out.push((format!("cta.{arch}.call_latency"), cta.call_latency));
             out.push((format!("cta.{arch}.step_latency"), cta.step_latency));
         }
+        for (name, g) in &self.pcie {
+            out.push((format!("pcie.{name}.hop_latency"), g.hop_latency));
+        }
+        for (name, g) in &self.nvlink {
+            out.push((format!("nvlink.{name}.hop_latency"), g.hop_latency));
+        }
+        for (name, h) in &self.host {
+            out.push((format!("host.{name}.socket_link_latency"), h.socket_link_latency));
+        }
+        out.push(("shm.chunk_sync".into(), self.shm.chunk_sync));
+        out.push(("nvls.latency".into(), self.nvls.latency));
+        out.push(("nvls.chunk_overhead".into(), self.nvls.chunk_overhead));
         out.push(("skew.step_spread".into(), self.skew.step_spread));
         out
     }
