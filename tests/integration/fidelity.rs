@@ -60,6 +60,12 @@ fn runner_board(folder: &str, gpus: u32, models: &[String]) -> (Topology, Hardwa
     board(measurements_dir().join(folder).join("nccl-topo.xml").to_str().unwrap(), gpus, &models)
 }
 
+/// The models of a leave-one-source-out overlay: base, then
+/// models/hardware/loso/NAME.toml.
+fn loso_overlay(name: &str) -> Vec<String> {
+    vec!["base".to_string(), measurements_dir().join(format!("../loso/{name}.toml")).to_str().unwrap().to_string()]
+}
+
 /// Predicts every row of `measured` on `board`.
 fn predict(board: &(Topology, HardwareModel), measured: &[Measurement]) -> Vec<Row> {
     validate::compare(&board.0, &board.1, measured).expect("every row is predicted or listed as not modelled")
@@ -259,13 +265,11 @@ fn leaving_one_source_out_predicts_the_other() {
     // each predicting the source it never saw. The torch file alone cannot
     // tell NCCL's own latency from torch's per-call cost (one caller, two
     // ranks), so NCCL's priors stay and the runner's small calls miss.
-    let overlay =
-        |name: &str| vec!["base".to_string(), measurements_dir().join(format!("../loso/{name}.toml")).to_str().unwrap().to_string()];
     let torch_dump = h200_measurements_path().with_file_name("nccl-topo.xml");
-    let torch_rows = predict(&board(torch_dump.to_str().unwrap(), 2, &overlay("runner-only")), &read(&h200_measurements_path()));
+    let torch_rows = predict(&board(torch_dump.to_str().unwrap(), 2, &loso_overlay("runner-only")), &read(&h200_measurements_path()));
     hold("runner-only overlay -> torch file, NCCL choosing", &torch_rows, nccl_choosing, Bound { median: 0.10, max: NO_MAX }, &[]);
     let runner = read(&measurements_dir().join("h200x2-runner/measurements.jsonl"));
-    let runner_rows = predict(&runner_board("h200x2-runner", 2, &overlay("torch-only")), &runner);
+    let runner_rows = predict(&runner_board("h200x2-runner", 2, &loso_overlay("torch-only")), &runner);
     let misses = [
         Miss { series: "allreduce nvswitch ranks=2", today: Bound { median: 0.23, max: NO_MAX } },
         Miss { series: "allgather nvswitch ranks=2", today: Bound { median: 0.29, max: NO_MAX } },
@@ -283,24 +287,22 @@ fn leaving_each_source_out_of_the_fit_predicts_it() {
     // sweeps' forced channel counts, not held here, come out 7-15% off
     // (README).)
     let bound = Bound { median: 0.10, max: NO_MAX };
-    let overlay =
-        |name: &str| vec!["base".to_string(), measurements_dir().join(format!("../loso/{name}.toml")).to_str().unwrap().to_string()];
     for (folder, gpus, without) in [("h200x2-runner", 2, "without-runner-2x"), ("h200x4-runner", 4, "without-runner-4x")] {
         let measured = read(&measurements_dir().join(folder).join("measurements.jsonl"));
-        let rows = predict(&runner_board(folder, gpus, &overlay(without)), &measured);
+        let rows = predict(&runner_board(folder, gpus, &loso_overlay(without)), &measured);
         let own = ranks(gpus);
         hold(&format!("fitted without {folder} -> it, NCCL choosing"), &rows, |r| own(r) && nccl_choosing(r), bound, &[]);
     }
     let sweeps = read(&measurements_dir().join("h200x4-channels/measurements.jsonl"));
     for gpus in [2, 4] {
-        let rows = predict(&runner_board("h200x4-channels", gpus, &overlay("without-channels")), &sweeps);
+        let rows = predict(&runner_board("h200x4-channels", gpus, &loso_overlay("without-channels")), &sweeps);
         let own = ranks(gpus);
         hold(&format!("fitted without the channel sweeps -> them, {gpus} ranks"), &rows, |r| own(r) && nccl_choosing(r), bound, &[]);
     }
     let torch_dump = h200_measurements_path().with_file_name("nccl-topo.xml");
-    let torch_rows = predict(&board(torch_dump.to_str().unwrap(), 2, &overlay("without-torch")), &read(&h200_measurements_path()));
+    let torch_rows = predict(&board(torch_dump.to_str().unwrap(), 2, &loso_overlay("without-torch")), &read(&h200_measurements_path()));
     hold("fitted without the torch file -> it, NCCL choosing", &torch_rows, nccl_choosing, bound, &[]);
-    assert_eq!(public_table("h200", &overlay("without-public"), &[], bound), 3);
+    assert_eq!(public_table("h200", &loso_overlay("without-public"), &[], bound), 3);
 }
 
 /// Relative distance of `value` from the range [low, high] (0 inside it).

@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
   const size_t slice_bytes = 512 << 10, slice = slice_bytes / 16;
   const int max_blocks = 32, steps = 64;
   const size_t buffer_bytes = slice_bytes * max_blocks * 4;
-  int4 *in, *out, *in_dev, *out_dev, *dev;
+  int4 *in, *out, *in_dev, *out_dev;
   // NCCL's SHM transport maps shared memory (shm_open, mmap) and registers
   // it with CUDA; `registered` does the same with anonymous shared pages,
   // where the default is memory CUDA allocates pinned.
@@ -107,14 +107,13 @@ int main(int argc, char** argv) {
       CHECK(cudaHostRegister(pages, buffer_bytes, cudaHostRegisterMapped));
       *buffer = static_cast<int4*>(pages);
     }
+    CHECK(cudaHostGetDevicePointer(&in_dev, in, 0));
+    CHECK(cudaHostGetDevicePointer(&out_dev, out, 0));
   } else {
-    CHECK(cudaHostAlloc(&in, buffer_bytes, cudaHostAllocMapped));
-    CHECK(cudaHostAlloc(&out, buffer_bytes, cudaHostAllocMapped));
+    in_dev = mapped_host(buffer_bytes, &in);
+    out_dev = mapped_host(buffer_bytes, &out);
   }
-  CHECK(cudaHostGetDevicePointer(&in_dev, in, 0));
-  CHECK(cudaHostGetDevicePointer(&out_dev, out, 0));
-  CHECK(cudaMalloc(&dev, buffer_bytes));
-  CHECK(cudaMemset(dev, 1, buffer_bytes));
+  int4* dev = device_filled<int4>(buffer_bytes, 1);
   for (size_t i = 0; i < buffer_bytes / 16; ++i) in[i] = make_int4(1, 2, 3, 4);
   const char* names[] = {"alternate",     "read",       "write",          "alternate_unrolled",
                          "read_unrolled", "split_unrolled", "read_write_unrolled", "ring_allreduce_unrolled"};

@@ -37,13 +37,10 @@ __global__ void rings(const int4* __restrict__ host_in, int4* __restrict__ host_
 int main() {
   const size_t slice_bytes = 512 << 10, slice = slice_bytes / 16;
   const size_t max_footprint = (size_t)1 << 30;
-  int4 *in, *out, *in_dev, *out_dev, *dev;
-  CHECK(cudaHostAlloc(&in, max_footprint, cudaHostAllocMapped));
-  CHECK(cudaHostAlloc(&out, max_footprint, cudaHostAllocMapped));
-  CHECK(cudaHostGetDevicePointer(&in_dev, in, 0));
-  CHECK(cudaHostGetDevicePointer(&out_dev, out, 0));
-  CHECK(cudaMalloc(&dev, max_footprint));
-  CHECK(cudaMemset(dev, 1, max_footprint));
+  int4 *in, *out;
+  int4* in_dev = mapped_host(max_footprint, &in);
+  int4* out_dev = mapped_host(max_footprint, &out);
+  int4* dev = device_filled<int4>(max_footprint, 1);
   for (size_t i = 0; i < max_footprint / 16; ++i) in[i] = make_int4(1, 2, 3, 4);
   const char* names[] = {"write", "read", "alternate", "alternate_own"};
   for (int blocks : {4, 16}) {

@@ -1,7 +1,8 @@
 // What every probe here shares: a CUDA call checked (exit with the file,
-// line and error), the median of repeated timings between CUDA events, one
-// thread block's unrolled 16-byte loads as NCCL's primitives issue them, and
-// a thread group's slice written into host memory and read back out of it.
+// line and error), pinned host memory mapped for the GPU and device memory
+// set, the median of repeated timings between CUDA events, one thread
+// block's unrolled 16-byte loads as NCCL's primitives issue them, and a
+// thread group's slice written into host memory and read back out of it.
 #pragma once
 #include <algorithm>
 #include <cstdio>
@@ -10,6 +11,25 @@
 #include <cuda_runtime.h>
 
 #define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1); } } while (0)
+
+// Pinned host memory of `bytes`, mapped for the GPU: its host address in
+// `*host`; returns its device address.
+template <class T>
+T* mapped_host(size_t bytes, T** host) {
+  CHECK(cudaHostAlloc(host, bytes, cudaHostAllocMapped));
+  T* device;
+  CHECK(cudaHostGetDevicePointer(&device, *host, 0));
+  return device;
+}
+
+// Device memory of `bytes`, every byte set to `value`.
+template <class T>
+T* device_filled(size_t bytes, int value) {
+  T* device;
+  CHECK(cudaMalloc(&device, bytes));
+  CHECK(cudaMemset(device, value, bytes));
+  return device;
+}
 
 static inline float median(std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
 
