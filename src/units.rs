@@ -410,8 +410,18 @@ macro_rules! serde_as_text {
         }
         impl<'de> Deserialize<'de> for $type {
             fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                let text = String::deserialize(deserializer)?;
-                text.parse().map_err(serde::de::Error::custom)
+                /// Takes only a string, and says what one looks like when given a bare number.
+                struct Text;
+                impl serde::de::Visitor<'_> for Text {
+                    type Value = $type;
+                    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                        write!(f, "a string with a unit, such as {}", $expecting)
+                    }
+                    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<$type, E> {
+                        text.parse().map_err(E::custom)
+                    }
+                }
+                deserializer.deserialize_str(Text)
             }
         }
     };

@@ -431,9 +431,11 @@ impl HardwareModel {
         }
         merged.insert("provenance".into(), toml::Value::Array(provenance));
         let layers: Vec<String> = std::iter::once(&base).chain(overlays).map(|s| s.label().display().to_string()).collect();
-        let model: HardwareModel = merged.try_into().map_err(|error: toml::de::Error| ConfigError::Syntax {
-            path: last.clone(),
-            message: format!("{} (in the model made of {})", error.message(), layers.join(" + ")),
+        // The error names the table and key it stopped at ("nvlink.gen9"),
+        // which the merged table has lost its lines for.
+        let model: HardwareModel = serde_path_to_error::deserialize(toml::Value::Table(merged)).map_err(|error| {
+            let key = error.path().to_string();
+            ConfigError::invalid(last.clone(), key, format!("{} (in the model made of {})", error.inner().message(), layers.join(" + ")))
         })?;
         model.validate(&last)?;
         Ok(model)
@@ -498,10 +500,10 @@ impl HardwareModel {
 
     pub fn nccl_arch(&self, arch: u32) -> Result<&NcclArch, String> {
         let key = format!("sm{arch}");
-        self.nccl
-            .arch
-            .get(&key)
-            .ok_or_else(|| format!("no NCCL constants for {key}; known: {}", self.nccl.arch.keys().cloned().collect::<Vec<_>>().join(", ")))
+        self.nccl.arch.get(&key).ok_or_else(|| {
+            let known = self.nccl.arch.keys().cloned().collect::<Vec<_>>().join(", ");
+            format!("no NCCL constants ([nccl.arch.{key}] in the hardware model) for a GPU of `arch = {arch}`; known: {known}")
+        })
     }
 }
 

@@ -9,12 +9,24 @@ use std::path::Path;
 use super::experiment::MAX_CHANNELS;
 use super::hardware::HardwareModel;
 use super::{ConfigError, ConfigResult, check_range};
-use crate::units::Time;
+use crate::units::{Bytes, Time};
 
 /// No call, step, fence or launch the model times takes this long: NCCL's
 /// own largest base latency is 14 us (LL128's), a host's launch of a
 /// kernel some 5-90 us. A value past it is a typo (a unit) or not hardware.
 pub const LONGEST_LATENCY: Time = Time::from_us(1000);
+
+/// No protocol, staged copy or NVLS call moves less than this a chunk: NCCL's
+/// smallest are LL's 32 KiB and NVLS's 16 KiB floor. A smaller chunk is a
+/// typo, and would cost a task per few bytes.
+pub const SMALLEST_CHUNK: Bytes = Bytes::kib(4);
+
+/// Least memory a GPU may hold: a what-if below any real part would only
+/// move its size limits onto every other input.
+const SMALLEST_GPU_MEMORY: Bytes = Bytes::gib(1);
+
+/// Most slices a chunk is cut into: NCCL's most is LL128's 15.
+const MOST_SLICES: u32 = 64;
 
 impl HardwareModel {
     /// Every latency the model adds to a call, a step, a slice, a hop or a
@@ -91,6 +103,19 @@ impl HardwareModel {
         add("nccl.max_nvls_heads".into(), f64::from(self.nccl.max_nvls_heads));
         add("nccl.ll128_factor".into(), self.nccl.ll128_factor);
         add("nccl.tree_factor".into(), self.nccl.tree_factor);
+        for (arch, cta) in &self.cta {
+            for (protocol, rates) in [("simple", cta.simple), ("ll", cta.ll), ("ll128", cta.ll128)] {
+                if let Some(rates) = rates {
+                    add(format!("cta.{arch}.{protocol}.load"), rates.load.bytes_per_sec());
+                    add(format!("cta.{arch}.{protocol}.store"), rates.store.bytes_per_sec());
+                    add(format!("cta.{arch}.{protocol}.remote_store"), rates.remote_store.bytes_per_sec());
+                }
+            }
+            if let Some(adds) = cta.adds {
+                add(format!("cta.{arch}.adds.int8"), adds.int8.bytes_per_sec());
+                add(format!("cta.{arch}.adds.float8"), adds.float8.bytes_per_sec());
+            }
+        }
         for (name, arch) in &self.nccl.arch {
             add(format!("nccl.arch.{name}.nvlink_gbps"), arch.nvlink_gbps);
             add(format!("nccl.arch.{name}.ll_max_gbps"), arch.ll_max_gbps);
@@ -114,6 +139,26 @@ impl HardwareModel {
                     path,
                     key,
                     format!("{latency} is out of range: allowed 0 to {LONGEST_LATENCY} (no call, step or launch takes longer)"),
+                ));
+            }
+        }
+        let mut chunks = vec![("shm.copy_chunk".to_string(), self.shm.copy_chunk), ("nvls.chunk".to_string(), self.nvls.chunk)];
+        for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
+            chunks.push((format!("protocol.{name}.chunk"), p.chunk));
+            if p.slices_per_chunk > MOST_SLICES {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("protocol.{name}.slices_per_chunk"),
+                    format!("{} is out of range: allowed 1 to {MOST_SLICES} (NCCL cuts a chunk into at most 15)", p.slices_per_chunk),
+                ));
+            }
+        }
+        for (key, chunk) in chunks {
+            if chunk < SMALLEST_CHUNK {
+                return Err(ConfigError::invalid(
+                    path,
+                    key,
+                    format!("{chunk} is too small: at least {SMALLEST_CHUNK} (NCCL's smallest chunks are 16-32 KiB)"),
                 ));
             }
         }
@@ -157,6 +202,13 @@ impl HardwareModel {
                     format!("unknown generation {:?}; known: {:?}", g.nvlink_generation, self.nvlink.keys()),
                 ));
             }
+            if g.memory < SMALLEST_GPU_MEMORY {
+                return Err(ConfigError::invalid(
+                    path,
+                    key("memory"),
+                    format!("{} is too small: at least {SMALLEST_GPU_MEMORY} (the GPUs modelled hold 16-192 GB)", g.memory),
+                ));
+            }
             if !self.pcie.contains_key(&g.pcie_generation) {
                 return Err(ConfigError::invalid(
                     path,
@@ -196,11 +248,26 @@ impl HardwareModel {
         super::storage::validate_model(path, self)?;
         check_range(path, "contention.sharpness", self.contention.sharpness, 0.5..=50.0)?;
         check_range(path, "contention.drift", self.contention.drift, 0.0..=1.0)?;
+        // A lag, never a lead: the fit's 2.6 sits well inside.
+        check_range(path, "contention.straggler", self.contention.straggler, 0.0..=100.0)?;
         check_range(path, "skew.call_overlap", self.skew.call_overlap, 0.0..=1.0)?;
         for (name, g) in &self.pcie {
             check_range(path, &format!("pcie.{name}.host_read_efficiency"), g.host_read_efficiency, 0.01..=1.0)?;
             check_range(path, &format!("pcie.{name}.host_read_write_efficiency"), g.host_read_write_efficiency, 0.01..=1.0)?;
         }
+        for (arch, cta) in &self.cta {
+            if cta.like.as_deref() == Some(arch.as_str()) {
+                return Err(ConfigError::invalid(path, format!("cta.{arch}.like"), "names its own table: name another architecture's"));
+            }
+            if let Some(speedup) = cta.speedup {
+                for (protocol, factor) in [("ll", speedup.ll), ("ll128", speedup.ll128), ("simple", speedup.simple)] {
+                    // Published per-channel ratios between architectures lie within 0.25-4.
+                    check_range(path, &format!("cta.{arch}.speedup.{protocol}"), factor, 0.01..=100.0)?;
+                }
+            }
+        }
+        // Only once every table's factors are known good: a table's rates
+        // follow others' through `like`.
         for arch in self.cta.keys() {
             for protocol in super::protocol::PROTOCOLS {
                 self.cta_rates(arch, protocol).map_err(|message| ConfigError::invalid(path, format!("cta.{arch}"), message))?;
@@ -236,6 +303,10 @@ impl HardwareModel {
                     format!("needs 23 factors (64 B to 256 MiB), has {}", table.len()),
                 ));
             }
+            for (index, &factor) in table.iter().enumerate() {
+                // NCCL's own factors lie between 0.4 and 1.
+                check_range(path, &format!("nccl.tree_correction.{name}[{index}]"), factor, 0.01..=2.0)?;
+            }
         }
         Ok(())
     }
@@ -246,7 +317,7 @@ mod tests {
     use crate::config::hardware::{HardwareModel, ModelSource};
 
     #[test]
-    fn zero_rates_sizes_and_counts_and_latencies_past_a_millisecond_are_refused_by_key() {
+    fn zero_rates_sizes_and_counts_latencies_past_a_millisecond_and_factors_out_of_range_are_refused_by_key() {
         let dir = std::env::temp_dir().join(format!("icsim-zero-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("zero.toml");
@@ -261,11 +332,26 @@ mod tests {
             ("[protocol.simple.shm]\nslice_overhead = \"1s\"\n", "protocol.simple.shm.slice_overhead"),
             ("[protocol.ll128.kernel_start]\nreducescatter = \"2ms\"\n", "protocol.ll128.kernel_start.reducescatter"),
             ("[stack.eager]\ncollective_call = \"1.5ms\"\n", "stack.eager.collective_call"),
+            ("[cta.sm80]\nspeedup = { ll = -1.0, ll128 = 0.5, simple = 0.5 }\n", "cta.sm80.speedup.ll"),
+            ("[cta.sm80]\nspeedup = { ll = 1e-300, ll128 = 1e-300, simple = 1e-300 }\n", "cta.sm80.speedup.ll"),
+            ("[cta.sm90]\nlike = \"sm90\"\n", "cta.sm90.like"),
+            ("[cta.sm90.simple]\nload = \"0B/s\"\n", "cta.sm90.simple.load"),
+            ("[contention]\nstraggler = -1.0\n", "contention.straggler"),
+            ("[nvls]\nchunk = \"1B\"\n", "nvls.chunk"),
+            ("[protocol.ll]\nslices_per_chunk = 1000000\n", "protocol.ll.slices_per_chunk"),
+            ("[nvlink.gen9]\nlink_rate = \"25GB/s\"\n", "nvlink.gen9"),
+            ("[nvlink.gen4]\nlink_rate = 25\n", "nvlink.gen4.link_rate"),
+            ("[gpu.h200]\nmemory = \"1B\"\n", "gpu.h200.memory"),
         ] {
             std::fs::write(&file, overlay).unwrap();
             let error = HardwareModel::load(&[ModelSource::File(file.clone())]).unwrap_err().to_string();
             assert!(error.contains("zero.toml") && error.contains(&format!("key `{key}`")), "{error}");
         }
+        let mut factors = vec!["0.9"; 23];
+        factors[4] = "-1.0";
+        std::fs::write(&file, format!("[nccl.tree_correction]\nsimple = [{}]\n", factors.join(", "))).unwrap();
+        let error = HardwareModel::load(&[ModelSource::File(file.clone())]).unwrap_err().to_string();
+        assert!(error.contains("key `nccl.tree_correction.simple[4]`"), "{error}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

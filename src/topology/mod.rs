@@ -532,6 +532,11 @@ impl LinkRates<'_> {
 
     pub fn nvlink(&self, generation: &str, links: u32) -> Result<(Bandwidth, Time), String> {
         let g = self.model.nvlink(generation)?;
+        if links == 0 {
+            return Err(format!(
+                "an NVLink {generation} link of no links: where GPUs are joined by NVLink, their `nvlink_links` in the hardware model (or the link's `links` in a topology file) must be more than zero"
+            ));
+        }
         let rate = nonzero(g.link_rate.scaled(f64::from(links) * g.efficiency), || format!("NVLink {generation} x{links}"))?;
         Ok((rate, g.hop_latency))
     }
