@@ -157,7 +157,16 @@ impl Measurement {
     pub fn is_collective(&self) -> bool {
         matches!(self.op.as_str(), "allreduce" | "allgather" | "reducescatter" | "broadcast")
     }
+
+    /// Whether the row times moving a buffer, whose size it must give.
+    pub fn moves_a_buffer(&self) -> bool {
+        self.is_collective() || matches!(self.op.as_str(), "copy" | "allreduce_sequence")
+    }
 }
+
+/// The shortest time a measurement may give, in microseconds: 10 ns, below
+/// what CUDA events (0.5 us) or a GPU's global timer resolve.
+const SHORTEST_TIME_US: f64 = 0.01;
 
 /// The largest buffer a measurement may name: what the largest GPU of the
 /// hardware model holds (twice that for `p2p_bidir_total`, which counts
@@ -170,11 +179,11 @@ fn largest_buffer() -> (u64, String) {
 /// What is wrong with one measurement, as (its key, what is allowed), if
 /// anything: each field that is present must be one a real run could give.
 pub fn check(m: &Measurement, largest: &(u64, String)) -> Result<(), (&'static str, String)> {
-    if !(m.time_us.is_finite() && m.time_us > 0.0 && m.time_us <= Time::END.as_us()) {
+    if !(m.time_us.is_finite() && m.time_us >= SHORTEST_TIME_US && m.time_us <= Time::END.as_us()) {
         return Err((
             "time_us",
             format!(
-                "{}: must be a positive number of microseconds (or time_ms in milliseconds), at most {} (the clock's range)",
+                "{}: must be a number of microseconds (or time_ms in milliseconds) from {SHORTEST_TIME_US} (no GPU timer resolves less) to {} (the clock's range)",
                 m.time_us,
                 Time::END
             ),
@@ -244,15 +253,25 @@ pub fn parse_located(path: &Path, text: &str) -> Result<Vec<(usize, Measurement)
                 ),
             });
         }
-        let mut measurement: Measurement = serde_json::from_str(line).map_err(|e| ConfigError::Syntax {
+        let syntax = |e: serde_json::Error| ConfigError::Syntax {
             path: path.to_path_buf(),
             message: format!("line {number}: {e}; each line must be a schema-1 measurement object"),
-        })?;
+        };
+        let object: serde_json::Map<String, serde_json::Value> = serde_json::from_str(line).map_err(syntax)?;
+        let has_bytes = object.contains_key("bytes");
+        let mut measurement: Measurement = serde_json::from_value(serde_json::Value::Object(object)).map_err(syntax)?;
         if measurement.schema != 1 {
             return Err(ConfigError::invalid(
                 path,
                 format!("line {number}: schema"),
                 format!("schema {} is not supported: icsim reads schema 1", measurement.schema),
+            ));
+        }
+        if measurement.moves_a_buffer() && !has_bytes {
+            return Err(ConfigError::invalid(
+                path,
+                format!("line {number}: bytes"),
+                format!("missing: a row of op {:?} must say how many bytes it moved", measurement.op),
             ));
         }
         if let (Some(ms), true) = (measurement.time_ms, measurement.time_us == 0.0) {
@@ -304,8 +323,15 @@ mod tests {
 
     #[test]
     fn bad_lines_name_the_file_and_line() {
-        let error = parse(Path::new("m.jsonl"), "{\"schema\": 1, \"op\": \"copy\"}").unwrap_err().to_string();
+        let error = parse(Path::new("m.jsonl"), "{\"schema\": 1, \"op\": \"copy\", \"bytes\": 4096}").unwrap_err().to_string();
         assert!(error.contains("m.jsonl") && error.contains("line 1") && error.contains("time_us"), "{error}");
+        let error =
+            parse(Path::new("m.jsonl"), "{\"schema\": 1, \"op\": \"copy\", \"bytes\": 4096, \"time_us\": 1e-30}").unwrap_err().to_string();
+        assert!(error.contains("line 1: time_us") && error.contains("no GPU timer"), "{error}");
+        let error = parse(Path::new("m.jsonl"), "\n{\"schema\": 1, \"op\": \"allreduce\", \"ranks\": 2, \"time_us\": 9.9}")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("line 2: bytes") && error.contains("missing"), "{error}");
         let error = parse(Path::new("m.jsonl"), "{\"schema\": 2, \"op\": \"copy\", \"time_us\": 1}").unwrap_err().to_string();
         assert!(error.contains("schema 2"), "{error}");
     }
