@@ -200,7 +200,7 @@ impl MeasurementArgs {
         let topologies = fit::build_all(sources, model)?;
         let mut rows = Vec::new();
         for (((source, topo), path), lines) in sources.iter().zip(&topologies).zip(&self.measurements).zip(lines) {
-            super::checks::warn_unusual_links(topo, model);
+            super::checks::warn_unusual_links(topo);
             super::checks::warn_other_gpus(path, topo, model, &source.measurements);
             let predicted = validate::compare(topo, model, &source.measurements).map_err(|error| {
                 let line = lines.get(error.index).copied().unwrap_or(error.index + 1);

@@ -21,8 +21,8 @@ use super::BadInput;
 const UTILISATION_TOLERANCE: f64 = 1e-6;
 
 /// Prints a warning for every link of `topo` far outside known hardware.
-pub fn warn_unusual_links(topo: &Topology, model: &HardwareModel) {
-    for unusual in plausible::unusual_links(topo, model) {
+pub fn warn_unusual_links(topo: &Topology) {
+    for unusual in plausible::unusual_links(topo) {
         eprintln!("warning: {}: {}", topo.name, unusual.why);
     }
 }
@@ -52,12 +52,11 @@ pub fn warn_other_gpus(file: &std::path::Path, topo: &Topology, model: &Hardware
 /// What makes `record` (a result on `topo`) doubtful, if anything: its
 /// busiest link (named by its label in the `busiest_link` field) is far
 /// slower than any real part, or a `*_util` field passes 1.
-pub fn doubt(record: &Record, topo: &Topology, model: &HardwareModel) -> Option<String> {
+pub fn doubt(record: &Record, topo: &Topology) -> Option<String> {
     let mut reasons = Vec::new();
     if let Some(Value::String(busiest)) = record.get("busiest_link") {
-        let slow = plausible::unusual_links(topo, model)
-            .into_iter()
-            .any(|u| plausible::is_far_slower(topo, model, u.link) && same_cable(topo, u.link, busiest));
+        let slow =
+            plausible::unusual_links(topo).into_iter().any(|u| plausible::is_far_slower(topo, u.link) && same_cable(topo, u.link, busiest));
         if slow {
             reasons.push(format!("dominated by {busiest}, far slower than any real part"));
         }
@@ -82,10 +81,10 @@ fn same_cable(topo: &Topology, link: icsim::network::LinkId, label: &str) -> boo
 
 /// Adds a `warning` field to each doubtful record of `records` (results on
 /// the topology `topology_of` gives for a record) and prints it.
-pub fn flag_doubts<'t>(records: &mut [Record], topology_of: impl Fn(&Record) -> Option<(&'t Topology, &'t HardwareModel)>) {
+pub fn flag_doubts<'t>(records: &mut [Record], topology_of: impl Fn(&Record) -> Option<&'t Topology>) {
     for record in records.iter_mut() {
-        let Some((topo, model)) = topology_of(record) else { continue };
-        if let Some(warning) = doubt(record, topo, model) {
+        let Some(topo) = topology_of(record) else { continue };
+        if let Some(warning) = doubt(record, topo) {
             let name = record.get("label").or_else(|| record.get("size")).map(icsim::report::cell).unwrap_or_default();
             eprintln!("warning: {name}: {warning}");
             record.insert("warning".into(), Value::String(warning));

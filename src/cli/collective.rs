@@ -67,7 +67,7 @@ pub struct Sizes(pub Vec<Bytes>);
 pub fn run(args: CollectiveArgs) -> Result<()> {
     let sizes = &args.sizes.0;
     let (topo, model) = args.topology.resolve()?;
-    checks::warn_unusual_links(&topo, &model);
+    checks::warn_unusual_links(&topo);
     let gpus = args.topology.gpus.map_or(topo.gpus().len(), |g| g as usize);
     if gpus > topo.gpus().len() {
         return Err(BadInput(format!("--gpus {gpus}: {} has {} GPUs", topo.name, topo.gpus().len())).into());
@@ -154,7 +154,7 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
             record
         })
         .collect();
-    checks::flag_doubts(&mut records, |_| Some((&topo, &model)));
+    checks::flag_doubts(&mut records, |_| Some(&topo));
     print!("{}", report::render(&records, args.format));
     if comparing && args.format == Format::Table {
         let winners: Vec<(Bytes, String)> = sizes

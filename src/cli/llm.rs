@@ -183,7 +183,7 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
     for (index, run) in experiment.modes.iter().enumerate() {
         // Modes on the same topology would say the same.
         if !experiment.modes[..index].iter().any(|other| other.topology.name == run.topology.name) {
-            checks::warn_unusual_links(&run.topology, &run.hardware);
+            checks::warn_unusual_links(&run.topology);
         }
     }
     let bar = progress_bar(experiment::steps(experiment, &options), "simulating {bar:40} {pos}/{len} runs, {elapsed}");
@@ -196,7 +196,7 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
     let mut records = report::experiment::records(&result);
     checks::flag_doubts(&mut records, |record| {
         let run = experiment.modes.iter().find(|run| record.get("label").and_then(|l| l.as_str()) == Some(run.label.as_str()))?;
-        Some((&run.topology, &run.hardware))
+        Some(&run.topology)
     });
     match output.format {
         Format::Table => emit(&table(&result, &records))?,

@@ -52,8 +52,8 @@ pub fn run(command: TopoCommand) -> Result<()> {
     match command {
         TopoCommand::Show { topology, gpus, gpu, hardware } => {
             let args = TopologyArgs { topology, gpus, gpu, hardware };
-            let (topo, model) = args.resolve()?;
-            super::checks::warn_unusual_links(&topo, &model);
+            let (topo, _) = args.resolve()?;
+            super::checks::warn_unusual_links(&topo);
             print!("{}", topology::describe(&topo));
             Ok(())
         }

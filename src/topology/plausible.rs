@@ -1,7 +1,9 @@
-//! Which links of a topology lie far outside the hardware the model knows:
-//! slower or faster than any part in the hardware model (PCIe generations at
-//! every width, NVLink generations up to a GPU's ports, socket links, memory
-//! buses) by more than a factor, or with a latency far beyond any hop. Such a
+//! Which links of a topology lie far outside the hardware icsim ships:
+//! slower or faster than any part in the shipped hardware model (PCIe
+//! generations at every width, NVLink generations up to a GPU's ports, socket
+//! links, memory buses) by more than a factor, or with a latency far beyond
+//! any hop. The yardstick is the shipped model, not the one a run loaded, so
+//! an overlay that makes NVLink a hundred times faster is said too. Such a
 //! link is allowed (a what-if may want it) but said: a result it dominates is
 //! a statement about an imaginary part. Judges nothing else.
 
@@ -64,16 +66,16 @@ impl KnownRange {
     pub fn judge(&self, bandwidth: Bandwidth, latency: Time) -> Option<String> {
         if self.far_slower(bandwidth) {
             Some(format!(
-                "{bandwidth} per direction is over {FAR} times slower than any part the hardware model knows (slowest: {}, {})",
+                "{bandwidth} per direction is over {FAR} times slower than any part the shipped hardware model knows (slowest: {}, {})",
                 self.slowest.1, self.slowest.0
             ))
         } else if u128::from(bandwidth.0) > u128::from(self.fastest.0.0) * u128::from(FAR) {
             Some(format!(
-                "{bandwidth} per direction is over {FAR} times faster than any part the hardware model knows (fastest: {}, {})",
+                "{bandwidth} per direction is over {FAR} times faster than any part the shipped hardware model knows (fastest: {}, {})",
                 self.fastest.1, self.fastest.0
             ))
         } else if latency > self.longest_latency * FAR {
-            Some(format!("a latency of {latency} is over {FAR} times any hop the hardware model knows ({})", self.longest_latency))
+            Some(format!("a latency of {latency} is over {FAR} times any hop the shipped hardware model knows ({})", self.longest_latency))
         } else {
             None
         }
@@ -87,10 +89,16 @@ pub struct UnusualLink {
     pub why: String,
 }
 
-/// The links of `topo` far outside what `model` knows, in link order; a
+/// The range of the shipped hardware model, the yardstick of every topology.
+fn shipped_range() -> &'static KnownRange {
+    static RANGE: std::sync::OnceLock<KnownRange> = std::sync::OnceLock::new();
+    RANGE.get_or_init(|| KnownRange::of(&HardwareModel::base()))
+}
+
+/// The links of `topo` far outside the shipped hardware, in link order; a
 /// full-duplex cable is listed once, by its first direction.
-pub fn unusual_links(topo: &Topology, model: &HardwareModel) -> Vec<UnusualLink> {
-    let range = KnownRange::of(model);
+pub fn unusual_links(topo: &Topology) -> Vec<UnusualLink> {
+    let range = shipped_range();
     topo.links()
         .iter()
         .enumerate()
@@ -104,13 +112,14 @@ pub fn unusual_links(topo: &Topology, model: &HardwareModel) -> Vec<UnusualLink>
 
 /// Whether `link` (either direction of its cable) is far slower than any
 /// known part: a result it limits says little about real hardware.
-pub fn is_far_slower(topo: &Topology, model: &HardwareModel, link: LinkId) -> bool {
-    KnownRange::of(model).far_slower(topo.link(link).bandwidth)
+pub fn is_far_slower(topo: &Topology, link: LinkId) -> bool {
+    shipped_range().far_slower(topo.link(link).bandwidth)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::hardware::ModelSource;
     use crate::topology::{PresetOptions, preset};
 
     #[test]
@@ -129,7 +138,16 @@ mod tests {
         let model = HardwareModel::base();
         for (name, _) in crate::topology::PRESETS {
             let topo = preset(name, &PresetOptions::default(), &model).unwrap();
-            assert_eq!(unusual_links(&topo, &model), vec![], "{name}");
+            assert_eq!(unusual_links(&topo), vec![], "{name}");
         }
+    }
+
+    #[test]
+    fn an_overlay_that_makes_a_part_far_faster_is_judged_against_the_shipped_model() {
+        let overlay = ModelSource::Text { label: "fast.toml".into(), text: "[nvlink.gen4]\nlink_rate = \"25000GB/s\"\n".into() };
+        let model = HardwareModel::load(&[overlay]).unwrap();
+        let topo = preset("hgx-h200", &PresetOptions::default(), &model).unwrap();
+        let unusual = unusual_links(&topo);
+        assert!(!unusual.is_empty() && unusual.iter().all(|u| u.why.contains("faster")), "{unusual:?}");
     }
 }
