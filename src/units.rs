@@ -435,7 +435,10 @@ serde_as_text!(Bandwidth, BANDWIDTH_EXAMPLES);
 pub fn parse_sizes(text: &str) -> Result<Vec<Bytes>, String> {
     let usage = "write sizes as a list (\"1MiB,16MiB\"), a doubling range (\"8B..4GiB\") or a range with a factor (\"1KiB..1GiB:x4\")";
     let mut sizes = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    for part in text.split(',').map(str::trim) {
+        if part.is_empty() {
+            return Err(format!("{text:?} has an empty item (two commas, or a comma at an end); {usage}"));
+        }
         let Some((low, rest)) = part.split_once("..") else {
             sizes.push(part.parse::<Bytes>().map_err(|e| e.to_string())?);
             continue;
@@ -572,6 +575,7 @@ mod tests {
         assert!(parse_sizes("1KiB..64KiB:x1").unwrap_err().contains("x2"));
         assert!(parse_sizes("4GiB..1GiB").is_err());
         assert!(parse_sizes("").is_err());
+        assert!(parse_sizes("1MiB,,2MiB").unwrap_err().contains("empty item"));
     }
 
     #[test]

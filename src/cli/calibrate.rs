@@ -75,9 +75,9 @@ pub enum CalibrateCommand {
         /// Name of the measured system, for the provenance.
         #[arg(long)]
         system: Option<String>,
-        /// Objective evaluations per parameter group.
-        #[arg(long, default_value_t = 300)]
-        evaluations: usize,
+        /// Objective evaluations per parameter group, 1 to 1000000.
+        #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        evaluations: u32,
         /// Write the overlay even when a parameter ends on its bound (the
         /// data cannot place it).
         #[arg(long)]
@@ -400,10 +400,23 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
                 let (sources, lines, model) = measurements.sources(&spec_args, same_topology, flag)?;
                 measurements.compare(&sources, &lines, &model)
             };
+            if let Some(plot) = &plot {
+                plots::figure_format(plot).map_err(|why| super::BadInput(format!("--plot {}: {why}", plot.display())))?;
+                super::check_output_file(plot, "--plot")?;
+            }
             let rows = predicted(topology.hardware.clone(), "--hardware")?;
             let before_rows = if before.is_empty() { None } else { Some(predicted(before, "--before")?) };
             let min = min_bytes.map_or(0, |b| b.0);
-            let summary = validate::summarize(&rows, before_rows.as_deref(), |r| r.bytes >= min || r.series.starts_with("kernel"));
+            let kept = |r: &validate::Row| r.bytes >= min || r.series.starts_with("kernel");
+            if let Some(min_bytes) = min_bytes.filter(|_| !rows.iter().any(kept)) {
+                return Err(super::BadInput(format!(
+                    "--min-bytes {min_bytes}: no row passes the filters (sizes from {min_bytes} up, and kernels); {} rows were read from {}",
+                    rows.len(),
+                    measurements.names()
+                ))
+                .into());
+            }
+            let summary = validate::summarize(&rows, before_rows.as_deref(), kept);
             print_validation(&rows, &summary, format, &topology.topology);
             // Kernels and forwards have no size axis to draw them on.
             if let Some(plot) = plot.filter(|_| rows.iter().any(|r| r.bytes > 0 && r.predicted_us.is_some())) {
@@ -414,6 +427,7 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
         }
         CalibrateCommand::Fit { measurements, topology, out, system, evaluations, allow_bounds, same_topology } => {
             let (sources, lines, model) = measurements.sources(&topology, same_topology, "--hardware")?;
+            super::check_output_file(&out, "--out")?;
             for ((source, topo), path) in sources.iter().zip(fit::build_all(&sources, &model)?).zip(&measurements.measurements) {
                 super::checks::warn_other_gpus(path, &topo, &model, &source.measurements);
             }
@@ -421,7 +435,7 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             if points.is_empty() {
                 bail!("{} holds no measurements", measurements.names());
             }
-            let fitted = fit::fit(&sources, &model, evaluations)?;
+            let fitted = fit::fit(&sources, &model, evaluations as usize)?;
             for skipped in &fitted.skipped {
                 println!("not fitted: {}: {}", skipped.name, skipped.reason);
             }
@@ -452,7 +466,7 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             let system =
                 system.or_else(|| points.iter().map(|p| p.system.clone()).find(|s| !s.is_empty())).unwrap_or_else(|| "unnamed".into());
             let text = overlay_text(&fitted.groups, &measurements.names(), &points, &system, &topology.topology);
-            icsim::report::files::write_whole(&out, text).with_context(|| format!("writing {}", out.display()))?;
+            icsim::report::files::write_whole(&out, text).map_err(|e| anyhow::anyhow!("cannot write --out {}: {e}", out.display()))?;
             println!("\nwrote {}", out.display());
             let (rows, before) = (measurements.compare(&sources, &lines, &fitted.model)?, measurements.compare(&sources, &lines, &model)?);
             let summary = validate::summarize(&rows, Some(&before), |_| true);
@@ -527,7 +541,7 @@ fn draw_validation(rows: &[validate::Row], topology: &str, path: &std::path::Pat
         x_axis: plots::LogAxis::Bytes,
         series,
     };
-    plots::measured_vs_predicted(&chart, path).with_context(|| format!("drawing {}", path.display()))
+    Ok(plots::measured_vs_predicted(&chart, path)?)
 }
 
 fn print_validation(rows: &[validate::Row], summary: &[validate::Summary], format: Format, topology: &str) {

@@ -57,7 +57,12 @@ pub struct CollectiveArgs {
 pub struct Algorithms(Vec<Choice<Algorithm>>);
 
 fn parse_algorithms(text: &str) -> Result<Algorithms, String> {
-    text.split(',').map(|a| a.trim().parse::<Choice<Algorithm>>()).collect::<Result<Vec<_>, _>>().map(Algorithms)
+    let names: Vec<&str> = text.split(',').map(str::trim).collect();
+    let algorithms = names.iter().map(|a| a.parse::<Choice<Algorithm>>()).collect::<Result<Vec<_>, _>>()?;
+    match (0..algorithms.len()).find(|&i| algorithms[..i].contains(&algorithms[i])) {
+        Some(twice) => Err(format!("{} is listed twice: name each algorithm once", names[twice])),
+        None => Ok(Algorithms(algorithms)),
+    }
 }
 
 /// A list of message sizes, as one argument.

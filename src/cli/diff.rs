@@ -6,13 +6,13 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::Args;
 use rayon::prelude::*;
 use serde_json::Value;
 
 use super::llm::emit;
-use super::parse_format;
+use super::{BadInput, parse_format};
 use icsim::config::experiment::{RawExperiment, Source};
 use icsim::config::{parse_toml, read_text};
 use icsim::report::{self, Format, Record, cell};
@@ -51,7 +51,12 @@ fn read(path: &Path) -> Result<RawExperiment> {
 
 pub fn run(args: DiffArgs) -> Result<()> {
     if args.after.is_none() && args.set.is_empty() {
-        bail!("nothing to compare: give a second experiment, or a change with --set KEY=VALUE");
+        let usage = "icsim diff A.toml B.toml, or icsim diff A.toml --set KEY=VALUE...";
+        return Err(BadInput(format!(
+            "nothing to compare with {}: give a second experiment, or a change with --set KEY=VALUE ({usage})",
+            args.before.display()
+        ))
+        .into());
     }
     let before_raw = read(&args.before)?;
     let after_path = args.after.clone().unwrap_or_else(|| args.before.clone());
@@ -70,6 +75,15 @@ pub fn run(args: DiffArgs) -> Result<()> {
         .iter()
         .map(|text| Change::parse_assignment(text, Origin { path: &command_line, at: "--set", base_dir: &here }))
         .collect::<Result<Vec<Change>, _>>()?;
+    if let Some(twice) = (0..changes.len()).find(|&i| changes[..i].iter().any(|c| c.key == changes[i].key)) {
+        let first = changes.iter().find(|c| c.key == changes[twice].key).map(Change::describe).unwrap_or_default();
+        return Err(BadInput(format!(
+            "--set {}: the key {} is set twice (first {first}); set each key once",
+            changes[twice].describe(),
+            changes[twice].key.name()
+        ))
+        .into());
+    }
     let cost = match &args.cost {
         Some(path) => CostModel::from_file(path)?,
         None => CostModel::load(None, Path::new("models/cost/default.toml"), "")?,
@@ -88,7 +102,21 @@ pub fn run(args: DiffArgs) -> Result<()> {
         .map(|(m, o)| diff::compare(&before.side(m, &cost), &after.side(o, &cost), &change))
         .collect();
     if compared.is_empty() {
-        bail!("no mode of {} has a mode of the same label in {}: label them alike", args.before.display(), after_path.display());
+        let message =
+            format!("no mode of {} has a mode of the same label in {}: label them alike", args.before.display(), after_path.display());
+        return Err(BadInput(message).into());
+    }
+    // One side that cannot run in any mode is an error, not a comparison.
+    let after_named = if args.after.is_some() { change.clone() } else { format!("--set {change}") };
+    for (side, named) in [
+        ("before", format!("{}: no mode can run", args.before.display())),
+        ("after", format!("{after_named}: no mode can run after the change")),
+    ] {
+        let errors: Vec<String> =
+            compared.iter().filter_map(|c| c.get(&format!("{side}_error")).filter(|e| !e.is_null()).map(cell)).collect();
+        if errors.len() == compared.len() {
+            return Err(BadInput(format!("{named}: {}", errors.join("; "))).into());
+        }
     }
     match args.format {
         Format::Json => emit(&report::render(&compared, Format::Json))?,

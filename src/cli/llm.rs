@@ -49,6 +49,18 @@ struct OutputArgs {
     format: Format,
 }
 
+impl OutputArgs {
+    /// Refuses folders that --out and --plots give and no file could go in.
+    fn check(&self) -> Result<()> {
+        for (flag, dir) in [("--out", &self.out), ("--plots", &self.plots)] {
+            if let Some(dir) = dir {
+                super::check_output_folder(dir, flag)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct LlmArgs {
     /// A shipped LLM (llama-3.1-8b, llama-3.1-70b, llama-3.1-405b) or a model file.
@@ -118,6 +130,13 @@ pub fn run_experiment(args: RunArgs) -> Result<()> {
         Experiment::load(path)?
     };
     let out = args.output.out.clone().or_else(|| experiment.output_dir.clone());
+    args.output.check()?;
+    if args.output.out.is_none()
+        && let Some(dir) = &experiment.output_dir
+        && let Some(why) = icsim::report::files::unusable_folder(dir)
+    {
+        return Err(experiment.source.invalid(None, "output_dir", format!("{}: {why}", dir.display())).into());
+    }
     replay(&experiment, &args.output, out.as_deref())
 }
 
@@ -164,6 +183,7 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
             .into());
         }
     }
+    args.files.check()?;
     replay(&experiment, &args.files, args.files.out.as_deref())
 }
 
@@ -203,17 +223,18 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
         format => emit(&report::render(&records, format))?,
     }
     let mut written = Vec::new();
+    // The plots first: a figure that cannot be drawn leaves no results
+    // beside it that look like a complete run.
+    if let Some(dir) = plots {
+        written.extend(figures::write_all(&result, dir)?);
+    }
     if let Some(dir) = out {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating the output folder {}", dir.display()))?;
         for (name, format) in [("results.json", Format::Json), ("results.csv", Format::Csv)] {
             let path = dir.join(name);
-            report::files::write_whole(&path, report::render(&records, format)).with_context(|| format!("writing {}", path.display()))?;
+            report::files::write_whole(&path, report::render(&records, format))
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
             written.push(path);
         }
-    }
-    if let Some(dir) = plots {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating the plot folder {}", dir.display()))?;
-        written.extend(figures::write_all(&result, dir)?);
     }
     if !written.is_empty() {
         let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();

@@ -12,6 +12,7 @@ mod sweep;
 mod topo;
 
 use std::io::IsTerminal;
+use std::path::Path;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
@@ -121,6 +122,24 @@ pub fn parse_format(text: &str) -> Result<Format, String> {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct BadInput(pub String);
+
+/// Refuses, before anything runs, an output folder `dir` given by `flag`
+/// that cannot exist (see `report::files::unusable_folder`).
+pub fn check_output_folder(dir: &Path, flag: &str) -> Result<(), BadInput> {
+    match icsim::report::files::unusable_folder(dir) {
+        Some(why) => Err(BadInput(format!("{flag} {}: {why}; give a folder that exists or can be created", dir.display()))),
+        None => Ok(()),
+    }
+}
+
+/// Refuses, before anything runs, an output file `path` given by `flag`
+/// that cannot be written (see `report::files::unusable_file`).
+pub fn check_output_file(path: &Path, flag: &str) -> Result<(), BadInput> {
+    match icsim::report::files::unusable_file(path) {
+        Some(why) => Err(BadInput(format!("{flag} {}: {why}; give a file in a folder that exists or can be created", path.display()))),
+        None => Ok(()),
+    }
+}
 
 /// The exit code of a failed command: 2 when the input was at fault (as
 /// clap's own usage errors), 1 when the command could not do its work

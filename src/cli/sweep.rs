@@ -11,7 +11,7 @@ use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 
 use super::llm::emit;
-use super::progress_bar;
+use super::{BadInput, progress_bar};
 use icsim::report::Record;
 use icsim::sweep::axes::Shard;
 use icsim::sweep::output::{self, Manifest};
@@ -26,9 +26,9 @@ pub struct SweepArgs {
     /// tables, [goal], [cost], [[plot]]).
     #[arg(required = true)]
     sweep: Option<PathBuf>,
-    /// Threads (default: every core).
-    #[arg(long)]
-    jobs: Option<usize>,
+    /// Threads, 1 to 256 (default: every core); never more than the points.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=MAX_JOBS))]
+    jobs: Option<u16>,
     /// Run only the I-th of N slices of the points (I from 1 to N), for a
     /// batch scheduler's array of jobs; join them with `icsim sweep merge`.
     #[arg(long, value_name = "I/N")]
@@ -53,24 +53,35 @@ enum SweepCommand {
     },
 }
 
+/// Most threads `--jobs` may ask for.
+const MAX_JOBS: i64 = 256;
+
 pub fn run(args: SweepArgs) -> Result<()> {
     if let Some(SweepCommand::Merge { dirs, out }) = args.command {
-        let (manifest, rows) = output::merge(&dirs).map_err(anyhow::Error::msg)?;
-        let dir = out.unwrap_or_else(|| manifest.output_dir.clone());
+        let (manifest, rows) = output::merge(&dirs).map_err(BadInput)?;
+        let dir = match out {
+            Some(out) => checked(out, "--out")?,
+            None => checked(manifest.output_dir.clone(), &format!("{}: key `output_dir`", manifest.sweep.display()))?,
+        };
         emit(&format!("merged {} shards of {}\n", dirs.len(), manifest.sweep.display()))?;
         return finish(&manifest, rows, &dir);
     }
     let Some(path) = args.sweep else { bail!("name a sweep file, or `merge` and the shards' folders") };
-    if args.jobs == Some(0) {
-        bail!("--jobs 0: give 1 or more threads (or leave it out for every core)");
-    }
     let sweep = Sweep::load(&path)?;
     let shard = args.shard.unwrap_or(Shard::WHOLE);
+    let output_dir = format!("{}: key `output_dir`", path.display());
+    let dir = match (args.out, shard == Shard::WHOLE) {
+        (Some(out), _) => checked(out, "--out")?,
+        (None, true) => checked(sweep.output_dir.clone(), &output_dir)?,
+        (None, false) => checked(sweep.output_dir.join(format!("shard-{}-of-{}", shard.index, shard.count)), &output_dir)?,
+    };
     let points = runner::shard_points(&sweep, shard);
-    let threads = args.jobs.unwrap_or_else(rayon::current_num_threads);
+    // A thread without a point would only wait.
+    let jobs = args.jobs.map(|jobs| usize::from(jobs).min(points.len().max(1)));
+    let threads = jobs.unwrap_or_else(rayon::current_num_threads);
     let bar = progress_bar(points.len() as u64, "sweeping {bar:40} {pos}/{len} points, {per_sec}, {eta} left");
     let started = Instant::now();
-    let rows = runner::run(&sweep, &points, args.jobs, &|| bar.inc(1));
+    let rows = runner::run(&sweep, &points, jobs, &|| bar.inc(1));
     bar.finish_and_clear();
     let rows = rows.map_err(anyhow::Error::msg)?;
     let seconds = started.elapsed().as_secs_f64();
@@ -83,10 +94,8 @@ pub fn run(args: SweepArgs) -> Result<()> {
     ))?;
     let manifest = Manifest::of(&sweep, shard);
     if shard == Shard::WHOLE {
-        let dir = args.out.unwrap_or_else(|| sweep.output_dir.clone());
         return finish(&manifest, rows, &dir);
     }
-    let dir = args.out.unwrap_or_else(|| sweep.output_dir.join(format!("shard-{}-of-{}", shard.index, shard.count)));
     let written = output::write(&dir, &manifest, &rows).map_err(anyhow::Error::msg)?;
     emit(&format!("wrote {}\njoin the shards with: icsim sweep merge <their folders> (all {} of them)\n", names(&written), shard.count))
 }
@@ -98,6 +107,13 @@ fn finish(manifest: &Manifest, mut rows: Vec<Record>, dir: &std::path::Path) -> 
     let mut written = output::write(dir, manifest, &rows).map_err(anyhow::Error::msg)?;
     written.extend(figures::write_plots(dir, manifest, &rows).map_err(anyhow::Error::msg)?);
     emit(&format!("\n{}\nwrote {}\n", output::summary(manifest, &rows, &goal), names(&written)))
+}
+
+/// `dir`, once it is known that an output folder can be there; `given`
+/// says where it was named (a flag, or a file's key).
+fn checked(dir: PathBuf, given: &str) -> Result<PathBuf> {
+    super::check_output_folder(&dir, given)?;
+    Ok(dir)
 }
 
 fn names(paths: &[PathBuf]) -> String {

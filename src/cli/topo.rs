@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{Result, anyhow};
 use clap::Subcommand;
 
 use super::{BadInput, TopologyArgs};
@@ -67,7 +67,8 @@ pub fn run(command: TopoCommand) -> Result<()> {
             let text = import::to_toml(&raw);
             match out {
                 Some(out) => {
-                    icsim::report::files::write_whole(&out, text).with_context(|| format!("writing {}", out.display()))?;
+                    super::check_output_file(&out, "--out")?;
+                    icsim::report::files::write_whole(&out, text).map_err(|e| anyhow!("cannot write --out {}: {e}", out.display()))?;
                     println!("wrote {}", out.display());
                 }
                 None => print!("{text}"),

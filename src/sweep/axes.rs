@@ -8,8 +8,9 @@ use super::change::{Change, Key, Kind, Origin};
 use crate::config::{ConfigError, ConfigResult};
 use crate::units::Bandwidth;
 
-/// Most points a sweep may have.
-pub const MAX_POINTS: usize = 10_000_000;
+/// Most points a sweep may have: a hundred times the README's 10,000-point
+/// sweep, and a bound on the time and memory a sweep file takes to check.
+pub const MAX_POINTS: usize = 1_000_000;
 
 /// One `[[axis]]` as written: a key and either `values` or a range.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -34,30 +35,41 @@ pub struct Axis {
 
 const RANGE_KEYS: &str = "integer keys (tp, gpus, channels, query.prompt, query.output, query.batch, topology.nvlink_links) and bandwidth keys (topology.nvlink_bandwidth, topology.host_memory_bandwidth)";
 
+/// An axis's values as written: listed, or a range made one at a time.
+enum Written<'a> {
+    Listed(&'a [toml::Value]),
+    Range(Steps),
+}
+
 impl RawAxis {
-    /// Checks the axis written as `axis[index]` in `origin.path`.
+    /// The key of the axis written as `axis[index]` and how many values it
+    /// has, counted without making them (a range of more than
+    /// [`MAX_POINTS`] values is refused).
+    pub fn count(&self, index: usize, origin: Origin) -> ConfigResult<(Key, usize)> {
+        let (key, written) = self.written(index, origin)?;
+        let count = match written {
+            Written::Listed(values) => values.len(),
+            Written::Range(steps) => steps.count().map_err(|(field, message)| invalid(index, origin, field, message))?,
+        };
+        Ok((key, count))
+    }
+
+    /// Checks the axis written as `axis[index]` in `origin.path` and makes
+    /// its changes; call [`RawAxis::count`] first to bound their number.
     pub fn validate(&self, index: usize, origin: Origin) -> ConfigResult<Axis> {
         let at = |field: &str| format!("axis[{index}].{field}");
-        let invalid = |field: &str, message: String| ConfigError::invalid(origin.path, at(field), message);
-        let key = Key::parse(&self.key).map_err(|message| invalid("key", message))?;
-        let range = self.from.is_some() || self.to.is_some() || self.step.is_some() || self.times.is_some();
-        let written: Vec<toml::Value> = match (&self.values, range) {
-            (Some(_), true) => {
-                return Err(invalid("values", "give either values = [...] or a range (from, to, step or times), not both".into()));
+        let (key, written) = self.written(index, origin)?;
+        let values: Vec<toml::Value> = match written {
+            Written::Listed(values) => values.to_vec(),
+            Written::Range(steps) => {
+                steps.count().map_err(|(field, message)| invalid(index, origin, field, message))?;
+                steps.values()
             }
-            (None, false) => {
-                return Err(invalid(
-                    "values",
-                    format!("axis {} has no values: give values = [...] or from, to and step or times", self.key),
-                ));
-            }
-            (Some(values), false) => values.clone(),
-            (None, true) => self.range(&key).map_err(|(field, message)| invalid(field, message))?,
         };
-        if written.is_empty() {
-            return Err(invalid("values", format!("axis {} is empty: give at least one value", self.key)));
+        if values.is_empty() {
+            return Err(invalid(index, origin, "values", format!("axis {} is empty: give at least one value", self.key)));
         }
-        let changes = written
+        let changes = values
             .iter()
             .enumerate()
             .map(|(i, value)| Change::new(key.clone(), value, Origin { at: &at(&format!("values[{i}]")), ..origin }))
@@ -65,15 +77,34 @@ impl RawAxis {
         let mut seen = std::collections::BTreeSet::new();
         for (i, change) in changes.iter().enumerate() {
             if !seen.insert(change.shown.to_string()) {
-                return Err(invalid(&format!("values[{i}]"), format!("{} appears twice on axis {}", change.describe(), self.key)));
+                let message = format!("{} appears twice on axis {}", change.describe(), self.key);
+                return Err(invalid(index, origin, &format!("values[{i}]"), message));
             }
         }
         Ok(Axis { key, changes })
     }
 
-    /// The values of a range, as TOML values of the key's kind; errors
-    /// name the field.
-    fn range(&self, key: &Key) -> Result<Vec<toml::Value>, (&'static str, String)> {
+    /// The key and how the values are written: listed, or a range.
+    fn written(&self, index: usize, origin: Origin) -> ConfigResult<(Key, Written<'_>)> {
+        let key = Key::parse(&self.key).map_err(|message| invalid(index, origin, "key", message))?;
+        let range = self.from.is_some() || self.to.is_some() || self.step.is_some() || self.times.is_some();
+        let written = match (&self.values, range) {
+            (Some(_), true) => {
+                let message = "give either values = [...] or a range (from, to, step or times), not both";
+                return Err(invalid(index, origin, "values", message.into()));
+            }
+            (None, false) => {
+                let message = format!("axis {} has no values: give values = [...] or from, to and step or times", self.key);
+                return Err(invalid(index, origin, "values", message));
+            }
+            (Some(values), false) => Written::Listed(values),
+            (None, true) => Written::Range(self.range(&key).map_err(|(field, message)| invalid(index, origin, field, message))?),
+        };
+        Ok((key, written))
+    }
+
+    /// The steps of a range, of the key's kind; errors name the field.
+    fn range(&self, key: &Key) -> Result<Steps, (&'static str, String)> {
         let (Some(from), Some(to)) = (&self.from, &self.to) else {
             return Err(("from", "a range needs both from and to".into()));
         };
@@ -82,31 +113,20 @@ impl RawAxis {
             (None, None) => return Err(("step", "a range needs step (added) or times (multiplied)".into())),
             (step, times) => (step, times),
         };
-        match key.kind() {
+        let (from, to, by, value): (u64, u64, By, fn(u64) -> toml::Value) = match key.kind() {
             Kind::Count { .. } => {
                 let integer = |field: &'static str, value: &toml::Value| {
                     value
                         .as_integer()
-                        .filter(|&i| i >= 0)
+                        .and_then(|i| u64::try_from(i).ok())
                         .ok_or((field, format!("{value} is not allowed: {} takes whole numbers", key.name())))
                 };
-                let (from, to) = (integer("from", from)?, integer("to", to)?);
-                let next: Box<dyn Fn(i64) -> Option<i64>> = match by {
-                    (Some(step), None) => {
-                        let step = integer("step", step)?;
-                        if step == 0 {
-                            return Err(("step", "step must be above zero".into()));
-                        }
-                        Box::new(move |v| v.checked_add(step))
-                    }
-                    (None, Some(times)) if times.fract() == 0.0 && times >= 2.0 => Box::new(move |v| v.checked_mul(times as i64)),
+                let by = match by {
+                    (Some(step), None) => By::Adding(integer("step", step)?),
+                    (None, Some(times)) if times.fract() == 0.0 && times >= 2.0 => By::Multiplying(times),
                     _ => return Err(("times", format!("times must be a whole number of 2 or more for {}", key.name()))),
                 };
-                if from == 0 && by.1.is_some() {
-                    return Err(("from", "a range multiplied at each step must start above zero".into()));
-                }
-                let values = steps(from, to, next, "from", "to")?;
-                Ok(values.into_iter().map(toml::Value::Integer).collect())
+                (integer("from", from)?, integer("to", to)?, by, |v| toml::Value::Integer(v as i64))
             }
             Kind::Bandwidth => {
                 let rate = |field: &'static str, value: &toml::Value| {
@@ -116,44 +136,88 @@ impl RawAxis {
                         .filter(|b| b.0 > 0)
                         .ok_or((field, format!("{value} is not allowed: {} takes bandwidths above zero, as \"25GB/s\"", key.name())))
                 };
-                let (from, to) = (rate("from", from)?.0, rate("to", to)?.0);
-                let next: Box<dyn Fn(u64) -> Option<u64>> = match by {
-                    (Some(step), None) => {
-                        let step = rate("step", step)?.0;
-                        Box::new(move |v| v.checked_add(step))
-                    }
-                    (None, Some(times)) if times > 1.0 && times.is_finite() => Box::new(move |v| Some((v as f64 * times).round() as u64)),
+                let by = match by {
+                    (Some(step), None) => By::Adding(rate("step", step)?.0),
+                    (None, Some(times)) if times > 1.0 && times.is_finite() => By::Multiplying(times),
                     _ => return Err(("times", "times must be above 1".into())),
                 };
-                let values = steps(from, to, next, "from", "to")?;
-                Ok(values.into_iter().map(|v| toml::Value::String(Bandwidth(v).to_string())).collect())
+                (rate("from", from)?.0, rate("to", to)?.0, by, |v| toml::Value::String(Bandwidth(v).to_string()))
             }
             Kind::Text | Kind::Any => {
-                Err(("from", format!("ranges (from, to, step or times) apply to {RANGE_KEYS}; {} takes values = [...]", key.name())))
+                return Err((
+                    "from",
+                    format!("ranges (from, to, step or times) apply to {RANGE_KEYS}; {} takes values = [...]", key.name()),
+                ));
             }
+        };
+        match by {
+            By::Adding(0) => return Err(("step", "step must be above zero".into())),
+            By::Multiplying(_) if from == 0 => return Err(("from", "a range multiplied at each step must start above zero".into())),
+            _ => {}
         }
+        if from > to {
+            return Err(("from", format!("empty range: from {} is above to {}", value(from), value(to))));
+        }
+        Ok(Steps { from, to, by, value })
     }
 }
 
-/// `from`, then `next` of it, ... while not above `to`.
-fn steps<T: Copy + PartialOrd + std::fmt::Display>(
-    from: T,
-    to: T,
-    next: impl Fn(T) -> Option<T>,
-    from_field: &'static str,
-    to_field: &'static str,
-) -> Result<Vec<T>, (&'static str, String)> {
-    if from > to {
-        return Err((from_field, format!("empty range: from {from} is above to {to}")));
+fn invalid(index: usize, origin: Origin, field: &str, message: String) -> ConfigError {
+    ConfigError::invalid(origin.path, format!("axis[{index}].{field}"), message)
+}
+
+/// How a range goes from one value to the next.
+#[derive(Clone, Copy)]
+enum By {
+    Adding(u64),
+    /// Multiplying, rounded to a whole number (of bytes per second, or of a count).
+    Multiplying(f64),
+}
+
+/// A range: `from`, then the next of it, ... while not above `to`, each
+/// shown as `value` gives it.
+struct Steps {
+    from: u64,
+    to: u64,
+    by: By,
+    value: fn(u64) -> toml::Value,
+}
+
+impl Steps {
+    fn next(&self, value: u64) -> Option<u64> {
+        let next = match self.by {
+            By::Adding(step) => value.checked_add(step)?,
+            By::Multiplying(times) => Some((value as f64 * times).round()).filter(|v| *v < u64::MAX as f64)? as u64,
+        };
+        (next <= self.to).then_some(next)
     }
-    let mut values = vec![from];
-    while let Some(value) = next(*values.last().expect("starts with from")).filter(|&v| v <= to) {
-        values.push(value);
-        if values.len() > MAX_POINTS {
-            return Err((to_field, format!("the range has more than {MAX_POINTS} values")));
+
+    /// How many values the range has, without making them: worked out for a
+    /// step, counted (at most [`MAX_POINTS`] + 1 steps) for a factor.
+    fn count(&self) -> Result<usize, (&'static str, String)> {
+        let too_many = |count: String| Err(("to", format!("the range has {count} values: at most {MAX_POINTS} points a sweep")));
+        if let By::Adding(step) = self.by {
+            let count = (self.to - self.from) / step + 1;
+            return if count > MAX_POINTS as u64 { too_many(count.to_string()) } else { Ok(count as usize) };
         }
+        let (mut count, mut value) = (1, self.from);
+        while let Some(next) = self.next(value) {
+            if next == value {
+                let shown = (self.value)(value);
+                return Err(("times", format!("times is too close to 1: {shown} times it is {shown} again")));
+            }
+            count += 1;
+            if count > MAX_POINTS {
+                return too_many(format!("more than {MAX_POINTS}"));
+            }
+            value = next;
+        }
+        Ok(count)
     }
-    Ok(values)
+
+    fn values(&self) -> Vec<toml::Value> {
+        std::iter::successors(Some(self.from), |&v| self.next(v)).map(self.value).collect()
+    }
 }
 
 /// Combinations of the cross product of `axes`.

@@ -116,11 +116,12 @@ impl Sweep {
             return Err(ConfigError::invalid(base_source.path(), "mode", "the base experiment needs one or more [[mode]] tables"));
         }
         let origin = Origin { path, at: "axis", base_dir: &base_dir };
-        let axes = raw.axes.iter().enumerate().map(|(i, axis)| axis.validate(i, origin)).collect::<ConfigResult<Vec<Axis>>>()?;
+        // Counted, not made: a sweep too large is refused before its values exist.
+        let counted = raw.axes.iter().enumerate().map(|(i, axis)| axis.count(i, origin)).collect::<ConfigResult<Vec<(Key, usize)>>>()?;
         let listed =
             raw.points.iter().enumerate().map(|(i, table)| listed_point(i, table, path, &base_dir)).collect::<ConfigResult<Vec<_>>>()?;
         let mut columns = vec![LABEL.to_string()];
-        for (at, key) in axes.iter().enumerate().map(|(i, a)| (format!("axis[{i}].key"), &a.key)) {
+        for (at, key) in counted.iter().enumerate().map(|(i, (key, _))| (format!("axis[{i}].key"), key)) {
             if columns.contains(&key.name()) {
                 return Err(ConfigError::invalid(path, at, format!("{} is already an axis", key.name())));
             }
@@ -129,7 +130,7 @@ impl Sweep {
         for (i, changes) in listed.iter().enumerate() {
             for change in changes {
                 let name = change.key.name();
-                if axes.iter().any(|a| a.key == change.key) {
+                if counted.iter().any(|(key, _)| *key == change.key) {
                     return Err(ConfigError::invalid(
                         path,
                         format!("point[{i}].{name}"),
@@ -141,7 +142,8 @@ impl Sweep {
                 }
             }
         }
-        let sets_transport = axes.iter().any(|a| a.key == Key::Transport) || listed.iter().flatten().any(|c| c.key == Key::Transport);
+        let sets_transport =
+            counted.iter().any(|(key, _)| *key == Key::Transport) || listed.iter().flatten().any(|c| c.key == Key::Transport);
         if sets_transport && base.modes.len() > 1 {
             return Err(ConfigError::invalid(
                 base_source.path(),
@@ -152,8 +154,35 @@ impl Sweep {
                 ),
             ));
         }
+        if raw.output_dir.as_ref().is_some_and(|dir| dir.as_os_str().is_empty()) {
+            return Err(ConfigError::invalid(
+                path,
+                "output_dir",
+                "is empty: name the folder for results, or leave the key out for results/sweeps/<file name>",
+            ));
+        }
         let goal = Goal::new(&raw.goal.clone().unwrap_or_default(), path)?;
         let cost = CostModel::load(raw.cost.as_ref(), path, "cost.")?;
+        let mut points = base.modes.len().saturating_mul(listed.len().max(1));
+        if points > axes::MAX_POINTS {
+            return Err(ConfigError::invalid(path, "point", format!("{points} points: at most {} a sweep", axes::MAX_POINTS)));
+        }
+        for (i, (key, count)) in counted.iter().enumerate() {
+            points = points.saturating_mul(*count);
+            if points > axes::MAX_POINTS {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("axis[{i}]"),
+                    format!(
+                        "{count} values of {} bring the sweep to {} points: at most {} a sweep (split it into several sweep files)",
+                        key.name(),
+                        points,
+                        axes::MAX_POINTS
+                    ),
+                ));
+            }
+        }
+        let axes = raw.axes.iter().enumerate().map(|(i, axis)| axis.validate(i, origin)).collect::<ConfigResult<Vec<Axis>>>()?;
         let mut sweep = Sweep {
             path: path.to_path_buf(),
             description: raw.description.clone(),
@@ -171,9 +200,6 @@ impl Sweep {
             plots: Vec::new(),
             fingerprint: output::fingerprint(&[env!("CARGO_PKG_VERSION"), text, &base_text]),
         };
-        if sweep.len() > axes::MAX_POINTS {
-            return Err(ConfigError::invalid(path, "axis", format!("{} points: at most {} a sweep", sweep.len(), axes::MAX_POINTS)));
-        }
         let values = sweep.column_values();
         for (i, plot) in raw.plots.iter().enumerate() {
             plot.validate(i, &values).map_err(|(field, message)| ConfigError::invalid(path, format!("plot[{i}]{field}"), message))?;

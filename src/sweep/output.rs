@@ -83,9 +83,9 @@ pub fn rank(goal: &Goal, rows: &mut [Record]) {
     }
 }
 
-/// Writes the manifest, the rows as JSON Lines and as CSV into `dir`.
+/// Writes the manifest, the rows as JSON Lines and as CSV into `dir`
+/// (creating it), each file whole.
 pub fn write(dir: &Path, manifest: &Manifest, rows: &[Record]) -> Result<Vec<PathBuf>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let lines: String = rows.iter().map(|row| serde_json::to_string(row).expect("rows are plain JSON") + "\n").collect();
     let files = [
         (MANIFEST, serde_json::to_string_pretty(manifest).expect("a manifest is plain JSON") + "\n"),
@@ -96,7 +96,7 @@ pub fn write(dir: &Path, manifest: &Manifest, rows: &[Record]) -> Result<Vec<Pat
         .into_iter()
         .map(|(name, text)| {
             let path = dir.join(name);
-            std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            report::files::write_whole(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
             Ok(path)
         })
         .collect()

@@ -80,7 +80,13 @@ fn bad_sweep_files_name_the_file_the_key_and_what_is_allowed() {
 fn a_sweep_too_large_to_run_is_refused() {
     let axis = |key: &str| format!("[[axis]]\nkey = \"{key}\"\nfrom = 1\nto = 100000\nstep = 1\n");
     let message = error(&format!("{}{}", axis("query.prompt"), axis("query.output")));
-    assert!(message.contains("key `axis`") && message.contains("at most 10000000"), "{message}");
+    assert!(
+        message.contains("key `axis[1]`") && message.contains("100000 values of query.output") && message.contains("at most 1000000"),
+        "{message}"
+    );
+    // One range alone past the limit is refused before its values are made.
+    let message = error(&axis("query.prompt").replace("100000", "99999999"));
+    assert!(message.contains("key `axis[0].to`") && message.contains("99999999 values"), "{message}");
 }
 
 #[test]

@@ -257,3 +257,86 @@ fn bad_storage_inputs_are_refused_by_file_and_key() {
         refused(what, &["collective", "--hardware", &path], &[&[path.as_str()][..], expected].concat());
     }
 }
+
+/// A small experiment on two H200 over NVSwitch, quick to replay.
+const SMALL_EXPERIMENT: &str = "model = \"llama-3.1-8b\"\ntp = 2\ntopology = \"hgx-h200\"\ngpus = 2\n[query]\nprompt = 128\noutput = 2\n[[mode]]\ntransport = \"nvswitch\"\n";
+
+#[test]
+fn bad_output_paths_are_refused_before_anything_runs() {
+    let inputs = Inputs::new("outputs");
+    let afile = inputs.file("afile", "not a folder");
+    let under_afile = format!("{afile}/x");
+    let fresh = inputs.0.join("fresh").to_str().unwrap().to_string();
+    let default = "configs/default.toml";
+    refused("results into a file", &["run", default, "--out", &afile], &["--out", &afile, "not a folder"]);
+    refused("results into /dev/null", &["run", default, "--out", "/dev/null"], &["--out /dev/null", "not a folder"]);
+    refused("plots under a file", &["run", default, "--out", &fresh, "--plots", &under_afile], &["--plots", "not a folder"]);
+    assert!(!Path::new(&fresh).exists(), "a refused run leaves no output behind");
+    let proc = inputs.file("proc.toml", &experiment("output_dir = \"/proc/nope/x\"", "", ""));
+    refused("an output_dir nothing can create", &["run", &proc], &[&proc, "key `output_dir`", "/proc"]);
+    refused("llm results into a file", &["llm", "--tp", "2", "--out", &afile], &["--out", "not a folder"]);
+    let rows = inputs.file("rows.jsonl", KERNEL_ROW);
+    let fit = ["calibrate", "fit", &rows, "--topology", "hgx-h200", "--gpus", "2", "--out", "/proc/nope/x.toml"];
+    refused("a fitted overlay where nothing can be created", &fit, &["--out /proc/nope/x.toml", "/proc"]);
+    refused("a plot format plotters lacks", &[&validate(&rows)[..], &["--plot", "x.jpg"]].concat(), &["--plot x.jpg", ".png or .svg"]);
+    let plot = [&validate(&rows)[..], &["--plot", "/proc/nope/x.png"]].concat();
+    refused("a plot where nothing can be created", &plot, &["--plot /proc/nope/x.png", "/proc"]);
+    let dump = "tests/data/nccl-topo-h200x2.xml";
+    refused("an import under a file", &["topo", "import", dump, "--out", &format!("{under_afile}.toml")], &["--out", "not a folder"]);
+    inputs.file("small.toml", SMALL_EXPERIMENT);
+    let sweep = inputs.file("s.toml", "experiment = \"small.toml\"\n[[axis]]\nkey = \"query.batch\"\nvalues = [1, 2]\n");
+    refused("sweep results under a file", &["sweep", &sweep, "--out", &under_afile], &["--out", "not a folder"]);
+    let proc_sweep = inputs.file("p.toml", &format!("output_dir = \"/proc/nope\"\n{}", std::fs::read_to_string(&sweep).unwrap()));
+    refused("a sweep output_dir nothing can create", &["sweep", &proc_sweep], &[&proc_sweep, "key `output_dir`"]);
+    refused("merging shards that are not there", &["sweep", "merge", "/nonexistent/shard-1"], &["/nonexistent/shard-1"]);
+}
+
+#[test]
+fn bad_sweeps_and_diffs_are_refused_by_file_and_key() {
+    let inputs = Inputs::new("sweeps");
+    let small = inputs.file("small.toml", SMALL_EXPERIMENT);
+    let base = "experiment = \"small.toml\"\n";
+    let sweep = |name: &str, text: &str| inputs.file(name, &format!("{base}{text}"));
+    let two = sweep("two.toml", "[[axis]]\nkey = \"query.batch\"\nvalues = [1, 2]\n");
+    refused("no threads", &["sweep", &two, "--jobs", "0"], &["--jobs", "1..=256"]);
+    refused("ten thousand threads", &["sweep", &two, "--jobs", "10000"], &["--jobs", "1..=256"]);
+    let rates = "[[axis]]\nkey = \"topology.nvlink_bandwidth\"\nfrom = \"1GB/s\"\nto = \"9999999GB/s\"\nstep = \"1GB/s\"\n";
+    let huge = sweep("huge.toml", &format!("{rates}[[plot]]\nkind = \"lines\"\nx = \"nope\"\ny = \"ttft_ms\"\n"));
+    refused("ten million values on an axis", &["sweep", &huge], &[&huge, "axis[0].to", "9999999 values", "1000000"]);
+    let close = "[[axis]]\nkey = \"topology.nvlink_bandwidth\"\nfrom = \"1GB/s\"\nto = \"2GB/s\"\ntimes = 1.0000001\n";
+    let close = sweep("close.toml", close);
+    refused("a factor a hair above 1", &["sweep", &close], &[&close, "axis[0]", "1000000"]);
+    let crossed =
+        "[[axis]]\nkey = \"query.prompt\"\nfrom = 1\nto = 2000\nstep = 1\n[[axis]]\nkey = \"query.batch\"\nfrom = 1\nto = 1000\nstep = 1\n";
+    let crossed = sweep("crossed.toml", crossed);
+    refused("a cross product past the limit", &["sweep", &crossed], &[&crossed, "axis[1]", "2000000 points"]);
+    let empty_dir = inputs.file("empty.toml", &format!("output_dir = \"\"\n{base}[[axis]]\nkey = \"tp\"\nvalues = [2]\n"));
+    refused("a sweep's empty output_dir", &["sweep", &empty_dir], &[&empty_dir, "key `output_dir`", "empty"]);
+    refused("a diff of nothing", &["diff", &small], &["nothing to compare", "--set"]);
+    refused("a key set twice", &["diff", &small, "--set", "tp=4", "--set", "tp=8"], &["--set tp=8", "set twice"]);
+    let nvlink = ["diff", &small, "--set", "transport=nvlink"];
+    refused("a change no mode can run", &nvlink, &["--set transport=nvlink", "no mode can run after the change"]);
+}
+
+#[test]
+fn repeated_and_empty_values_are_refused_by_key() {
+    let inputs = Inputs::new("repeats");
+    let storage = format!("{}\n[storage]\npaths = [\"gds\", \"gds\"]\n", experiment("", "", ""));
+    for (what, text, expected) in [
+        ("a storage path twice", storage, &["key `storage.paths`", "twice"][..]),
+        ("an empty label", experiment("", "", "label = \"\""), &["mode[0].label", "empty"]),
+        ("an empty output_dir", experiment("output_dir = \"\"", "", ""), &["key `output_dir`", "empty"]),
+    ] {
+        let path = inputs.file("exp.toml", &text);
+        refused(what, &["run", &path], &[&[path.as_str()][..], expected].concat());
+    }
+    refused("an algorithm twice", &["collective", "--algo", "ring,ring"], &["--algo", "ring is listed twice"]);
+    refused("an empty size", &["collective", "--sizes", "1MiB,,2MiB"], &["--sizes", "empty item"]);
+    let rows = inputs.file("rows.jsonl", KERNEL_ROW);
+    let allreduce =
+        inputs.file("allreduce.jsonl", r#"{"schema":1,"op":"allreduce","bytes":1024,"time_us":10,"ranks":2,"transport":"nvswitch"}"#);
+    let filtered = [&validate(&allreduce)[..], &["--min-bytes", "100GiB"]].concat();
+    refused("a filter no row passes", &filtered, &["--min-bytes 100GiB", "no row passes", "1 rows"]);
+    let fit = ["calibrate", "fit", &rows, "--topology", "hgx-h200", "--gpus", "2", "--out", "/proc/x.toml", "--evaluations", "0"];
+    refused("no evaluations", &fit, &["--evaluations", "1..=1000000"]);
+}

@@ -52,11 +52,13 @@ fn one_and_two_threads_write_the_same_csv_and_four_merged_shards_too() {
     for plot in ["ttft", "share", "pareto"] {
         assert_png(&dir.join(format!("merged/{plot}.png")));
     }
-    // A missing shard, or one given twice, is refused.
-    let error = failed(&icsim(&["sweep", "merge", &shards[0], &shards[1], &shards[2]]));
-    assert!(error.contains("missing shards 4/4"), "{error}");
-    let error = failed(&icsim(&["sweep", "merge", &shards[0], &shards[0]]));
-    assert!(error.contains("shard 1/4 is given twice"), "{error}");
+    // A missing shard, or one given twice, is refused as bad input.
+    let (one, two, three) = (shards[0].as_str(), shards[1].as_str(), shards[2].as_str());
+    for (args, expected) in [(vec![one, two, three], "missing shards 4/4"), (vec![one, one], "shard 1/4 is given twice")] {
+        let output = icsim(&[&["sweep", "merge"][..], &args].concat());
+        let error = failed(&output);
+        assert!(error.contains(expected) && output.status.code() == Some(2), "{error}");
+    }
 }
 
 #[test]

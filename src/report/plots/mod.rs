@@ -70,8 +70,8 @@ const AXIS_DESC_SIZE: u32 = 19;
 
 type DrawResult = Result<(), String>;
 
-fn text_error<E: std::fmt::Debug>(error: E) -> String {
-    format!("{error:?}")
+fn text_error<E: std::fmt::Display>(error: E) -> String {
+    error.to_string()
 }
 
 /// Something that draws itself on any plotters backend.
@@ -82,16 +82,23 @@ trait Figure {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult;
 }
 
+/// The format a figure at `path` is written in, told by its extension:
+/// "png" or "svg"; any other is refused, saying which are allowed.
+pub fn figure_format(path: &Path) -> Result<&'static str, String> {
+    match path.extension().and_then(|e| e.to_str()).unwrap_or("") {
+        "png" => Ok("png"),
+        "svg" => Ok("svg"),
+        other => Err(format!("unknown figure format {other:?}: use a .png or .svg file name")),
+    }
+}
+
 /// Writes `figure` to `path` whole (see `report::files`): PNG for `.png`,
 /// SVG for `.svg`.
 fn save<F: Figure>(figure: &F, path: &Path) -> Result<(), PlotError> {
     let error = |message: String| PlotError { path: path.to_path_buf(), message };
     register_font().map_err(error)?;
     let size = figure.size();
-    let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-    if !matches!(extension, "png" | "svg") {
-        return Err(error(format!("unknown figure format {extension:?}: use a .png or .svg file name")));
-    }
+    let extension = figure_format(path).map_err(error)?;
     super::files::replace(
         path,
         |temporary| {

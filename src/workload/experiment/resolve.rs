@@ -143,6 +143,13 @@ impl Experiment {
                 check_fits(spec, &llm, run).map_err(|(key, message)| source.invalid(None, key, message))?;
             }
         }
+        if raw.output_dir.as_ref().is_some_and(|dir| dir.as_os_str().is_empty()) {
+            return Err(source.invalid(
+                None,
+                "output_dir",
+                "is empty: name the folder for results, or leave the key out for results/<file name>",
+            ));
+        }
         let output_dir = raw.output_dir.as_deref().map(|dir| relative_to(&base_dir, dir));
         Ok(Experiment { source, description: raw.description, llm, query, output_dir, modes, storage })
     }
@@ -159,6 +166,13 @@ fn resolve_mode(
     // A key this mode overrides is named as the mode's; otherwise as the
     // experiment's default.
     let owner = |overridden: bool| overridden.then_some(index);
+    if mode.label.as_ref().is_some_and(|label| label.trim().is_empty()) {
+        return Err(source.invalid(
+            Some(index),
+            "label",
+            "is empty: name the mode's row, or leave the key out to name it by its transport",
+        ));
+    }
     let transport: Mode = mode.transport.parse().map_err(|message: String| source.invalid(Some(index), "transport", message))?;
     let topology_name = mode.topology.clone().unwrap_or_else(|| raw.topology.clone());
     let gpus = mode.gpus.or(raw.gpus);
