@@ -16,6 +16,7 @@ use crate::config::{ConfigError, ConfigResult, parse_toml, read_text, relative_t
 use crate::stack::Stack;
 use crate::topology::{self, Edit, PresetOptions, Topology, TopologySpec};
 use crate::transport::Mode;
+use crate::workload::storage::shard_bytes;
 use crate::workload::storage::spec::{StorageSpec, check_fits};
 use crate::workload::tp::{self, Query};
 
@@ -242,6 +243,7 @@ fn resolve_mode(
             ),
         ));
     }
+    check_weights(llm, tp, &allowed, &topology, &hardware).map_err(|message| source.invalid(owner(mode.tp.is_some()), "tp", message))?;
     check_kv_cache(&raw.query, llm, tp, &topology, &hardware).map_err(|message| source.invalid(None, "query.batch", message))?;
     Ok(ModeRun {
         label: mode.label.clone().unwrap_or_else(|| transport.to_string()),
@@ -258,24 +260,49 @@ fn resolve_mode(
     })
 }
 
-/// The KV cache of the query's sequences must fit in the memory of each GPU
-/// of the TP group (weights and activations are not counted: a loose bound
-/// that keeps batches physical).
+/// One GPU's shard of the weights must fit in its memory, with room left.
+/// `allowed` are the TP degrees the topology can run the model at.
+fn check_weights(llm: &LlmModel, tp: u32, allowed: &[u32], topology: &Topology, hardware: &HardwareModel) -> Result<(), String> {
+    let gpu = hardware.gpu(&topology.gpu_model)?;
+    let fits = |tp: u32| shard_bytes(llm, u64::from(tp)) < gpu.memory;
+    let weights = shard_bytes(llm, u64::from(tp));
+    if fits(tp) {
+        return Ok(());
+    }
+    let advice = allowed.iter().find(|&&t| fits(t)).map_or_else(
+        || format!("no TP that {} allows holds them: use a topology with more GPUs", topology.name),
+        |t| format!("use a TP of at least {t}"),
+    );
+    Err(format!(
+        "{}'s weights take {:.1} GB on each GPU at TP={tp}, more than a {} holds ({:.1} GB); {advice}",
+        llm.name,
+        weights.as_f64() / 1e9,
+        gpu.name,
+        gpu.memory.as_f64() / 1e9
+    ))
+}
+
+/// The KV cache of the query's sequences must fit in the memory each GPU
+/// has left beside its shard of the weights (activations and the
+/// framework's workspace are not counted: a loose bound that keeps batches
+/// physical).
 fn check_kv_cache(query: &RawQuery, llm: &LlmModel, tp: u32, topology: &Topology, hardware: &HardwareModel) -> Result<(), String> {
     let gpu = hardware.gpu(&topology.gpu_model)?;
+    let left = u128::from(gpu.memory.0.saturating_sub(shard_bytes(llm, u64::from(tp)).0));
     let tokens = query.prompt.saturating_add(query.output);
     let needed = llm.kv_cache_bytes_per_gpu(tokens, query.batch, tp);
-    if needed <= u128::from(gpu.memory.0) {
+    if needed <= left {
         return Ok(());
     }
     let per_sequence = llm.kv_cache_bytes_per_gpu(tokens, 1, tp).max(1);
-    let most = u128::from(gpu.memory.0) / per_sequence;
     Err(format!(
-        "{} sequences of {tokens} tokens need {:.1} GB of KV cache on each GPU at TP={tp}, more than a {} holds ({:.1} GB); at most {most} fit",
+        "{} sequences of {tokens} tokens need {:.1} GB of KV cache on each GPU at TP={tp}, more than a {} has left beside its weights ({:.1} of {:.1} GB); at most {} fit",
         query.batch,
         needed as f64 / 1e9,
         gpu.name,
-        gpu.memory.as_f64() / 1e9
+        left as f64 / 1e9,
+        gpu.memory.as_f64() / 1e9,
+        left / per_sequence
     ))
 }
 
@@ -362,15 +389,19 @@ gpu = "h20"
     }
 
     #[test]
-    fn queries_must_fit_the_context_and_the_gpus_memory() {
+    fn queries_and_weights_must_fit_the_context_and_the_gpus_memory() {
         let error = error_of(&GOOD.replace("prompt = 8192", "prompt = 10000000"));
         assert!(error.contains("key `query.prompt`") && error.contains("131072"), "{error}");
         let error = error_of(&GOOD.replace("output = 256", "output = 100000000"));
         assert!(error.contains("key `query.output`") && error.contains("context"), "{error}");
         let error = error_of(&GOOD.replace("output = 256", "output = 256\nbatch = 2147483648"));
-        assert!(error.contains("key `query.batch`") && error.contains("KV cache") && error.contains("96.0 GB"), "{error}");
-        // Llama-3.1-70B at TP=8 holds one KV head a GPU: 40 KiB a token; 96 GB hold 277 sequences of 8448 tokens.
-        assert!(error.contains("at most 277 fit"), "{error}");
+        assert!(error.contains("key `query.batch`") && error.contains("KV cache") && error.contains("(78.4 of 96.0 GB)"), "{error}");
+        // Llama-3.1-70B at TP=8: 17,640,734,720 B of weights a GPU (an eighth of
+        // every matrix and all norms) leave 78,359,265,280 B of the H20's 96 GB;
+        // one KV head a GPU is 40 KiB a token, so 226 sequences of 8448 tokens fit.
+        assert!(error.contains("at most 226 fit"), "{error}");
+        let error = error_of(&GOOD.replace("tp = 8", "tp = 1"));
+        assert!(error.contains("key `tp`") && error.contains("141.1 GB") && error.contains("at least 2"), "{error}");
     }
 
     #[test]
