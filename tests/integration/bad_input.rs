@@ -340,3 +340,32 @@ fn repeated_and_empty_values_are_refused_by_key() {
     let fit = ["calibrate", "fit", &rows, "--topology", "hgx-h200", "--gpus", "2", "--out", "/proc/x.toml", "--evaluations", "0"];
     refused("no evaluations", &fit, &["--evaluations", "1..=1000000"]);
 }
+
+#[test]
+fn hardware_models_and_measurements_out_of_range_are_refused_by_key() {
+    let inputs = Inputs::new("ranges");
+    for (what, text, key) in [
+        ("a negative thread-block speedup", "[cta.sm80]\nspeedup = { ll = -1.0, ll128 = 0.5, simple = 0.5 }\n", "cta.sm80.speedup.ll"),
+        (
+            "a vanishing thread-block speedup",
+            "[cta.sm80]\nspeedup = { ll = 1e-300, ll128 = 1e-300, simple = 1e-300 }\n",
+            "cta.sm80.speedup",
+        ),
+        ("a straggler that leads", "[contention]\nstraggler = -5.0\n", "contention.straggler"),
+        ("a one-byte NVLS chunk", "[nvls]\nchunk = \"1B\"\n", "nvls.chunk"),
+        ("a GPU of one byte", "[gpu.h200]\nmemory = \"1B\"\n", "gpu.h200.memory"),
+        ("a bare number for a rate", "[nvlink.gen4]\nlink_rate = 25\n", "nvlink.gen4.link_rate"),
+        ("a generation without its fields", "[nvlink.gen9]\nlink_rate = \"25GB/s\"\n", "nvlink.gen9"),
+    ] {
+        let overlay = inputs.file("overlay.toml", text);
+        let collective = ["collective", "--topology", "hgx-h200", "--sizes", "1MiB", "--hardware", &overlay];
+        refused(what, &collective, &[&overlay, &format!("key `{key}")]);
+    }
+    let no_bytes = inputs.file("nobytes.jsonl", r#"{"schema":1,"op":"allreduce","time_us":10,"ranks":2,"transport":"nvswitch"}"#);
+    refused("a collective row without bytes", &validate(&no_bytes), &[&no_bytes, "line 1: bytes", "missing"]);
+    let instant =
+        inputs.file("instant.jsonl", r#"{"schema":1,"op":"allreduce","bytes":1024,"time_us":1e-30,"ranks":2,"transport":"nvswitch"}"#);
+    refused("a time no timer resolves", &validate(&instant), &[&instant, "line 1: time_us"]);
+    let huge = ["llm", "--model", "llama-3.1-405b", "--tp", "1", "--gpus", "1", "--transport", "nvswitch"];
+    refused("weights no GPU of the group holds", &huge, &["--tp", "811.7 GB", "more than a NVIDIA H200"]);
+}
