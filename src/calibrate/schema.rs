@@ -184,7 +184,7 @@ pub fn check(m: &Measurement, largest: &(u64, String)) -> Result<(), (&'static s
             "time_us",
             format!(
                 "{}: must be a number of microseconds (or time_ms in milliseconds) from {SHORTEST_TIME_US} (no GPU timer resolves less) to {} (the clock's range)",
-                m.time_us,
+                crate::config::number(m.time_us),
                 Time::END
             ),
         ));

@@ -130,7 +130,7 @@ impl HardwareModel {
     pub(super) fn validate(&self, path: &Path) -> ConfigResult<()> {
         for (key, value) in self.positive_quantities() {
             if !(value.is_finite() && value > 0.0) {
-                return Err(ConfigError::invalid(path, key, format!("{value} is not allowed: must be more than zero")));
+                return Err(ConfigError::invalid(path, key, format!("{} is not allowed: must be more than zero", super::number(value))));
             }
         }
         for (key, latency) in self.latencies() {

@@ -116,8 +116,14 @@ pub fn check_range(path: &Path, key: &str, value: f64, range: std::ops::RangeInc
     if value.is_finite() && range.contains(&value) {
         Ok(())
     } else {
-        Err(ConfigError::invalid(path, key, format!("{value} is out of range: allowed {} to {}", range.start(), range.end())))
+        Err(ConfigError::invalid(path, key, format!("{} is out of range: allowed {} to {}", number(value), range.start(), range.end())))
     }
+}
+
+/// A number as a person writes it: `1e-300`, not three hundred digits.
+pub fn number(value: f64) -> String {
+    let size = value.abs();
+    if size != 0.0 && !(1e-4..1e15).contains(&size) { format!("{value:e}") } else { value.to_string() }
 }
 
 #[cfg(test)]

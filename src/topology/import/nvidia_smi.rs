@@ -344,6 +344,13 @@ pub(super) fn parse(path: &Path, text: &str, options: &ImportOptions, model: &Ha
             _ => None,
         })
         .collect();
+    if let Some(&(i, j, count)) = pairs.iter().find(|p| p.2 > gpu_links) {
+        return Err(ImportError::syntax(
+            path,
+            matrix.row_lines[i],
+            format!("GPU{i}/GPU{j}: NV{count} is more NVLink links than a {gpu} has ports ({gpu_links}); pass --gpu for the GPU measured"),
+        ));
+    }
     let switch_count = pairs
         .first()
         .map(|p| p.2)

@@ -84,7 +84,8 @@ impl Experiment {
             raw.model.clone()
         };
         let llm = LlmModel::load(&model_name).map_err(|error| match error {
-            unknown @ ConfigError::UnknownName { .. } => source.invalid(None, "model", unknown.to_string()),
+            // The model file's own errors name it; one that cannot be read is the experiment's key.
+            unknown @ (ConfigError::UnknownName { .. } | ConfigError::Io { .. }) => source.invalid(None, "model", unknown.to_string()),
             other => other,
         })?;
         let query = Query { prompt: raw.query.prompt, output: raw.query.output, batch: raw.query.batch };
