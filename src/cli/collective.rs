@@ -39,8 +39,8 @@ pub struct CollectiveArgs {
     #[arg(long, default_value = "nccl-graph", value_parser = |s: &str| s.parse::<Stack>())]
     stack: Stack,
     /// Force NCCL's channel count, as NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS
-    /// does (1 to 64).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    /// does (1 to 64); a call too small for them runs fewer, as in NCCL.
+    #[arg(long, value_parser = parse_channels)]
     channels: Option<u32>,
     /// The element type, as NCCL names it (float32, float16, bfloat16, int8,
     /// float8e4m3, ...): 8-bit types never reduce in an NVSwitch and cost a
@@ -62,6 +62,15 @@ fn parse_algorithms(text: &str) -> Result<Algorithms, String> {
     match (0..algorithms.len()).find(|&i| algorithms[..i].contains(&algorithms[i])) {
         Some(twice) => Err(format!("{} is listed twice: name each algorithm once", names[twice])),
         None => Ok(Algorithms(algorithms)),
+    }
+}
+
+/// A forced channel count: at least one, at most NCCL's MAXCHANNELS.
+pub fn parse_channels(text: &str) -> Result<u32, String> {
+    let most = icsim::config::experiment::MAX_CHANNELS;
+    match text.parse::<u32>() {
+        Ok(channels) if (1..=most).contains(&channels) => Ok(channels),
+        _ => Err(format!("NCCL runs a collective on 1 to {most} channels (MAXCHANNELS, one thread block each)")),
     }
 }
 
@@ -116,6 +125,14 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
     for (outcome, (bytes, _)) in outcomes.iter().zip(&cases) {
         if let Ok(outcome) = outcome {
             checks::within_clock(outcome.time, &format!("{} of {bytes}", args.op), &topo)?;
+        }
+    }
+    // What NCCL runs otherwise than asked is said beside the row and here.
+    let mut notes: Vec<&str> = Vec::new();
+    for note in outcomes.iter().filter_map(|o| o.as_ref().ok()?.note.as_deref()) {
+        if !notes.contains(&note) {
+            eprintln!("note: {note}");
+            notes.push(note);
         }
     }
     let comparing = algorithms.len() > 1;

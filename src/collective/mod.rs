@@ -405,6 +405,67 @@ mod tests {
     }
 
     #[test]
+    fn one_shot_and_two_shot_run_on_one_nvlink_node_only() {
+        let model = HardwareModel::base();
+        let topo = preset("nvlink-fabric", &PresetOptions { gpus: Some(16), gpu: None }, &model).unwrap();
+        let call = |ranks: usize, algorithm| Request {
+            algorithm,
+            ..Request::new(Op::AllReduce, Bytes::kib(16), topo.gpus()[..ranks].to_vec(), Mode::Auto)
+        };
+        for algorithm in [Algorithm::OneShot, Algorithm::TwoShot] {
+            assert!(Plan::new(&topo, &model, call(8, Choice::Fixed(algorithm))).is_ok(), "{algorithm} on 8 GPUs");
+            let error = Plan::new(&topo, &model, call(16, Choice::Fixed(algorithm))).unwrap_err().to_string();
+            assert!(error.contains("at most 8 GPUs") && error.contains("ring, tree or nvls"), "{error}");
+        }
+        // Left to the fastest, 16 ranks get NCCL's choice.
+        let (plan, _) = plan_and_simulate(&topo, &model, call(16, Choice::Auto), Selection::Fastest).unwrap();
+        assert!(matches!(plan.algorithm, Algorithm::Ring | Algorithm::Tree | Algorithm::Nvls), "{}", plan.algorithm);
+    }
+
+    #[test]
+    fn a_protocol_an_algorithm_cannot_run_is_refused_when_forced_and_never_chosen() {
+        let model = HardwareModel::base();
+        let topo = preset("hgx-h200", &PresetOptions::default(), &model).unwrap();
+        let call = |algorithm, protocol| Request {
+            algorithm,
+            protocol: Choice::Fixed(protocol),
+            ..Request::new(Op::AllReduce, Bytes::gib(1), topo.gpus().to_vec(), Mode::Auto)
+        };
+        for (algorithm, protocol) in
+            [(Algorithm::Nvls, Protocol::Ll), (Algorithm::Nvls, Protocol::Ll128), (Algorithm::OneShot, Protocol::Ll128)]
+        {
+            let error = Plan::new(&topo, &model, Request { bytes: Bytes::mib(1), ..call(Choice::Fixed(algorithm), protocol) });
+            let error = error.unwrap_err().to_string();
+            assert!(error.contains(&format!("{algorithm} cannot run {protocol}")) && error.contains("simple"), "{error}");
+        }
+        // NVLS would win at 1 GiB; with LL forced NCCL has no NVLS to pick.
+        let plan = Plan::new(&topo, &model, call(Choice::Auto, Protocol::Ll)).unwrap();
+        assert_eq!((plan.algorithm, plan.protocol), (Algorithm::Ring, Protocol::Ll));
+    }
+
+    #[test]
+    fn a_forced_channel_count_the_call_does_not_run_is_noted() {
+        let model = HardwareModel::base();
+        let topo = preset("hgx-h200", &PresetOptions::default(), &model).unwrap();
+        let call = |algorithm, bytes, channels| Request {
+            algorithm: Choice::Fixed(algorithm),
+            protocol: Choice::Fixed(Protocol::Simple),
+            channels: Some(channels),
+            ..Request::new(Op::AllReduce, bytes, topo.gpus().to_vec(), Mode::Auto)
+        };
+        let small = Plan::new(&topo, &model, call(Algorithm::Ring, Bytes::kib(256), 64)).unwrap();
+        assert!(small.channels < 64);
+        assert_eq!(
+            small.note.unwrap(),
+            format!("{} of the 64 channels forced: NCCL drops channels from a call this small", small.channels)
+        );
+        let large = Plan::new(&topo, &model, call(Algorithm::Ring, Bytes::gib(1), 64)).unwrap();
+        assert_eq!((large.channels, large.note), (64, None));
+        let nvls = Plan::new(&topo, &model, call(Algorithm::Nvls, Bytes::gib(1), 4)).unwrap();
+        assert!(nvls.note.unwrap().contains("nvls runs its own 16 channels"));
+    }
+
+    #[test]
     fn the_same_request_gives_the_same_outcome_bit_for_bit() {
         let model = HardwareModel::base();
         let topo = preset("h20-nvlink-mesh", &PresetOptions::default(), &model).unwrap();

@@ -134,11 +134,13 @@ fn slices(piece: Bytes, slices_per_chunk: u32, min_slice: Bytes) -> impl Iterato
 /// of at most `chunk` bytes. All-reduce splits the channel's bytes into
 /// loops of `ranks` chunks; all-gather and reduce-scatter move the
 /// channel's part of every rank's data, a chunk of each rank's per loop.
-/// None when no bytes remain.
+/// None when no bytes remain. A loop takes at least a byte a piece, so a
+/// zero chunk cannot loop for ever.
 fn next_loop(op: Op, ranks: usize, remaining: &mut Bytes, chunk: Bytes) -> Option<Vec<Bytes>> {
     if remaining.0 == 0 {
         return None;
     }
+    let chunk = Bytes(chunk.0.max(1));
     match op {
         Op::AllGather | Op::ReduceScatter => {
             let piece = (*remaining).min(chunk);
@@ -434,5 +436,7 @@ mod tests {
         let all_gather = all(Op::AllGather, 4, Bytes::mib(3), Bytes::mib(2));
         assert_eq!(all_gather, vec![vec![Bytes::mib(2); 4], vec![Bytes::mib(1); 4]]);
         assert!(all(Op::AllReduce, 4, Bytes(0), Bytes::mib(2)).is_empty());
+        // A zero chunk (a model no check caught) still ends.
+        assert_eq!(all(Op::AllReduce, 2, Bytes(4), Bytes(0)).len(), 2);
     }
 }

@@ -5,7 +5,11 @@
 //! thread block's reduce and broadcast halves work at once. The far end's
 //! receive copies each chunk out after it has arrived, except through host
 //! memory, where that copy is the last hop's read. A channel is a lane of
-//! the stream and a chunk a batch.
+//! the stream and a batch a wave of the pipeline (every chunk on its way
+//! one position further): tasks exist only for the chunks on their way,
+//! whatever the size.
+
+use std::collections::VecDeque;
 
 use crate::engine::{Builder, Generator, Stream, TaskRef};
 use crate::network::Path;
@@ -81,14 +85,37 @@ enum Receiver {
 
 impl Stream<Path> for TreeStream {
     fn generator(&self) -> Box<dyn Generator<Path> + '_> {
-        let lanes = self.channels.iter().map(|c| ChainRun { channel: c.clone(), chunks_sent: 0, last_end: None }).collect();
+        let lanes = self
+            .channels
+            .iter()
+            .map(|c| {
+                let chunks = c.bytes.0.div_ceil(self.chunk.0).max(1);
+                // The far end's receive of each chunk is a position of its
+                // own where it takes time.
+                let receives = self.rates.receive.is_some() && c.bytes.0 > 0;
+                let positions = (c.up.len() + c.down.len() + usize::from(receives)) as u64;
+                ChainRun { channel: c.clone(), chunks, positions, wave: 0, in_flight: VecDeque::new(), last_end: None }
+            })
+            .collect();
         Box::new(TreeRun { tree: self, lanes })
     }
 }
 
+/// One channel's chunks on their way along the chain. A chunk passes
+/// `positions` in turn (its sends up to the root, those back down, and the
+/// far end's receive), each once it has left the one before and once the
+/// chunk before it has left this one: so a batch is a wave of positions,
+/// chunk k at position `wave - k`, and only the chunks in the pipeline
+/// have state.
 struct ChainRun {
     channel: ChainChannel,
-    chunks_sent: u64,
+    chunks: u64,
+    positions: u64,
+    /// The next wave to add.
+    wave: u64,
+    /// Each chunk in the pipeline, oldest first: where its last position
+    /// ended (none before its first).
+    in_flight: VecDeque<Option<TaskRef>>,
     /// The far end's last receive.
     last_end: Option<TaskRef>,
 }
@@ -103,43 +130,65 @@ impl Generator<Path> for TreeRun<'_> {
         self.lanes.len()
     }
 
-    /// One chunk: up the chain, back down, and the far end's receive.
+    /// One wave: every chunk in the pipeline one position further. Each
+    /// chunk's tasks are a group of the lane, so ties break as in a graph
+    /// that holds the chunks one after another.
     fn next_batch(&mut self, lane: usize, graph: &mut dyn Builder<Path>) -> bool {
         let tree = self.tree;
         let run = &mut self.lanes[lane];
-        let channel_bytes = run.channel.bytes;
-        let chunks = channel_bytes.0.div_ceil(tree.chunk.0).max(1);
-        if run.chunks_sent == chunks {
+        let wave = run.wave;
+        if wave == run.chunks + run.positions - 1 {
             return false;
         }
-        let chunk = channel_bytes.even_part(chunks, run.chunks_sent);
-        run.chunks_sent += 1;
-        let wire = wire_bytes(chunk, tree.wire_factor);
-        // A hop's first bytes ride on its latency, as many as its receiving
-        // threads take in a pass.
-        let cap = |receiver| cap_past_latency(tree.rates.send, wire, riding(tree.latency_bytes, receiver));
-        // Reduce: the far end sends first; each rank towards the root
-        // forwards once its part has arrived (up[0] ends at the root).
-        let mut arrived = None;
-        for (hop, pipe) in run.channel.up.iter_mut().enumerate().rev() {
-            let receiver = if hop == 0 { Receiver::Root } else { Receiver::Reducing };
-            arrived = Some(pipe.send(graph, wire, cap(receiver), arrived));
+        run.wave += 1;
+        if wave < run.chunks {
+            run.in_flight.push_back(None);
         }
-        // Broadcast: the root's result flows back down.
-        for pipe in &mut run.channel.down {
-            arrived = Some(pipe.send(graph, wire, cap(Receiver::Broadcasting), arrived));
+        let oldest = (wave + 1).saturating_sub(run.positions);
+        for (chunk_index, arrived) in (oldest..).zip(run.in_flight.iter_mut()) {
+            graph.group(chunk_index);
+            let chunk = run.channel.bytes.even_part(run.chunks, chunk_index);
+            *arrived = advance(tree, &mut run.channel, &mut run.last_end, chunk, wave - chunk_index, *arrived, graph);
         }
-        let arrived = arrived.expect("a chain has at least one link");
-        // The far end copies chunks out one after another.
-        run.last_end = Some(match tree.rates.receive {
-            Some(rate) if chunk.0 > 0 => {
-                let after: Vec<TaskRef> = std::iter::once(arrived).chain(run.last_end).collect();
-                graph.delay(chunk / rate, &after)
-            }
-            _ => arrived,
-        });
+        if wave + 1 >= run.positions {
+            run.in_flight.pop_front();
+        }
         true
     }
+}
+
+/// Adds `chunk` at `position` of its way: a send up the chain (the far end
+/// sends first; each rank towards the root forwards once its part has
+/// arrived, `up[0]` ending at the root), then back down from the root,
+/// then the far end's copy out. Returns where it ends.
+fn advance(
+    tree: &TreeStream,
+    channel: &mut ChainChannel,
+    last_end: &mut Option<TaskRef>,
+    chunk: Bytes,
+    position: u64,
+    arrived: Option<TaskRef>,
+    graph: &mut dyn Builder<Path>,
+) -> Option<TaskRef> {
+    let wire = wire_bytes(chunk, tree.wire_factor);
+    // A hop's first bytes ride on its latency, as many as its receiving
+    // threads take in a pass.
+    let cap = |receiver| cap_past_latency(tree.rates.send, wire, riding(tree.latency_bytes, receiver));
+    let hops = channel.up.len();
+    let position = position as usize;
+    if position < hops {
+        let hop = hops - 1 - position;
+        let receiver = if hop == 0 { Receiver::Root } else { Receiver::Reducing };
+        return Some(channel.up[hop].send(graph, wire, cap(receiver), arrived));
+    }
+    if let Some(pipe) = channel.down.get_mut(position - hops) {
+        return Some(pipe.send(graph, wire, cap(Receiver::Broadcasting), arrived));
+    }
+    // The far end copies chunks out one after another.
+    let rate = tree.rates.receive.expect("a receive position where the far end copies out");
+    let after: Vec<TaskRef> = arrived.into_iter().chain(*last_end).collect();
+    *last_end = Some(graph.delay(chunk / rate, &after));
+    *last_end
 }
 
 #[cfg(test)]

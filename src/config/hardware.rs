@@ -286,6 +286,9 @@ pub struct DirectModel {
     pub efficiency: f64,
     /// Largest message the kernels take (their staging buffer).
     pub max_bytes: Bytes,
+    /// Most GPUs the kernels run on: one NVLink node (each GPU reads every
+    /// peer's buffer and waits on a flag of each).
+    pub max_ranks: u32,
 }
 
 /// What a caller (a [`crate::stack::Stack`]) adds to the work it issues,

@@ -99,6 +99,7 @@ impl HardwareModel {
         add("shm.copy_chunk".into(), self.shm.copy_chunk.as_f64());
         add("shm.slots".into(), f64::from(self.shm.slots));
         add("nvls.chunk".into(), self.nvls.chunk.as_f64());
+        add("direct.max_ranks".into(), f64::from(self.direct.max_ranks));
         add("nccl.max_channels".into(), f64::from(self.nccl.max_channels));
         add("nccl.max_nvls_heads".into(), f64::from(self.nccl.max_nvls_heads));
         add("nccl.ll128_factor".into(), self.nccl.ll128_factor);

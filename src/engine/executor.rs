@@ -17,15 +17,22 @@ pub fn run<R, F: Fabric<R>>(graph: &TaskGraph<R>, fabric: &mut F) -> Schedule {
 }
 
 /// Where a task stands among those ready at one instant: as a graph built
-/// whole would number it. The graph's task in the top 32 bits, then a
-/// stream's lane (0 for the graph's own tasks) in the next 32, then the
-/// task's place in its lane.
+/// whole would number it. The graph's task in the top 32 bits of `place`,
+/// then a stream's lane (0 for the graph's own tasks) in the next 32, then
+/// the task's group in its lane; then the order it was added to the lane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Order(u128);
+struct Order {
+    place: u128,
+    added: u64,
+}
 
 impl Order {
-    fn new(task: u32, lane: u32, index: u64) -> Order {
-        Order(u128::from(task) << 96 | u128::from(lane) << 64 | u128::from(index))
+    fn new(task: u32, lane: u32, group: u64, added: u64) -> Order {
+        Order { place: u128::from(task) << 96 | u128::from(lane) << 64 | u128::from(group), added }
+    }
+
+    fn of_graph(task: u32) -> Order {
+        Order::new(task, 0, 0, 0)
     }
 }
 
@@ -81,8 +88,10 @@ struct LaneRun {
     /// Batches added so far.
     batches: u32,
     exhausted: bool,
-    /// Tasks added so far: the next one's place in the lane.
+    /// Tasks added so far: the next one's place in its group.
     added: u64,
+    /// The group tasks are added to.
+    group: u64,
 }
 
 /// A stream of the graph, running.
@@ -166,7 +175,7 @@ struct Spawner<'t, R> {
 impl<R> Builder<R> for Spawner<'_, R> {
     fn add(&mut self, work: Work<R>, after: &[TaskRef]) -> TaskRef {
         assert!(!matches!(work, Work::Stream(_)), "a stream cannot add a stream");
-        let order = Order::new(self.stream_task, self.lane_index, self.lane.added);
+        let order = Order::new(self.stream_task, self.lane_index, self.lane.group, self.lane.added);
         self.lane.added += 1;
         self.added += 1;
         let slot = self.tasks.allocate(Slot {
@@ -204,6 +213,10 @@ impl<R> Builder<R> for Spawner<'_, R> {
             if self.with_stream { self.tasks.ready_with_stream.push(ready) } else { self.tasks.ready.push(ready) }
         }
         TaskRef { slot, generation: self.tasks.slots[slot as usize].generation }
+    }
+
+    fn group(&mut self, group: u64) {
+        self.lane.group = group;
     }
 }
 
@@ -274,7 +287,7 @@ impl<'g, R> Executor<'g, R> {
     fn run<F: Fabric<R>>(mut self, fabric: &mut F) -> Schedule {
         let mut now = Time::ZERO;
         self.tasks.ready =
-            (0..self.graph.len() as u32).filter(|&t| self.waiting[t as usize] == 0).map(|t| (Order::new(t, 0, 0), t)).collect();
+            (0..self.graph.len() as u32).filter(|&t| self.waiting[t as usize] == 0).map(|t| (Order::of_graph(t), t)).collect();
         let mut completed = Vec::new();
         let mut wave = Vec::new();
         let mut due = Vec::new();
@@ -399,7 +412,7 @@ impl<'g, R> Executor<'g, R> {
     /// Adds the first batch of every lane of a stream that starts now.
     fn begin_stream(&mut self, task: u32, generator: Box<dyn Generator<R> + 'g>, now: Time) {
         let index = self.streams.len() as u32;
-        let lanes = (0..generator.lanes()).map(|_| LaneRun { batches: 0, exhausted: false, added: 0 }).collect();
+        let lanes = (0..generator.lanes()).map(|_| LaneRun { batches: 0, exhausted: false, added: 0, group: 0 }).collect();
         self.streams.push(StreamRun { task, generator: Some(generator), lanes, live: 0 });
         for lane in 0..self.streams[index as usize].lanes.len() {
             self.next_batch(index, lane, true, now);
@@ -442,7 +455,7 @@ impl<'g, R> Executor<'g, R> {
                 let waiting = &mut self.waiting[next as usize];
                 *waiting -= 1;
                 if *waiting == 0 {
-                    self.tasks.ready.push((Order::new(next, 0, 0), next));
+                    self.tasks.ready.push((Order::of_graph(next), next));
                 }
             }
             if let Some(run) = self.streams.iter_mut().rfind(|s| s.task == id) {

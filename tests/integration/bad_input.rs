@@ -369,3 +369,31 @@ fn hardware_models_and_measurements_out_of_range_are_refused_by_key() {
     let huge = ["llm", "--model", "llama-3.1-405b", "--tp", "1", "--gpus", "1", "--transport", "nvswitch"];
     refused("weights no GPU of the group holds", &huge, &["--tp", "811.7 GB", "more than a NVIDIA H200"]);
 }
+
+#[test]
+fn collective_requests_the_algorithm_cannot_run_are_refused_saying_why() {
+    // The reason follows the call in the error's chain.
+    for (what, args, expected) in [
+        (
+            "one-shot beyond one node",
+            &["--topology", "nvlink-fabric", "--gpus", "16", "--algo", "oneshot"][..],
+            &["at most 8 GPUs", "ring, tree or nvls"][..],
+        ),
+        (
+            "two-shot beyond one node",
+            &["--topology", "nvlink-fabric", "--gpus", "16", "--algo", "twoshot"],
+            &["at most 8 GPUs", "ring, tree or nvls"],
+        ),
+        ("NVLS with LL", &["--algo", "nvls", "--proto", "ll"], &["nvls cannot run ll", "the simple protocol only", "--proto simple"]),
+        ("one-shot with LL128", &["--algo", "oneshot", "--proto", "ll128"], &["oneshot cannot run ll128", "--proto simple"]),
+    ] {
+        let args: Vec<String> = ["collective", "--sizes", "1MiB"].iter().chain(args).map(|a| a.to_string()).collect();
+        let (code, stderr) = run(&args);
+        assert_eq!(code, Some(2), "{what}: exit code {code:?}, expected 2 for bad input: {stderr}");
+        assert_eq!(stderr.lines().filter(|l| l.starts_with("error:")).count(), 1, "{what}: {stderr}");
+        for needle in expected {
+            assert!(stderr.contains(needle), "{what}: {needle:?} missing from {stderr}");
+        }
+    }
+    refused("more channels than NCCL has", &["collective", "--channels", "65"], &["--channels", "1 to 64", "MAXCHANNELS"]);
+}

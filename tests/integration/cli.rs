@@ -227,3 +227,15 @@ fn fit_writes_an_overlay_with_its_provenance() {
     assert!(check.status.success(), "{}", stderr(&check));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_forced_channel_count_the_call_does_not_run_is_noted_in_the_row_and_on_stderr() {
+    let args = ["collective", "--topology", "hgx-h200", "--algo", "ring", "--proto", "ll", "--channels", "64", "--sizes", "1MiB"];
+    let output = icsim(&[&args[..], &["--format", "json"]].concat());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let note = "32 of the 64 channels forced: NCCL drops channels from a call this small";
+    assert!(stderr(&output).contains(&format!("note: {note}")), "{}", stderr(&output));
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(rows["results"][0]["note"], note);
+    assert_eq!(rows["results"][0]["channels"], 32);
+}

@@ -102,7 +102,29 @@ impl Plan {
         plan.choose(topo, model)?;
         plan.channel_bytes = plan.deal_channels(model);
         plan.channels = plan.channel_bytes.len() as u32;
+        if let Some(note) = plan.forced_channels_note() {
+            plan.note = Some(plan.note.take().map_or(note.clone(), |earlier| format!("{earlier}; {note}")));
+        }
         Ok(plan)
+    }
+
+    /// What became of a forced channel count, where the call does not run
+    /// that many: NCCL drops channels from a call too small to give each
+    /// its threshold of bytes (enqueue.cc, as without a forced count);
+    /// NVLS keeps its own channels (NCCL_NVLS_NCHANNELS, not the ring and
+    /// tree's NCCL_MIN/MAX_NCHANNELS); the direct kernels are not NCCL's.
+    fn forced_channels_note(&self) -> Option<String> {
+        let forced = self.request.channels?;
+        if self.nccl_shortcut().is_some() || self.channels == forced {
+            return None;
+        }
+        Some(match self.algorithm {
+            Algorithm::Ring | Algorithm::Tree => {
+                format!("{} of the {forced} channels forced: NCCL drops channels from a call this small", self.channels)
+            }
+            Algorithm::Nvls => format!("nvls runs its own {} channels; --channels sets ring's and tree's", self.channels),
+            Algorithm::OneShot | Algorithm::TwoShot => format!("{} is one kernel outside NCCL: --channels does not apply", self.algorithm),
+        })
     }
 
     /// What NCCL does instead of a collective, if it does: an empty call is
@@ -129,7 +151,7 @@ impl Plan {
                 _ => format!("{name} runs allreduce only; NCCL runs {op} as a ring"),
             })
         };
-        match algorithm {
+        let reason = match algorithm {
             Algorithm::Ring => None,
             Algorithm::Tree => needs_allreduce("tree"),
             Algorithm::Nvls => needs_allreduce("nvls")
@@ -147,12 +169,38 @@ impl Plan {
                 }),
             Algorithm::OneShot | Algorithm::TwoShot => needs_allreduce(&algorithm.to_string())
                 .or_else(|| {
+                    let ranks = self.request.ranks.len();
+                    (ranks > model.direct.max_ranks as usize).then(|| {
+                        format!(
+                            "{algorithm} runs on at most {} GPUs (the custom allreduce kernels of vLLM and TensorRT-LLM serve one NVLink node), not {ranks}: use ring, tree or nvls (NCCL)",
+                            model.direct.max_ranks
+                        )
+                    })
+                })
+                .or_else(|| {
                     (self.request.bytes > model.direct.max_bytes).then(|| {
                         format!("{algorithm} takes at most {} (its staging buffer); larger messages go to NCCL", model.direct.max_bytes)
                     })
                 })
                 .or_else(|| self.direct_reads(topo).err()),
-        }
+        };
+        reason.or_else(|| self.protocol_unsupported(algorithm))
+    }
+
+    /// Why `algorithm` cannot run the protocol the user forced, if it
+    /// cannot: NCCL's NVLS kernels run Simple only (tuning.cc gives NVLS no
+    /// LL or LL128 bandwidth), and the direct kernels are no NCCL protocol
+    /// at all (plain loads and stores, reported as simple).
+    fn protocol_unsupported(&self, algorithm: Algorithm) -> Option<String> {
+        let Choice::Fixed(forced) = self.request.protocol else { return None };
+        let only_simple = match algorithm {
+            Algorithm::Ring | Algorithm::Tree => return None,
+            Algorithm::Nvls => "NCCL's NVLS kernels run the simple protocol only",
+            Algorithm::OneShot | Algorithm::TwoShot => "its kernel uses plain loads and stores, no NCCL protocol (reported as simple)",
+        };
+        (forced != Protocol::Simple).then(|| {
+            format!("{algorithm} cannot run {forced}: {only_simple}; ring and tree run simple, ll and ll128 (use --proto simple or auto)")
+        })
     }
 
     /// Protocols an algorithm can run with over this plan's paths: as NCCL
@@ -160,7 +208,8 @@ impl Plan {
     /// even where it would not pick it (LL128 off NVLink).
     fn protocols_for(&self, model: &HardwareModel, algorithm: Algorithm) -> Vec<Protocol> {
         match algorithm {
-            // NVLS runs Simple only; direct kernels use plain loads, reported as simple.
+            // NVLS runs Simple only; direct kernels use plain loads, reported
+            // as simple (another protocol forced is refused by `unavailable`).
             Algorithm::Nvls | Algorithm::OneShot | Algorithm::TwoShot => vec![Protocol::Simple],
             Algorithm::Ring | Algorithm::Tree => match self.request.protocol {
                 Choice::Fixed(p) => vec![p],
