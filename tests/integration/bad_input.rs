@@ -368,6 +368,10 @@ fn hardware_models_and_measurements_out_of_range_are_refused_by_key() {
     refused("a time no timer resolves", &validate(&instant), &[&instant, "line 1: time_us"]);
     let huge = ["llm", "--model", "llama-3.1-405b", "--tp", "1", "--gpus", "1", "--transport", "nvswitch"];
     refused("weights no GPU of the group holds", &huge, &["--tp", "811.7 GB", "more than a NVIDIA H200"]);
+    inputs.file("small-io.toml", "[storage]\nbounce_io = \"64KiB\"\ngds_io = \"64KiB\"\nraid_chunk = \"64KiB\"\n");
+    let storage = "[storage]\ndrives = 8\ndrive = \"gen5\"\nload = \"shard\"\npaths = [\"gds\", \"bounce\"]\n";
+    let load = inputs.file("load.toml", &format!("{}{storage}", experiment("models = [\"small-io.toml\"]", "", "")));
+    refused("a load of millions of small I/Os", &["run", &load], &[&load, "2153416 I/Os", "storage.bounce_io", "at least 256KiB"]);
 }
 
 #[test]

@@ -281,6 +281,7 @@ pub fn add_job(
     let latency =
         topo.drives().first().and_then(|&d| topo.drive_model(d)).and_then(|k| model.drive(k).ok()).map_or(Time::ZERO, |d| d.read_latency);
     let streams = job.streams(topo, model);
+    check_io_count(&streams, model)?;
     let n = streams.len() as u64;
     for (i, stream) in streams.iter().enumerate() {
         let phase = Time(latency.0 * i as u64 / n.max(1));
@@ -294,6 +295,31 @@ pub fn add_job(
     }
     tasks.end = graph.join(&ends);
     Ok(tasks)
+}
+
+/// Most I/Os one job may add to a simulation: each is a few tasks and flows
+/// of about 1 KB together, so a job holds at most about 1 GB. The shipped
+/// sizes cut the largest load, 405B's 812 GB at 1 MiB, into 0.8 million.
+pub const MOST_IOS: u64 = 1_000_000;
+
+/// Refuses a job of more than [`MOST_IOS`] I/Os, saying which I/O size to
+/// raise (counted at the smallest I/O its path may take).
+fn check_io_count(streams: &[Stream], model: &HardwareModel) -> Result<(), StorageError> {
+    let costs = &model.storage;
+    let io_of = |stream: &Stream| if stream.path == StoragePath::Gds { costs.gds_io.min(costs.bounce_io) } else { costs.bounce_io };
+    let ios: u64 = streams.iter().map(|s| s.bytes.0.div_ceil(io_of(s).0)).sum();
+    if ios <= MOST_IOS {
+        return Ok(());
+    }
+    let bytes: u64 = streams.iter().map(|s| s.bytes.0).sum();
+    let key = if costs.bounce_io <= costs.gds_io { "bounce_io" } else { "gds_io" };
+    let least = Bytes(bytes.div_ceil(MOST_IOS).next_power_of_two());
+    Err(StorageError::Invalid(format!(
+        "{:.1} GB over {} GPUs cut into {ios} I/Os: more than one simulation holds ({MOST_IOS}, about 1 GB of memory); raise storage.{key} in the hardware model (now {}) to at least {least}",
+        bytes as f64 / 1e9,
+        streams.len(),
+        if key == "bounce_io" { costs.bounce_io } else { costs.gds_io }
+    )))
 }
 
 /// A job simulated alone on an idle server.
