@@ -18,7 +18,7 @@ use icsim::config::{parse_toml, read_text};
 use icsim::report::{self, Format, Record, cell};
 use icsim::sweep::change::{Change, Origin};
 use icsim::sweep::cost::CostModel;
-use icsim::sweep::diff::{self, Subject};
+use icsim::sweep::diff::{self, Side, Subject};
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {
@@ -96,11 +96,15 @@ pub fn run(args: DiffArgs) -> Result<()> {
     let change = described.join(", ");
     let pairs = before.pairs(&after);
     let unmatched: Vec<String> = pairs.iter().filter(|(_, o)| o.is_none()).map(|(m, _)| before.label(*m)).collect();
-    let compared: Vec<Record> = pairs
-        .par_iter()
-        .filter_map(|&(m, o)| o.map(|o| (m, o)))
-        .map(|(m, o)| diff::compare(&before.side(m, &cost), &after.side(o, &cost), &change))
-        .collect();
+    let sides: Vec<(Side, Side)> =
+        pairs.par_iter().filter_map(|&(m, o)| o.map(|o| (m, o))).map(|(m, o)| (before.side(m, &cost), after.side(o, &cost))).collect();
+    let mut unusual: Vec<&String> = sides.iter().flat_map(|(b, a)| b.unusual.iter().chain(&a.unusual)).collect();
+    unusual.sort();
+    unusual.dedup();
+    for why in unusual {
+        eprintln!("warning: {why}");
+    }
+    let compared: Vec<Record> = sides.iter().map(|(b, a)| diff::compare(b, a, &change)).collect();
     if compared.is_empty() {
         let message =
             format!("no mode of {} has a mode of the same label in {}: label them alike", args.before.display(), after_path.display());

@@ -22,6 +22,8 @@ pub struct Side {
     /// The replay's record with throughput and cost, and each link's use;
     /// or why the mode cannot run.
     pub outcome: Result<(Record, Vec<LinkUse>), String>,
+    /// Its topology's links far outside shipped hardware, and why.
+    pub unusual: Vec<String>,
 }
 
 /// How busy one link was: bytes over its capacity times the query's
@@ -61,6 +63,8 @@ impl Subject<'_> {
             .map_err(|error| reason(&error))
             .map(|(experiment, result)| {
                 let (run, mode) = (&experiment.modes[0], &result.modes[0]);
+                let unusual = crate::topology::plausible::unusual_links(&run.topology);
+                let unusual = unusual.into_iter().map(|u| format!("{}: {}", run.topology.name, u.why)).collect();
                 let mut record = crate::report::experiment::mode_record(mode, &result.model, &result.query);
                 record.extend(derived(&record, &Bill::of(&run.topology), cost));
                 let comm = mode.replay.comm();
@@ -76,9 +80,13 @@ impl Subject<'_> {
                         utilisation: usage.bytes.as_f64() / (link.bandwidth.bytes_per_sec() * comm.as_secs()),
                     })
                     .collect();
-                (record, links)
+                (record, links, unusual)
             });
-        Side { label: self.label(mode), outcome }
+        let (outcome, unusual) = match outcome {
+            Ok((record, links, unusual)) => (Ok((record, links)), unusual),
+            Err(why) => (Err(why), Vec::new()),
+        };
+        Side { label: self.label(mode), outcome, unusual }
     }
 
     /// Which mode of `other` each of this subject's modes is compared with:
