@@ -14,6 +14,8 @@
 //! channel is a lane of the stream and a step a batch: tasks exist for
 //! about two steps of each channel at a time, whatever the size.
 
+use std::collections::VecDeque;
+
 use crate::engine::{Builder, Generator, Stream, TaskRef};
 use crate::network::Path;
 use crate::transport::Pipe;
@@ -172,15 +174,20 @@ impl RingStream {
 
 impl Stream<Path> for RingStream {
     fn generator(&self) -> Box<dyn Generator<Path> + '_> {
-        let lanes = self.channels.iter().map(|channel| LaneRun::new(channel, self.ranks)).collect();
-        if self.op == Op::Broadcast { Box::new(BroadcastRun { ring: self, lanes }) } else { Box::new(RingRun { ring: self, lanes }) }
+        let lanes = || self.channels.iter().map(|channel| LaneRun::new(channel, self.ranks)).collect();
+        if self.op == Op::Broadcast {
+            let lanes = self.channels.iter().map(|channel| ChainRun::new(channel, self)).collect();
+            Box::new(BroadcastRun { ring: self, lanes })
+        } else {
+            Box::new(RingRun { ring: self, lanes: lanes() })
+        }
     }
 }
 
 /// One channel of a ring, running.
 struct LaneRun {
     pipes: Vec<Pipe>,
-    /// Bytes not yet dealt into a loop (broadcast: pieces not yet sent).
+    /// Bytes not yet dealt into a loop.
     remaining: Bytes,
     /// The current loop's pieces, cut into slices.
     piece_slices: Vec<Vec<Bytes>>,
@@ -194,8 +201,6 @@ struct LaneRun {
     copied_out: Vec<Option<TaskRef>>,
     /// Loops the channel has finished.
     loops_done: u64,
-    /// Broadcast: pieces sent so far.
-    sent: u64,
 }
 
 impl LaneRun {
@@ -209,7 +214,6 @@ impl LaneRun {
             arriving: vec![Vec::new(); ranks],
             copied_out: vec![None; ranks],
             loops_done: 0,
-            sent: 0,
         }
     }
 }
@@ -301,11 +305,42 @@ fn local_time(bytes: Bytes, rate: Bandwidth) -> Time {
 }
 
 /// Broadcast from ring position 0 along the ring (a chain of n-1 hops):
-/// every slice is forwarded as soon as it has arrived. A batch is one
-/// slice's trip down the chain.
+/// every slice is forwarded as soon as it has arrived, and the last rank
+/// copies it out where the protocol does. A batch is a wave of the
+/// pipeline (every slice on its way one position further), as the tree's
+/// (src/collective/tree.rs): tasks exist only for the slices on their way.
+/// Each slice's tasks are its group, so ties at an instant break as in the
+/// graph written slice by slice.
 struct BroadcastRun<'s> {
     ring: &'s RingStream,
-    lanes: Vec<LaneRun>,
+    lanes: Vec<ChainRun>,
+}
+
+/// One channel of a broadcast, running.
+struct ChainRun {
+    pipes: Vec<Pipe>,
+    /// The channel's slices.
+    slices: u64,
+    /// Positions of a slice's way: the hops, then the copy out if any.
+    positions: u64,
+    /// Waves added so far.
+    wave: u64,
+    /// Where each slice on its way last arrived, the oldest first.
+    in_flight: VecDeque<Option<TaskRef>>,
+}
+
+impl ChainRun {
+    fn new(channel: &RingChannel, ring: &RingStream) -> ChainRun {
+        let slice = ring.chunk.0.div_ceil(u64::from(ring.slices_per_chunk)).max(ring.min_slice.0).max(1);
+        let hops = ring.ranks as u64 - 1;
+        ChainRun {
+            pipes: channel.pipes.clone(),
+            slices: channel.bytes.0.div_ceil(slice).max(1),
+            positions: hops + u64::from(ring.rates.copy_out.is_some()),
+            wave: 0,
+            in_flight: VecDeque::new(),
+        }
+    }
 }
 
 impl Generator<Path> for BroadcastRun<'_> {
@@ -317,21 +352,29 @@ impl Generator<Path> for BroadcastRun<'_> {
         let ring = self.ring;
         let channel_bytes = ring.channels[lane].bytes;
         let run = &mut self.lanes[lane];
-        let slice = ring.chunk.0.div_ceil(u64::from(ring.slices_per_chunk)).max(ring.min_slice.0).max(1);
-        let count = channel_bytes.0.div_ceil(slice).max(1);
-        if run.sent == count {
+        let wave = run.wave;
+        if wave == run.slices + run.positions - 1 {
             return false;
         }
-        let piece = channel_bytes.even_part(count, run.sent);
-        run.sent += 1;
-        let wire = wire_bytes(piece, ring.wire_factor);
-        let mut arrived = None;
-        for pipe in &mut run.pipes[..ring.ranks - 1] {
-            arrived = Some(pipe.send(graph, wire, Some(ring.rates.send), arrived));
+        run.wave += 1;
+        if wave < run.slices {
+            run.in_flight.push_back(None);
         }
-        let arrived = arrived.expect("a broadcast has at least two ranks");
-        if let Some(rate) = ring.rates.copy_out {
-            graph.delay(local_time(piece, rate), &[arrived]);
+        let oldest = (wave + 1).saturating_sub(run.positions);
+        let hops = ring.ranks - 1;
+        for (index, arrived) in (oldest..).zip(run.in_flight.iter_mut()) {
+            graph.group(index);
+            let piece = channel_bytes.even_part(run.slices, index);
+            let position = (wave - index) as usize;
+            *arrived = Some(match ring.rates.copy_out {
+                Some(rate) if position == hops => {
+                    graph.delay(local_time(piece, rate), &[arrived.expect("a slice arrives before it is copied out")])
+                }
+                _ => run.pipes[position].send(graph, wire_bytes(piece, ring.wire_factor), Some(ring.rates.send), *arrived),
+            });
+        }
+        if wave + 1 >= run.positions {
+            run.in_flight.pop_front();
         }
         true
     }

@@ -162,24 +162,27 @@ fn a_streamed_ring_keeps_memory_flat_in_the_number_of_chunks() {
 }
 
 #[test]
-fn a_streamed_tree_keeps_memory_flat_in_the_number_of_chunks() {
-    // A chain of 16 GPUs is a pipeline of 31 positions: past 31 chunks a
+fn streamed_chains_keep_memory_flat_in_the_number_of_chunks() {
+    // A tree's chain of 16 GPUs is a pipeline of 31 positions, a
+    // broadcast's of 15 hops and a copy out: past that many chunks a
     // channel (64 MiB on two channels), 16 times the bytes is 16 times the
     // events, and no more tasks alive at once.
     let (topo, model) = preset("nvlink-fabric", Some(16), &[]);
-    let peak_and_events = |bytes| {
-        let request = request(&topo, Op::AllReduce, bytes, Algorithm::Tree, Protocol::Simple, Mode::Auto);
-        let plan = Plan::new(&topo, &model, Request { channels: Some(2), ..request }).unwrap();
-        let mut graph = TaskGraph::new();
-        plan.build(&topo, &model, &mut graph, &[], Expansion::Streamed).unwrap();
-        let schedule = engine::run(&graph, &mut topo.network());
-        (schedule.peak_tasks, schedule.events)
-    };
-    let (small_peak, small_events) = peak_and_events(Bytes::mib(64));
-    let (large_peak, large_events) = peak_and_events(Bytes::gib(1));
-    assert!(large_events > 10 * small_events, "{large_events} events against {small_events}");
-    assert!(large_peak <= small_peak * 11 / 10, "{large_peak} tasks alive against {small_peak}");
-    assert!(large_peak * 100 < large_events as usize, "{large_peak} tasks alive for {large_events} events");
+    for (op, algorithm) in [(Op::AllReduce, Algorithm::Tree), (Op::Broadcast, Algorithm::Ring)] {
+        let peak_and_events = |bytes| {
+            let request = request(&topo, op, bytes, algorithm, Protocol::Simple, Mode::Auto);
+            let plan = Plan::new(&topo, &model, Request { channels: Some(2), ..request }).unwrap();
+            let mut graph = TaskGraph::new();
+            plan.build(&topo, &model, &mut graph, &[], Expansion::Streamed).unwrap();
+            let schedule = engine::run(&graph, &mut topo.network());
+            (schedule.peak_tasks, schedule.events)
+        };
+        let (small_peak, small_events) = peak_and_events(Bytes::mib(64));
+        let (large_peak, large_events) = peak_and_events(Bytes::gib(1));
+        assert!(large_events > 10 * small_events, "{op:?}: {large_events} events against {small_events}");
+        assert!(large_peak <= small_peak * 11 / 10, "{op:?}: {large_peak} tasks alive against {small_peak}");
+        assert!(large_peak * 100 < large_events as usize, "{op:?}: {large_peak} tasks alive for {large_events} events");
+    }
 }
 
 #[test]
