@@ -361,6 +361,9 @@ fn hardware_models_and_measurements_out_of_range_are_refused_by_key() {
         let collective = ["collective", "--topology", "hgx-h200", "--sizes", "1MiB", "--hardware", &overlay];
         refused(what, &collective, &[&overlay, &format!("key `{key}")]);
     }
+    inputs.file("leading.toml", "[contention]\nstraggler = -5.0\n");
+    let experiment_with = inputs.file("with-overlay.toml", &experiment("models = [\"leading.toml\"]", "", ""));
+    refused("an experiment's bad overlay", &["run", &experiment_with], &[&experiment_with, "key `models`", "contention.straggler"]);
     let no_bytes = inputs.file("nobytes.jsonl", r#"{"schema":1,"op":"allreduce","time_us":10,"ranks":2,"transport":"nvswitch"}"#);
     refused("a collective row without bytes", &validate(&no_bytes), &[&no_bytes, "line 1: bytes", "missing"]);
     let instant =

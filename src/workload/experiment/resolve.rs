@@ -212,13 +212,18 @@ fn resolve_mode(
         if looks_like_file(name) { relative_to(&base_dir, Path::new(name)).to_string_lossy().into_owned() } else { name.clone() }
     };
     let name = from_here(&topology_name);
-    let models = models.iter().map(from_here).collect();
-    let spec = TopologySpec { name, options: PresetOptions { gpus, gpu: gpu.clone() }, models };
+    let models: Vec<String> = models.iter().map(from_here).collect();
+    // An error an overlay file names itself in is the experiment's `models`.
+    let in_overlay = |message: &str| models.iter().any(|m| looks_like_file(m) && message.starts_with(&format!("{m}:")));
+    let spec = TopologySpec { name, options: PresetOptions { gpus, gpu: gpu.clone() }, models: models.clone() };
     let (topology, hardware) = topology::resolve_edited(&spec, edit).map_err(|error| {
         if let crate::Error::Config(unknown @ ConfigError::UnknownName { .. }) = &error {
             return source.invalid(owner(mode.models.is_some()), "models", unknown.to_string());
         }
         let message = error.to_string();
+        if in_overlay(&message) {
+            return ConfigError::invalid(source.path(), source.key(owner(mode.models.is_some()), "models"), message);
+        }
         let key = match topology_error_key(&message) {
             "gpus" => source.key(owner(mode.gpus.is_some()), "gpus"),
             "gpu" => source.key(owner(mode.gpu.is_some()), "gpu"),
