@@ -126,17 +126,20 @@ pub struct BadInput(pub String);
 /// Refuses, before anything runs, an output folder `dir` given by `flag`
 /// that cannot exist (see `report::files::unusable_folder`).
 pub fn check_output_folder(dir: &Path, flag: &str) -> Result<(), BadInput> {
-    match icsim::report::files::unusable_folder(dir) {
-        Some(why) => Err(BadInput(format!("{flag} {}: {why}; give a folder that exists or can be created", dir.display()))),
-        None => Ok(()),
-    }
+    refuse_output(dir, flag, icsim::report::files::unusable_folder(dir), "a folder that exists or can be created")
 }
 
 /// Refuses, before anything runs, an output file `path` given by `flag`
 /// that cannot be written (see `report::files::unusable_file`).
 pub fn check_output_file(path: &Path, flag: &str) -> Result<(), BadInput> {
-    match icsim::report::files::unusable_file(path) {
-        Some(why) => Err(BadInput(format!("{flag} {}: {why}; give a file in a folder that exists or can be created", path.display()))),
+    refuse_output(path, flag, icsim::report::files::unusable_file(path), "a file in a folder that exists or can be created")
+}
+
+/// Bad input naming `flag`, `path` and `why` it is unusable, if it is,
+/// and what to `give` instead.
+fn refuse_output(path: &Path, flag: &str, why: Option<String>, give: &str) -> Result<(), BadInput> {
+    match why {
+        Some(why) => Err(BadInput(format!("{flag} {}: {why}; give {give}", path.display()))),
         None => Ok(()),
     }
 }

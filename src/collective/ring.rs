@@ -124,11 +124,16 @@ pub fn cap_past_latency(rate: Bandwidth, wire: Bytes, riding: Bytes) -> Option<B
     (wire > riding).then(|| rate.scaled(wire.0 as f64 / (wire.0 - riding.0) as f64))
 }
 
+/// The bytes of a slice of `piece`: a `slices_per_chunk`-th of it, at least
+/// `min_slice` (and a byte).
+fn slice_size(piece: Bytes, slices_per_chunk: u32, min_slice: Bytes) -> u64 {
+    piece.0.div_ceil(u64::from(slices_per_chunk)).max(min_slice.0).max(1)
+}
+
 /// Slices of one piece: at least `min_slice` each (unless the piece is
 /// smaller), at most `slices_per_chunk` of them.
 fn slices(piece: Bytes, slices_per_chunk: u32, min_slice: Bytes) -> impl Iterator<Item = Bytes> {
-    let target = piece.0.div_ceil(u64::from(slices_per_chunk)).max(min_slice.0).max(1);
-    let count = piece.0.div_ceil(target).max(1);
+    let count = piece.0.div_ceil(slice_size(piece, slices_per_chunk, min_slice)).max(1);
     piece.split_even(count)
 }
 
@@ -331,7 +336,7 @@ struct ChainRun {
 
 impl ChainRun {
     fn new(channel: &RingChannel, ring: &RingStream) -> ChainRun {
-        let slice = ring.chunk.0.div_ceil(u64::from(ring.slices_per_chunk)).max(ring.min_slice.0).max(1);
+        let slice = slice_size(ring.chunk, ring.slices_per_chunk, ring.min_slice);
         let hops = ring.ranks as u64 - 1;
         ChainRun {
             pipes: channel.pipes.clone(),

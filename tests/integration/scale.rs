@@ -7,6 +7,7 @@
 use proptest::prelude::*;
 
 use icsim::collective::{self, Algorithm, Choice, Expansion, Op, Plan, Protocol, Request, Symmetry};
+use icsim::config::hardware::HardwareModel;
 use icsim::engine::{self, TaskGraph};
 use icsim::stack::Stack;
 use icsim::topology::{Medium, NodeKind, Topology};
@@ -141,24 +142,32 @@ fn a_streamed_collective_runs_as_its_tasks_written_out_beside_other_traffic() {
     }
 }
 
+/// The most tasks alive at once and the events of `op` by `algorithm` over
+/// `bytes` on two channels of `topo`, its graph streamed.
+fn peak_and_events(topo: &Topology, model: &HardwareModel, op: Op, algorithm: Algorithm, bytes: Bytes) -> (usize, u64) {
+    let request = request(topo, op, bytes, algorithm, Protocol::Simple, Mode::Auto);
+    let plan = Plan::new(topo, model, Request { channels: Some(2), ..request }).unwrap();
+    let mut graph = TaskGraph::new();
+    plan.build(topo, model, &mut graph, &[], Expansion::Streamed).unwrap();
+    let schedule = engine::run(&graph, &mut topo.network());
+    (schedule.peak_tasks, schedule.events)
+}
+
+/// Sixteen times the bytes from `small` to `large`: many times the events,
+/// and no more tasks alive at once.
+fn assert_flat(what: &str, (small_peak, small_events): (usize, u64), (large_peak, large_events): (usize, u64)) {
+    assert!(large_events > 10 * small_events, "{what}: {large_events} events against {small_events}");
+    assert!(large_peak <= small_peak * 11 / 10, "{what}: {large_peak} tasks alive against {small_peak}");
+    assert!(large_peak * 100 < large_events as usize, "{what}: {large_peak} tasks alive for {large_events} events");
+}
+
 #[test]
 fn a_streamed_ring_keeps_memory_flat_in_the_number_of_chunks() {
     // 16 GPUs of one fabric: 16 times the bytes is 16 times the loops and
     // events, and no more tasks alive at once.
     let (topo, model) = preset("nvlink-fabric", Some(16), &[]);
-    let peak_and_events = |bytes| {
-        let request = request(&topo, Op::AllReduce, bytes, Algorithm::Ring, Protocol::Simple, Mode::Auto);
-        let plan = Plan::new(&topo, &model, Request { channels: Some(2), ..request }).unwrap();
-        let mut graph = TaskGraph::new();
-        plan.build(&topo, &model, &mut graph, &[], Expansion::Streamed).unwrap();
-        let schedule = engine::run(&graph, &mut topo.network());
-        (schedule.peak_tasks, schedule.events)
-    };
-    let (small_peak, small_events) = peak_and_events(Bytes::mib(256));
-    let (large_peak, large_events) = peak_and_events(Bytes::gib(4));
-    assert!(large_events > 10 * small_events, "{large_events} events against {small_events}");
-    assert!(large_peak <= small_peak * 11 / 10, "{large_peak} tasks alive against {small_peak}");
-    assert!(large_peak * 100 < large_events as usize, "{large_peak} tasks alive for {large_events} events");
+    let run = |bytes| peak_and_events(&topo, &model, Op::AllReduce, Algorithm::Ring, bytes);
+    assert_flat("ring", run(Bytes::mib(256)), run(Bytes::gib(4)));
 }
 
 #[test]
@@ -169,19 +178,8 @@ fn streamed_chains_keep_memory_flat_in_the_number_of_chunks() {
     // events, and no more tasks alive at once.
     let (topo, model) = preset("nvlink-fabric", Some(16), &[]);
     for (op, algorithm) in [(Op::AllReduce, Algorithm::Tree), (Op::Broadcast, Algorithm::Ring)] {
-        let peak_and_events = |bytes| {
-            let request = request(&topo, op, bytes, algorithm, Protocol::Simple, Mode::Auto);
-            let plan = Plan::new(&topo, &model, Request { channels: Some(2), ..request }).unwrap();
-            let mut graph = TaskGraph::new();
-            plan.build(&topo, &model, &mut graph, &[], Expansion::Streamed).unwrap();
-            let schedule = engine::run(&graph, &mut topo.network());
-            (schedule.peak_tasks, schedule.events)
-        };
-        let (small_peak, small_events) = peak_and_events(Bytes::mib(64));
-        let (large_peak, large_events) = peak_and_events(Bytes::gib(1));
-        assert!(large_events > 10 * small_events, "{op:?}: {large_events} events against {small_events}");
-        assert!(large_peak <= small_peak * 11 / 10, "{op:?}: {large_peak} tasks alive against {small_peak}");
-        assert!(large_peak * 100 < large_events as usize, "{op:?}: {large_peak} tasks alive for {large_events} events");
+        let run = |bytes| peak_and_events(&topo, &model, op, algorithm, bytes);
+        assert_flat(&format!("{op:?}"), run(Bytes::mib(64)), run(Bytes::gib(1)));
     }
 }
 

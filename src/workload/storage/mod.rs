@@ -312,13 +312,12 @@ fn check_io_count(streams: &[Stream], model: &HardwareModel) -> Result<(), Stora
         return Ok(());
     }
     let bytes: u64 = streams.iter().map(|s| s.bytes.0).sum();
-    let key = if costs.bounce_io <= costs.gds_io { "bounce_io" } else { "gds_io" };
+    let (key, now) = if costs.bounce_io <= costs.gds_io { ("bounce_io", costs.bounce_io) } else { ("gds_io", costs.gds_io) };
     let least = Bytes(bytes.div_ceil(MOST_IOS).next_power_of_two());
     Err(StorageError::Invalid(format!(
-        "{:.1} GB over {} GPUs cut into {ios} I/Os: more than one simulation holds ({MOST_IOS}, about 1 GB of memory); raise storage.{key} in the hardware model (now {}) to at least {least}",
+        "{:.1} GB over {} GPUs cut into {ios} I/Os: more than one simulation holds ({MOST_IOS}, about 1 GB of memory); raise storage.{key} in the hardware model (now {now}) to at least {least}",
         bytes as f64 / 1e9,
         streams.len(),
-        if key == "bounce_io" { costs.bounce_io } else { costs.gds_io }
     )))
 }
 
