@@ -3,6 +3,9 @@
 //! graph, an engine that executes task graphs over a flow network, transports
 //! and collectives that generate those task graphs, and reports.
 
+// A mode's record is one `json!` object of some sixty fields.
+#![recursion_limit = "256"]
+
 pub mod calibrate;
 pub mod collective;
 pub mod config;

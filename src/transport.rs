@@ -420,7 +420,7 @@ mod tests {
     fn the_p2p_rule_follows_the_pcie_path_on_every_preset_whatever_nvlink_joins() {
         for (name, _) in crate::topology::PRESETS {
             // Eight GPUs of every preset (a rack's first four superchips).
-            let options = PresetOptions { gpus: Some(8), gpu: None };
+            let options = PresetOptions { gpus: Some(8), gpu: None, host: None };
             let topo = preset(name, &options, &HardwareModel::base()).unwrap();
             let gpus = topo.gpus();
             let mut refused_pairs = 0;

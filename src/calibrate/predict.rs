@@ -221,7 +221,7 @@ mod tests {
 
     #[test]
     fn a_sequence_is_its_calls_times_one_allreduce() {
-        let spec = TopologySpec { name: "hgx-h200".into(), options: PresetOptions { gpus: Some(4), gpu: None }, models: vec![] };
+        let spec = TopologySpec { name: "hgx-h200".into(), options: PresetOptions { gpus: Some(4), gpu: None, host: None }, models: vec![] };
         let (topo, model) = resolve(&spec).unwrap();
         // Llama-3.1-70B decode: one token of 8192 bf16 values per allreduce, two per layer.
         let sequence = Measurement {
@@ -244,7 +244,7 @@ mod tests {
 
     #[test]
     fn nvls_turned_off_in_the_measured_environment_is_not_predicted() {
-        let spec = TopologySpec { name: "hgx-h200".into(), options: PresetOptions { gpus: None, gpu: None }, models: vec![] };
+        let spec = TopologySpec { name: "hgx-h200".into(), options: PresetOptions { gpus: None, gpu: None, host: None }, models: vec![] };
         let (topo, model) = resolve(&spec).unwrap();
         let large = Measurement { ranks: Some(8), ..measured("allreduce", 1 << 30) };
         assert!(predict(&topo, &model, &large).unwrap().detail.starts_with("nvls/"), "8 H200 on NVSwitch reduce in the switch");

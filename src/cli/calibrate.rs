@@ -182,7 +182,7 @@ impl MeasurementArgs {
             let dump = path.parent().map(|folder| folder.join("nccl-topo.xml")).filter(|dump| dump.is_file());
             let board = match dump {
                 Some(dump) if !same_topology => {
-                    let options = icsim::topology::PresetOptions { gpus: None, gpu: topology.gpu.clone() };
+                    let options = icsim::topology::PresetOptions { gpus: None, gpu: topology.gpu.clone(), host: None };
                     let spec = TopologySpec { name: dump.display().to_string(), options, models: Vec::new() };
                     topology::blueprint(&spec).with_context(|| format!("the board {} was measured on", path.display()))?.0
                 }

@@ -87,6 +87,9 @@ pub struct LlmArgs {
     /// GPU model for the pcie-* presets (a100, h100, h200, h20, b200).
     #[arg(long)]
     gpu: Option<String>,
+    /// Host platform for the presets (epyc-turin, spr-2s, ...).
+    #[arg(long)]
+    host: Option<String>,
     /// Hardware model overlay (a file, or a shipped model's name); repeatable.
     #[arg(long = "hardware", value_name = "FILE")]
     hardware: Vec<String>,
@@ -158,6 +161,7 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
         topology: args.topology.clone(),
         gpus: args.gpus,
         gpu: args.gpu.clone(),
+        host: args.host.clone(),
         models: args.hardware.clone(),
         allreduce: Some(args.allreduce.clone()),
         stack: Some(args.stack.clone()),
@@ -298,6 +302,8 @@ fn table(result: &ExperimentResult, records: &[Record]) -> String {
             &[
                 "label",
                 "topology",
+                "gpu",
+                "host",
                 "transport",
                 "tp",
                 "compute_ms",

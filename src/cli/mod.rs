@@ -71,6 +71,12 @@ pub struct TopologyArgs {
     /// for imported nvidia-smi or NCCL files.
     #[arg(long)]
     pub gpu: Option<String>,
+    /// Host platform (CPU sockets, their link, memory and PCIe lanes) for
+    /// the presets and for imported nvidia-smi or NCCL files: skylake-2s,
+    /// icx-2s, spr-2s, emr-2s, gnr-2s, epyc-2s, epyc-genoa, epyc-turin,
+    /// threadripper-pro, grace.
+    #[arg(long)]
+    pub host: Option<String>,
     /// Hardware model overlay: a shipped one (base, h200-fit,
     /// blackwell-latency, ampere-latency, h200-compute, h200-forward) or a
     /// .toml file, applied after the topology's own; repeatable.
@@ -82,7 +88,7 @@ impl TopologyArgs {
     pub fn spec(&self) -> TopologySpec {
         TopologySpec {
             name: self.topology.clone(),
-            options: PresetOptions { gpus: self.gpus, gpu: self.gpu.clone() },
+            options: PresetOptions { gpus: self.gpus, gpu: self.gpu.clone(), host: self.host.clone() },
             models: self.hardware.clone(),
         }
     }

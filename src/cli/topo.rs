@@ -22,6 +22,9 @@ pub enum TopoCommand {
         /// GPU model for pcie-* presets and imported files.
         #[arg(long)]
         gpu: Option<String>,
+        /// Host platform for presets and imported files.
+        #[arg(long)]
+        host: Option<String>,
         /// Hardware model overlay: a shipped one or a .toml file; repeatable.
         #[arg(long = "hardware", value_name = "NAME|FILE")]
         hardware: Vec<String>,
@@ -35,8 +38,9 @@ pub enum TopoCommand {
         /// for nvidia-smi output, which does not say).
         #[arg(long)]
         gpu: Option<String>,
-        /// Host platform (skylake-2s, spr-2s, emr-2s, epyc-2s; default: the
-        /// dump's CPU; spr-2s for nvidia-smi output, which does not say).
+        /// Host platform (skylake-2s, icx-2s, spr-2s, emr-2s, gnr-2s, epyc-2s,
+        /// epyc-genoa, epyc-turin, threadripper-pro; default: the dump's CPU;
+        /// spr-2s for nvidia-smi output, which does not say).
         #[arg(long)]
         host: Option<String>,
         /// Write the topology file here instead of printing it.
@@ -50,8 +54,8 @@ pub enum TopoCommand {
 
 pub fn run(command: TopoCommand) -> Result<()> {
     match command {
-        TopoCommand::Show { topology, gpus, gpu, hardware } => {
-            let args = TopologyArgs { topology, gpus, gpu, hardware };
+        TopoCommand::Show { topology, gpus, gpu, host, hardware } => {
+            let args = TopologyArgs { topology, gpus, gpu, host, hardware };
             let (topo, _) = args.resolve()?;
             super::checks::warn_unusual_links(&topo);
             print!("{}", topology::describe(&topo));

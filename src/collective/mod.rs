@@ -391,7 +391,7 @@ mod tests {
     fn ring_allreduce_moves_two_n_minus_one_over_n_of_the_buffer_through_every_gpu() {
         let model = HardwareModel::base();
         for gpus in [2usize, 4, 8] {
-            let topo = preset("hgx-h200", &PresetOptions { gpus: Some(gpus as u32), gpu: None }, &model).unwrap();
+            let topo = preset("hgx-h200", &PresetOptions { gpus: Some(gpus as u32), gpu: None, host: None }, &model).unwrap();
             let bytes = Bytes::mib(96);
             let outcome = simulate(&topo, &model, request(&topo, gpus, bytes, Mode::Nvswitch, Choice::Fixed(Protocol::Simple))).unwrap();
             let expected = Bytes(bytes.0 * 2 * (gpus as u64 - 1) / gpus as u64);
@@ -407,7 +407,7 @@ mod tests {
     #[test]
     fn one_shot_and_two_shot_run_on_one_nvlink_node_only() {
         let model = HardwareModel::base();
-        let topo = preset("nvlink-fabric", &PresetOptions { gpus: Some(16), gpu: None }, &model).unwrap();
+        let topo = preset("nvlink-fabric", &PresetOptions { gpus: Some(16), gpu: None, host: None }, &model).unwrap();
         let call = |ranks: usize, algorithm| Request {
             algorithm,
             ..Request::new(Op::AllReduce, Bytes::kib(16), topo.gpus()[..ranks].to_vec(), Mode::Auto)

@@ -121,9 +121,13 @@ impl HardwareModel {
         self.follow_cta(&format!("sm{}", gpu.arch), "[adds] for 8-bit elements", |model| model.adds, |_| {})
     }
 
-    /// What a GPU's architecture adds to a call's start and to a step
-    /// (zero for an architecture without a thread-block table).
+    /// What a GPU's architecture adds to a call's start and to a step: its
+    /// own, or where it has none, that of the architecture it follows
+    /// (`like`: an architecture in another's row of NCCL's tables, as Ada in
+    /// Ampere's); zero for an architecture without a thread-block table.
     pub fn arch_latency(&self, gpu: &GpuModel) -> (Time, Time) {
-        self.cta.get(&format!("sm{}", gpu.arch)).map_or((Time::ZERO, Time::ZERO), |c| (c.call_latency, c.step_latency))
+        let own = |c: &CtaModel| (c.call_latency, c.step_latency);
+        let set = |c: &CtaModel| (own(c) != (Time::ZERO, Time::ZERO) || c.like.is_none()).then(|| own(c));
+        self.follow_cta(&format!("sm{}", gpu.arch), "latency", set, |_| {}).unwrap_or((Time::ZERO, Time::ZERO))
     }
 }

@@ -30,6 +30,8 @@ pub struct RawExperiment {
     pub gpus: Option<u32>,
     /// GPU model for the pcie-* presets.
     pub gpu: Option<String>,
+    /// Host platform for the presets.
+    pub host: Option<String>,
     /// Hardware model overlays (shipped names or files), applied last.
     #[serde(default)]
     pub models: Vec<String>,
@@ -79,6 +81,7 @@ pub struct RawMode {
     pub topology: Option<String>,
     pub gpus: Option<u32>,
     pub gpu: Option<String>,
+    pub host: Option<String>,
     pub models: Option<Vec<String>>,
     pub tp: Option<u32>,
     pub allreduce: Option<String>,

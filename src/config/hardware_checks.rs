@@ -81,7 +81,10 @@ impl HardwareModel {
             add(format!("nvlink.{name}.link_rate"), g.link_rate.bytes_per_sec());
         }
         for (name, h) in &self.host {
-            add(format!("host.{name}.socket_link"), h.socket_link.bytes_per_sec());
+            if h.socket_links > 0 {
+                add(format!("host.{name}.socket_link_lanes"), f64::from(h.socket_link_lanes));
+                add(format!("host.{name}.socket_link_lane_rate"), h.socket_link_lane_rate.bytes_per_sec());
+            }
             add(format!("host.{name}.memory_channels"), f64::from(h.memory_channels));
             add(format!("host.{name}.memory_channel_rate"), h.memory_channel_rate.bytes_per_sec());
             add(format!("host.{name}.nccl_socket_gbps"), h.nccl_socket_gbps);
@@ -185,6 +188,7 @@ impl HardwareModel {
         }
         for (name, h) in &self.host {
             check_range(path, &format!("host.{name}.memory_efficiency"), h.memory_efficiency, 0.05..=1.0)?;
+            check_range(path, &format!("host.{name}.socket_link_efficiency"), h.socket_link_efficiency, 0.05..=1.0)?;
             check_range(path, &format!("host.{name}.root_complex_p2p_factor"), h.root_complex_p2p_factor, 0.05..=1.0)?;
             if !["intel", "amd", "nvidia"].contains(&h.vendor.as_str()) {
                 return Err(ConfigError::invalid(

@@ -60,6 +60,16 @@ pub struct NodeFile {
     /// (default: the generation of its PCIe link).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drive: Option<String>,
+    /// For a PCIe switch: its chip, a key of the model's `[pcie_switch]`;
+    /// its links default to the chip's generation and latency, and their
+    /// lanes must fit the chip's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chip: Option<String>,
+    /// For a PCIe switch that is one logical switch of a chip split into
+    /// several: a name the chip's other logical switches share; their
+    /// lanes together must fit it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]

@@ -34,6 +34,7 @@ pub fn mode_record(mode: &ModeResult, model: &str, query: &Query) -> Record {
         "transport": r.prefill_allreduce.as_ref().map(|u| u.transport.clone()),
         "topology": mode.topology,
         "gpu": mode.gpu_model,
+        "host": mode.host,
         "gpus": mode.gpus,
         "tp": mode.tp,
         "model": model,

@@ -262,7 +262,7 @@ mod tests {
     /// One GPU on an HGX H200 switch with `drives` Gen4 drives beside it.
     fn board(drives: u32) -> (Topology, HardwareModel) {
         let model = HardwareModel::base();
-        let topo = preset("hgx-h200", &PresetOptions { gpus: Some(1), gpu: None }, &model).unwrap();
+        let topo = preset("hgx-h200", &PresetOptions { gpus: Some(1), gpu: None, host: None }, &model).unwrap();
         let layout = DriveLayout { count: drives, drive: "gen4".into(), placement: Placement::Switch };
         (topo.with_drives(&layout, &model).unwrap(), model)
     }

@@ -29,6 +29,7 @@ pub enum Key {
     Topology,
     Gpus,
     Gpu,
+    Host,
     Transport,
     Allreduce,
     Stack,
@@ -68,6 +69,7 @@ const NAMED: &[(Key, &str, Kind, &str)] = &[
     (Key::Topology, "topology", Kind::Text, "topology"),
     (Key::Gpus, "gpus", Kind::Count { min: 1, max: 1 << 16 }, "GPUs used"),
     (Key::Gpu, "gpu", Kind::Text, "GPU model"),
+    (Key::Host, "host", Kind::Text, "host platform"),
     (Key::Transport, "transport", Kind::Text, "transport"),
     (Key::Allreduce, "allreduce", Kind::Text, "allreduce choice"),
     (Key::Stack, "stack", Kind::Text, "caller stack"),
@@ -269,6 +271,9 @@ fn check_text(key: &Key, text: &str, origin: Origin) -> Result<String, String> {
             }
         }
         Key::Gpu if !base.gpu.contains_key(text) => Err(format!("unknown GPU model {text:?}; known: {}", known(base.gpu.keys().collect()))),
+        Key::Host if !base.host.contains_key(text) => {
+            Err(format!("unknown host platform {text:?}; known: {}", known(base.host.keys().collect())))
+        }
         Key::PcieGeneration if !base.pcie.contains_key(text) => {
             Err(format!("unknown PCIe generation {text:?}; known: {}", known(base.pcie.keys().collect())))
         }
@@ -328,6 +333,7 @@ pub fn apply(changes: &[&Change], raw: &mut RawExperiment) {
             }
             Key::Gpus => raw.modes.iter_mut().for_each(|m| m.gpus = Some(count(value) as u32)),
             Key::Gpu => raw.modes.iter_mut().for_each(|m| m.gpu = Some(text(value))),
+            Key::Host => raw.modes.iter_mut().for_each(|m| m.host = Some(text(value))),
             Key::Transport => raw.modes.iter_mut().for_each(|m| m.transport = text(value)),
             Key::Allreduce => raw.modes.iter_mut().for_each(|m| m.allreduce = Some(text(value))),
             Key::Stack => raw.modes.iter_mut().for_each(|m| m.stack = Some(text(value))),

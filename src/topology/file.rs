@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::{LinkKind, LinkRates, MAX_GPUS, MAX_GPUS_REASON, NodeId, NodeKind, Policy, Topology, drive_link_rates};
-use crate::config::hardware::HardwareModel;
+use crate::config::hardware::{HardwareModel, PcieSwitchChip};
 use crate::config::topology::{LinkKindFile, NodeKindFile, TopologyFile};
 use crate::config::{ConfigError, ConfigResult, parse_toml, read_text};
 use crate::units::Time;
@@ -64,6 +64,23 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
         }
     }
 
+    // Switch chips, by node: checked before any link takes their defaults.
+    let mut chips: BTreeMap<NodeId, &PcieSwitchChip> = BTreeMap::new();
+    for (i, node) in raw.nodes.iter().enumerate() {
+        if node.kind != NodeKindFile::PcieSwitch && (node.chip.is_some() || node.package.is_some()) {
+            return Err(invalid(&format!("node[{i}]"), "only a pcie-switch node has a chip and a package".into()));
+        }
+        if node.package.is_some() && node.chip.is_none() {
+            return Err(invalid(&format!("node[{i}].package"), "a package is a chip split into logical switches: name its `chip` too".into()));
+        }
+        if let Some(chip) = &node.chip {
+            chips.insert(NodeId(i as u32), model.pcie_switch(chip).map_err(|m| invalid(&format!("node[{i}].chip"), m))?);
+        }
+    }
+    let chip_at = |from: NodeId, to: NodeId| chips.get(&from).or_else(|| chips.get(&to)).copied();
+    // Lanes used at each chip (a package's logical switches together).
+    let mut lanes_used: BTreeMap<String, (u32, usize)> = BTreeMap::new();
+
     let rates = LinkRates { model };
     // Each pair of nodes is joined by at most one link of a kind: (ends in
     // order, kind) -> the link's index.
@@ -97,13 +114,36 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
         let kinds = (topo.node(from).kind, topo.node(to).kind);
         let (kind, default_rate) = match link.kind {
             LinkKindFile::Pcie => {
-                let generation = link.generation.clone().unwrap_or_else(|| gpu_model.pcie_generation.clone());
+                let chip = chip_at(from, to);
+                let generation = link
+                    .generation
+                    .clone()
+                    .or_else(|| chip.map(|c| c.generation.clone()))
+                    .unwrap_or_else(|| gpu_model.pcie_generation.clone());
                 let lanes = link.lanes.unwrap_or(16);
                 if !PCIE_WIDTHS.contains(&lanes) {
                     return Err(invalid(&key("lanes"), format!("x{lanes} is no PCIe link width: use 1, 2, 4, 8, 12, 16 or 32")));
                 }
-                let rate = rates.pcie(&generation, lanes).map_err(|m| invalid(&key("generation"), m))?;
-                (LinkKind::Pcie { generation, lanes }, rate)
+                for switch in [from, to].into_iter().filter(|n| chips.contains_key(n)) {
+                    let node = &raw.nodes[switch.0 as usize];
+                    let chip = chips[&switch];
+                    let package = node.package.clone().unwrap_or_else(|| node.name.clone());
+                    let used = lanes_used.entry(package.clone()).or_insert((0, switch.0 as usize));
+                    used.0 += lanes;
+                    if used.0 > chip.lanes {
+                        return Err(invalid(
+                            &key("lanes"),
+                            format!(
+                                "{package} ({}) has {} lanes, and its links take {} with this one: narrow a link or add a switch",
+                                node.chip.as_deref().unwrap_or_default(),
+                                chip.lanes,
+                                used.0
+                            ),
+                        ));
+                    }
+                }
+                let (rate, hop) = rates.pcie(&generation, lanes).map_err(|m| invalid(&key("generation"), m))?;
+                (LinkKind::Pcie { generation, lanes }, (rate, chip.map_or(hop, |c| c.hop_latency)))
             }
             LinkKindFile::Nvlink => {
                 let generation = link.generation.clone().unwrap_or_else(|| gpu_model.nvlink_generation.clone());
@@ -134,7 +174,7 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
                 if kinds != (NodeKind::CpuSocket, NodeKind::CpuSocket) {
                     return Err(invalid(&key("kind"), "a socket link joins two cpu nodes".into()));
                 }
-                (LinkKind::SocketLink, (host.socket_link, host.socket_link_latency))
+                (LinkKind::SocketLink, (host.socket_link(), host.socket_link_latency))
             }
             LinkKindFile::Memory => {
                 if kinds != (NodeKind::CpuSocket, NodeKind::HostMemory) {

@@ -238,7 +238,7 @@ impl Assembly {
     }
 
     fn add_node(&mut self, name: &str, kind: NodeKindFile, socket: u32) {
-        self.nodes.push(NodeFile { name: name.to_string(), kind, socket, drive: None });
+        self.nodes.push(NodeFile { name: name.to_string(), kind, socket, drive: None, chip: None, package: None });
     }
 
     /// A new PCIe switch on `socket`; returns its name.
@@ -423,7 +423,7 @@ mod tests {
         use crate::topology::{PresetOptions, TopologySpec, resolve};
         let spec = |path: &Path, gpu: Option<&str>| TopologySpec {
             name: path.display().to_string(),
-            options: PresetOptions { gpus: None, gpu: gpu.map(String::from) },
+            options: PresetOptions { gpus: None, gpu: gpu.map(String::from), host: None },
             models: Vec::new(),
         };
         let (topo, _) = resolve(&spec(&data("nccl-topo-h200x2.xml"), Some("h100"))).unwrap_or_else(|e| panic!("{e}"));

@@ -525,7 +525,7 @@ mod tests {
     use crate::config::hardware::HardwareModel;
 
     fn hgx(gpus: u32) -> Topology {
-        preset("hgx-h200", &PresetOptions { gpus: Some(gpus), gpu: None }, &HardwareModel::base()).unwrap()
+        preset("hgx-h200", &PresetOptions { gpus: Some(gpus), gpu: None, host: None }, &HardwareModel::base()).unwrap()
     }
 
     #[test]

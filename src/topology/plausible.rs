@@ -45,7 +45,9 @@ impl KnownRange {
             latencies.push(g.hop_latency);
         }
         for (name, h) in &model.host {
-            parts.push((h.socket_link, format!("{name} socket link")));
+            if h.socket_links > 0 {
+                parts.push((h.socket_link(), format!("{name} socket link")));
+            }
             parts.push((h.memory_channel_rate.scaled(f64::from(h.memory_channels) * h.memory_efficiency), format!("{name} memory bus")));
             latencies.push(h.socket_link_latency);
         }

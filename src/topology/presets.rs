@@ -22,6 +22,14 @@ mod board {
     pub const H20_MESH_PAIR_RATE: Bandwidth = Bandwidth::gbps(64);
     /// The GPU count of every preset board.
     pub const BOARD_GPUS: u32 = 8;
+    /// 8-GPU PCIe servers with one switch chip per socket carry four GPUs a
+    /// switch and one x16 uplink to the socket (a 144-lane Broadcom PEX89144
+    /// has room for four x16 GPUs and the uplink: 72 ports, 144 lanes,
+    /// Broadcom's brief); servers that attach GPUs directly put four on each
+    /// socket's root ports (the dual EPYC 9575F of aikitoria's 8x RTX 5090
+    /// table: buses 01, 11, 61, 71 and 81, 91, e1, f1).
+    pub const GPUS_PER_WIDE_SWITCH: u32 = 4;
+    pub const DIRECT_GPUS_PER_SOCKET: u32 = 4;
     /// GB200 NVL72 (NVIDIA GB200 NVL72 product page and datasheet): 72
     /// Blackwell GPUs and 36 Grace CPUs in 18 compute trays, each tray two
     /// GB200 superchips of one Grace CPU and two GPUs; every GPU's 18
@@ -49,6 +57,8 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("pcie-gen3-8gpu", "8 GPUs on PCIe Gen3, no NVLink: two Skylake sockets, two switches a socket, two GPUs a switch"),
     ("pcie-gen4-8gpu", "8 GPUs on PCIe Gen4, no NVLink: two EPYC sockets, two switches a socket, two GPUs a switch"),
     ("pcie-gen5-8gpu", "8 GPUs on PCIe Gen5, no NVLink: two Sapphire Rapids sockets, two switches a socket, two GPUs a switch"),
+    ("pcie-switch-8gpu", "8 GPUs, no NVLink: two EPYC Turin sockets, one PCIe Gen5 switch a socket with four GPUs and one x16 uplink"),
+    ("pcie-direct-8gpu", "8 GPUs, no NVLink: two EPYC Turin sockets, four GPUs on each socket's own root ports, no switch"),
     ("gb200-nvl72", "GB200 NVL72: 72 Blackwell GPUs, 18 NVLink 5 links each through the rack's NVLink switch trays; two GPUs a Grace CPU"),
     (
         "nvlink-fabric",
@@ -72,14 +82,14 @@ pub const PRESETS: &[(&str, &str)] = &[
 /// tables, so that HGX B200 stays a prediction; ampere-latency.toml, fitted
 /// on A100's tables of 2 and 4 GPUs, so that 8 stay one). The overlays'
 /// keys are disjoint.
-pub fn preset_models(name: &str) -> &'static [&'static str] {
-    match name {
-        "hgx-h200" | "hgx-h100" | "hgx-h20" | "hgx-b200" | "gb200-nvl72" | "nvlink-fabric" | "hgx-a100" => {
-            &["h200-fit", "blackwell-latency", "ampere-latency", "h200-compute", "h200-forward"]
-        }
-        _ => &["h200-compute", "h200-forward"],
-    }
+pub fn preset_models(_name: &str) -> &'static [&'static str] {
+    CALIBRATED
 }
+
+/// The calibrated overlays every preset loads: what the thread blocks,
+/// protocols and host-memory paths measured on real H200s carry to any
+/// board, the architectures' own latencies, and the compute of the GPUs.
+const CALIBRATED: &[&str] = &["h200-fit", "blackwell-latency", "ampere-latency", "h200-compute", "h200-forward"];
 
 /// What a user may change about a preset.
 #[derive(Debug, Clone, Default)]
@@ -89,6 +99,8 @@ pub struct PresetOptions {
     pub gpus: Option<u32>,
     /// GPU model key, for the PCIe presets (default per preset).
     pub gpu: Option<String>,
+    /// Host platform key (default per preset).
+    pub host: Option<String>,
 }
 
 enum GpuFabric {
@@ -97,17 +109,36 @@ enum GpuFabric {
     None,
 }
 
+/// How a board's GPUs hang on its sockets' PCIe.
+#[derive(Clone, Copy)]
+enum PcieLayout {
+    /// Switches of `gpus` GPUs each, `per_socket` of them a socket, one x16
+    /// uplink each.
+    Switches { gpus: u32, per_socket: u32 },
+    /// Each GPU on a root port of its own, `per_socket` GPUs a socket.
+    Direct { per_socket: u32 },
+}
+
 struct Board {
     name: &'static str,
     gpu: String,
-    host: &'static str,
+    host: String,
+    /// The generation of the board's PCIe switches (a direct layout takes the host's).
     pcie_generation: String,
+    layout: PcieLayout,
     fabric: GpuFabric,
+}
+
+/// The older of two PCIe generations: a link trains to the slower end.
+fn older(a: &str, b: &str) -> String {
+    if a <= b { a.to_string() } else { b.to_string() }
 }
 
 /// Builds the preset `name`.
 pub fn preset(name: &str, options: &PresetOptions, model: &HardwareModel) -> Result<Topology, TopologyError> {
     let gpu_or = |default: &str| options.gpu.clone().unwrap_or_else(|| default.to_string());
+    let host_or = |default: &str| options.host.clone().unwrap_or_else(|| default.to_string());
+    let hgx = PcieLayout::Switches { gpus: board::GPUS_PER_PCIE_SWITCH, per_socket: board::PCIE_SWITCHES_PER_SOCKET };
     let fixed_gpu = |gpu: &str| -> Result<String, TopologyError> {
         match &options.gpu {
             Some(other) if other != gpu => Err(TopologyError::Invalid(format!(
@@ -120,41 +151,74 @@ pub fn preset(name: &str, options: &PresetOptions, model: &HardwareModel) -> Res
         "hgx-h100" | "hgx-h200" | "hgx-h20" => {
             let gpu = fixed_gpu(&name["hgx-".len()..])?;
             let pcie_generation = model.gpu(&gpu).map_err(TopologyError::Invalid)?.pcie_generation.clone();
-            Board { name: leak(name), gpu, host: "spr-2s", pcie_generation, fabric: GpuFabric::NvSwitch }
+            Board { name: leak(name), gpu, host: host_or("spr-2s"), pcie_generation, layout: hgx, fabric: GpuFabric::NvSwitch }
         }
         // DGX B200 (NVIDIA datasheet): eight B200 on NVLink 5 switches, two
         // Intel Xeon Platinum 8570 (Emerald Rapids) hosts, PCIe Gen5.
         "hgx-b200" => {
             let gpu = fixed_gpu("b200")?;
             let pcie_generation = model.gpu(&gpu).map_err(TopologyError::Invalid)?.pcie_generation.clone();
-            Board { name: "hgx-b200", gpu, host: "emr-2s", pcie_generation, fabric: GpuFabric::NvSwitch }
+            Board { name: "hgx-b200", gpu, host: host_or("emr-2s"), pcie_generation, layout: hgx, fabric: GpuFabric::NvSwitch }
         }
         "hgx-a100" => Board {
             name: "hgx-a100",
             gpu: fixed_gpu("a100")?,
-            host: "epyc-2s",
+            host: host_or("epyc-2s"),
             pcie_generation: "gen4".into(),
+            layout: hgx,
             fabric: GpuFabric::NvSwitch,
         },
         "h20-nvlink-mesh" => Board {
             name: "h20-nvlink-mesh",
             gpu: fixed_gpu("h20")?,
-            host: "spr-2s",
+            host: host_or("spr-2s"),
             pcie_generation: "gen5".into(),
+            layout: hgx,
             fabric: GpuFabric::PairMesh(board::H20_MESH_PAIR_RATE),
         },
         "pcie-gen3-8gpu" => Board {
             name: "pcie-gen3-8gpu",
             gpu: gpu_or("a100"),
-            host: "skylake-2s",
+            host: host_or("skylake-2s"),
             pcie_generation: "gen3".into(),
+            layout: hgx,
             fabric: GpuFabric::None,
         },
-        "pcie-gen4-8gpu" => {
-            Board { name: "pcie-gen4-8gpu", gpu: gpu_or("a100"), host: "epyc-2s", pcie_generation: "gen4".into(), fabric: GpuFabric::None }
-        }
-        "pcie-gen5-8gpu" => {
-            Board { name: "pcie-gen5-8gpu", gpu: gpu_or("h100"), host: "spr-2s", pcie_generation: "gen5".into(), fabric: GpuFabric::None }
+        "pcie-gen4-8gpu" => Board {
+            name: "pcie-gen4-8gpu",
+            gpu: gpu_or("a100"),
+            host: host_or("epyc-2s"),
+            pcie_generation: "gen4".into(),
+            layout: hgx,
+            fabric: GpuFabric::None,
+        },
+        "pcie-gen5-8gpu" => Board {
+            name: "pcie-gen5-8gpu",
+            gpu: gpu_or("h100"),
+            host: host_or("spr-2s"),
+            pcie_generation: "gen5".into(),
+            layout: hgx,
+            fabric: GpuFabric::None,
+        },
+        "pcie-switch-8gpu" => Board {
+            name: "pcie-switch-8gpu",
+            gpu: gpu_or("rtx-pro-6000"),
+            host: host_or("epyc-turin"),
+            pcie_generation: "gen5".into(),
+            layout: PcieLayout::Switches { gpus: board::GPUS_PER_WIDE_SWITCH, per_socket: 1 },
+            fabric: GpuFabric::None,
+        },
+        "pcie-direct-8gpu" => {
+            let host = host_or("epyc-turin");
+            let pcie_generation = model.host(&host).map_err(TopologyError::Invalid)?.pcie_generation.clone();
+            Board {
+                name: "pcie-direct-8gpu",
+                gpu: gpu_or("rtx-pro-6000"),
+                host,
+                pcie_generation,
+                layout: PcieLayout::Direct { per_socket: board::DIRECT_GPUS_PER_SOCKET },
+                fabric: GpuFabric::None,
+            }
         }
         "gb200-nvl72" | "nvlink-fabric" => {
             let most = if name == "gb200-nvl72" { board::NVL72_GPUS } else { MAX_GPUS as u32 };
@@ -162,6 +226,9 @@ pub fn preset(name: &str, options: &PresetOptions, model: &HardwareModel) -> Res
             let gpus = options.gpus.unwrap_or(default);
             if gpus == 0 || gpus > most {
                 return Err(TopologyError::Invalid(format!("{name} takes 1 to {most} GPUs; --gpus {gpus} is outside that")));
+            }
+            if let Some(host) = options.host.as_deref().filter(|h| *h != "grace") {
+                return Err(TopologyError::Invalid(format!("{name} is built of Grace CPUs; --host {host} applies to the other presets")));
             }
             return rack(leak(name), &fixed_gpu("b200")?, gpus, model).map_err(TopologyError::Invalid);
         }
@@ -187,49 +254,87 @@ fn leak(name: &str) -> &'static str {
 
 fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, String> {
     let gpu_model = model.gpu(&board.gpu)?;
-    let host = model.host(board.host)?;
+    let host = model.host(&board.host)?;
     let rates = LinkRates { model };
     let policy = Policy {
         p2p_across_sockets: host.p2p_across_sockets,
         root_complex_p2p_factor: host.root_complex_p2p_factor,
         nvls: matches!(board.fabric, GpuFabric::NvSwitch) && model.nccl_arch(gpu_model.arch)?.nvls_efficiency > 0.0,
     };
-    let mut topo = Topology::new(board.name, &board.gpu, board.host, policy);
+    let mut topo = Topology::new(board.name, &board.gpu, &board.host, policy);
     topo.description = PRESETS.iter().find(|(n, _)| *n == board.name).map(|(_, d)| d.to_string()).unwrap_or_default();
     if gpus < board::BOARD_GPUS {
         topo.description = format!("{} (first {gpus} GPUs)", topo.description);
     }
 
-    // Host: two sockets, each with its memory, joined by the socket link.
-    let sockets: Vec<NodeId> = (0..2).map(|s| topo.add_node(format!("cpu{s}"), NodeKind::CpuSocket, s)).collect();
-    let (memory_rate, channels) = rates.memory(board.host)?;
+    // Host: its sockets (two, or one on a one-socket platform), each with
+    // its memory, joined by the socket link.
+    let socket_count: u32 = if host.socket_links == 0 { 1 } else { 2 };
+    let sockets: Vec<NodeId> = (0..socket_count).map(|s| topo.add_node(format!("cpu{s}"), NodeKind::CpuSocket, s)).collect();
+    let (memory_rate, channels) = rates.memory(&board.host)?;
     for (s, &socket) in sockets.iter().enumerate() {
         let memory = topo.add_node(format!("mem{s}"), NodeKind::HostMemory, s as u32);
         topo.connect_shared(socket, memory, LinkKind::MemoryBus { channels }, memory_rate, crate::units::Time::ZERO);
     }
-    topo.connect(sockets[0], sockets[1], LinkKind::SocketLink, host.socket_link, host.socket_link_latency);
-
-    // PCIe: switches under the sockets, GPUs under the switches; the board
-    // is filled in GPU order, so a 2-GPU slice shares one switch.
-    let (pcie_rate, pcie_latency) = rates.pcie(&board.pcie_generation, 16)?;
-    let pcie = LinkKind::Pcie { generation: board.pcie_generation.clone(), lanes: 16 };
-    let switches_needed = gpus.div_ceil(board::GPUS_PER_PCIE_SWITCH);
-    let mut switches = Vec::new();
-    for s in 0..switches_needed {
-        let socket = s / board::PCIE_SWITCHES_PER_SOCKET;
-        let switch = topo.add_node(format!("pcie-sw{s}"), NodeKind::PcieSwitch, socket);
-        topo.connect(switch, sockets[socket as usize], pcie.clone(), pcie_rate, pcie_latency);
-        switches.push(switch);
+    if let [first, second] = sockets[..] {
+        topo.connect(first, second, LinkKind::SocketLink, host.socket_link(), host.socket_link_latency);
     }
-    let gpu_nodes: Vec<NodeId> = (0..gpus)
-        .map(|g| {
-            let switch = switches[(g / board::GPUS_PER_PCIE_SWITCH) as usize];
-            let socket = topo.node(switch).socket;
-            let node = topo.add_node(format!("GPU{g}"), NodeKind::Gpu, socket);
-            topo.connect(node, switch, pcie.clone(), pcie_rate, pcie_latency);
-            node
-        })
-        .collect();
+    let socket_of = |slot: u32, per_socket: u32| (slot / per_socket).min(socket_count - 1);
+
+    // PCIe: GPUs in order under the switches or root ports, so that a slice
+    // of the board's first GPUs shares what the board's first GPUs share. A
+    // link trains to the older generation of its two ends.
+    let pcie_link = |generation: String| -> Result<(LinkKind, Bandwidth, Time), String> {
+        let (rate, latency) = rates.pcie(&generation, 16)?;
+        Ok((LinkKind::Pcie { generation, lanes: 16 }, rate, latency))
+    };
+    let (uplink, uplink_rate, uplink_latency) = pcie_link(older(&board.pcie_generation, &host.pcie_generation))?;
+    let gpu_port_generation = match board.layout {
+        PcieLayout::Switches { .. } => &board.pcie_generation,
+        PcieLayout::Direct { .. } => &host.pcie_generation,
+    };
+    let (gpu_link, gpu_rate, gpu_latency) = pcie_link(older(&gpu_model.pcie_generation, gpu_port_generation))?;
+    let mut ports_used = vec![0u32; socket_count as usize];
+    let mut take_port = |socket: u32, what: &str| -> Result<(), String> {
+        ports_used[socket as usize] += 1;
+        if ports_used[socket as usize] > host.root_ports() {
+            return Err(format!(
+                "{} has {} x16 root ports a socket ({} PCIe lanes); {what} needs more: use fewer GPUs or another --host",
+                board.host,
+                host.root_ports(),
+                host.pcie_lanes
+            ));
+        }
+        Ok(())
+    };
+    let mut gpu_nodes = Vec::new();
+    match board.layout {
+        PcieLayout::Switches { gpus: per_switch, per_socket } => {
+            let mut switches = Vec::new();
+            for s in 0..gpus.div_ceil(per_switch) {
+                let socket = socket_of(s, per_socket);
+                take_port(socket, &format!("pcie-sw{s}"))?;
+                let switch = topo.add_node(format!("pcie-sw{s}"), NodeKind::PcieSwitch, socket);
+                topo.connect(switch, sockets[socket as usize], uplink.clone(), uplink_rate, uplink_latency);
+                switches.push(switch);
+            }
+            for g in 0..gpus {
+                let switch = switches[(g / per_switch) as usize];
+                let node = topo.add_node(format!("GPU{g}"), NodeKind::Gpu, topo.node(switch).socket);
+                topo.connect(node, switch, gpu_link.clone(), gpu_rate, gpu_latency);
+                gpu_nodes.push(node);
+            }
+        }
+        PcieLayout::Direct { per_socket } => {
+            for g in 0..gpus {
+                let socket = socket_of(g, per_socket);
+                take_port(socket, &format!("GPU{g}"))?;
+                let node = topo.add_node(format!("GPU{g}"), NodeKind::Gpu, socket);
+                topo.connect(node, sockets[socket as usize], gpu_link.clone(), gpu_rate, gpu_latency);
+                gpu_nodes.push(node);
+            }
+        }
+    }
 
     match board.fabric {
         GpuFabric::NvSwitch => {
@@ -326,7 +431,7 @@ mod tests {
         let model = HardwareModel::base();
         for (name, _) in PRESETS {
             for gpus in 1..=8 {
-                let topo = preset(name, &PresetOptions { gpus: Some(gpus), gpu: None }, &model)
+                let topo = preset(name, &PresetOptions { gpus: Some(gpus), gpu: None, host: None }, &model)
                     .unwrap_or_else(|e| panic!("{name} with {gpus} GPUs: {e}"));
                 assert_eq!(topo.gpus().len(), gpus as usize);
             }
@@ -359,7 +464,7 @@ mod tests {
         let model = HardwareModel::base();
         let error = preset("hgx-h300", &PresetOptions::default(), &model).unwrap_err().to_string();
         assert!(error.contains("hgx-h200") && error.contains(".toml"), "{error}");
-        let error = preset("hgx-h200", &PresetOptions { gpus: Some(9), gpu: None }, &model).unwrap_err().to_string();
+        let error = preset("hgx-h200", &PresetOptions { gpus: Some(9), gpu: None, host: None }, &model).unwrap_err().to_string();
         assert!(error.contains("1 to 8"), "{error}");
     }
 }

@@ -94,7 +94,7 @@ pub(super) fn blueprint_with(spec: &TopologySpec, last: Option<ModelSource>) -> 
             Some(format) => {
                 // An imported file names no overlays: the base and the user's.
                 let model = HardwareModel::load(&user)?;
-                let options = import::ImportOptions { gpu: spec.options.gpu.clone(), host: None };
+                let options = import::ImportOptions { gpu: spec.options.gpu.clone(), host: spec.options.host.clone() };
                 (import::parse(path, &text, format, &options, &model)?, model)
             }
             None => {

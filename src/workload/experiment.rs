@@ -58,6 +58,8 @@ pub struct ModeResult {
     pub mode: Mode,
     pub topology: String,
     pub gpu_model: String,
+    /// The host platform's key.
+    pub host: String,
     pub gpus: usize,
     pub tp: u32,
     /// How the forward ran: its caller, which kernels, which fusion.
@@ -211,6 +213,7 @@ fn mode_result(experiment: &Experiment, setup: &TensorParallel, index: usize, re
         mode: run.mode,
         topology: run.topology.name.clone(),
         gpu_model: run.topology.gpu_model.clone(),
+        host: run.topology.host.clone(),
         gpus: run.topology.gpus().len(),
         tp: run.tp,
         stack: run.stack,

@@ -446,7 +446,7 @@ mod tests {
     #[test]
     fn reusing_segments_gives_the_whole_query_graph_to_the_picosecond() {
         let model = HardwareModel::base();
-        let h20 = PresetOptions { gpus: None, gpu: Some("h20".into()) };
+        let h20 = PresetOptions { gpus: None, gpu: Some("h20".into()), host: None };
         let boards = [
             (preset("hgx-h20", &PresetOptions::default(), &model).unwrap(), Mode::Nvswitch),
             (preset("h20-nvlink-mesh", &PresetOptions::default(), &model).unwrap(), Mode::Nvlink),

@@ -373,7 +373,7 @@ pub(crate) mod tests {
 
     /// The four setups of the default experiment.
     pub(crate) fn default_setups(model: &HardwareModel) -> Vec<(Topology, Mode)> {
-        let h20 = || PresetOptions { gpus: None, gpu: Some("h20".into()) };
+        let h20 = || PresetOptions { gpus: None, gpu: Some("h20".into()), host: None };
         vec![
             (preset("hgx-h20", &PresetOptions::default(), model).unwrap(), Mode::Nvswitch),
             (preset("h20-nvlink-mesh", &PresetOptions::default(), model).unwrap(), Mode::Nvlink),

@@ -21,7 +21,7 @@ pub fn h200_measurements_path() -> PathBuf {
 pub fn preset(name: &str, gpus: Option<u32>, models: &[&str]) -> (Topology, HardwareModel) {
     let spec = TopologySpec {
         name: name.into(),
-        options: PresetOptions { gpus, gpu: None },
+        options: PresetOptions { gpus, gpu: None, host: None },
         models: models.iter().map(|m| m.to_string()).collect(),
     };
     resolve(&spec).unwrap_or_else(|e| panic!("{name}: {e}"))

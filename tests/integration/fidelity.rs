@@ -48,7 +48,7 @@ fn read(path: &Path) -> Vec<Measurement> {
 /// A preset or topology file with `gpus` GPUs; `models` are overlays after
 /// its own.
 fn board(topology: &str, gpus: u32, models: &[String]) -> (Topology, HardwareModel) {
-    let spec = TopologySpec { name: topology.into(), options: PresetOptions { gpus: Some(gpus), gpu: None }, models: models.to_vec() };
+    let spec = TopologySpec { name: topology.into(), options: PresetOptions { gpus: Some(gpus), gpu: None, host: None }, models: models.to_vec() };
     resolve(&spec).unwrap_or_else(|e| panic!("{topology}: {e}"))
 }
 
@@ -100,13 +100,17 @@ fn hold(title: &str, rows: &[Row], keep: impl Fn(&Row) -> bool, issue: Bound, mi
         let miss = misses.iter().find(|m| m.series == *name);
         let bound = miss.map_or(issue, |m| m.today);
         let verdict = match miss {
-            Some(_) if median <= issue.median && max <= issue.max => "meets the issue now: remove it from the misses",
+            Some(_) if median <= issue.median && max <= issue.max => "MEETS the issue now: remove it from the misses",
             Some(_) => "MISSES the issue's bound",
             None if median <= issue.median && max <= issue.max => "meets the issue",
             None => "MISSES the issue's bound (not listed as a miss)",
         };
         println!("{name:<52} {:>3} points  median {:>5.1}%  max {:>6.1}%  {verdict}", errors.len(), median * 100.0, max * 100.0);
-        if median > bound.median || max > bound.max {
+        if miss.is_some() && median <= issue.median && max <= issue.max {
+            // A miss kept on the list after the model meets the issue again
+            // would let the series slip back to today's figure unseen.
+            failures.push(format!("{name}: listed as a miss, but meets the issue's bound now: take it off the list"));
+        } else if median > bound.median || max > bound.max {
             failures.push(format!(
                 "{name}: median {:.1}%, max {:.1}% over {:.0}% / {:.0}%",
                 median * 100.0,
@@ -402,4 +406,54 @@ fn several_rings_on_the_h20_mesh_beat_a_single_ring() {
         multi.channels
     );
     assert!(speedup > 1.5, "rings over all links should be much faster than one ring, got {speedup:.2}x");
+}
+
+/// Public nccl-tests tables of PCIe-only servers nobody here owns
+/// (models/hardware/measurements/public-pcie/, README.md there): the table,
+/// the topology written from what its source says, and the transport NCCL
+/// used. None of them is fitted: every figure is a prediction of the
+/// shipped model (the presets' calibrated overlays, the GPUs' and hosts'
+/// datasheets, NCCL's tuner).
+const PUBLIC_PCIE: &[(&str, &str, &str)] = &[
+    ("rtx5090-8gpu-turin-p2p-patched", "turin-8x5090", "p2p"),
+    ("rtx5090-4gpu-genoa-shm", "genoa-4x5090", "shm"),
+    ("rtx4090-8gpu-rome-shm", "rome-8x4090", "shm"),
+    ("rtx4090-8gpu-rome-p2p-patched", "rome-8x4090", "p2p"),
+    ("rtx4090-6gpu-tinybox-p2p-patched", "rome-6x4090", "p2p"),
+    ("h100pcie-2gpu-nvlink-bridge", "h100pcie-bridged-pair", "nvlink"),
+];
+
+#[test]
+fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
+    // Issue 33: the median of the series' medians within 10%, the worst
+    // series within 20%, on sizes from 64 KiB. Each series is held to 20%;
+    // those that miss it are listed at today's figure (README, fidelity).
+    let folder = measurements_dir().join("public-pcie");
+    let mut rows = Vec::new();
+    for (table, topology, transport) in PUBLIC_PCIE {
+        let options = icsim::calibrate::nccl_tests::NcclTestsOptions { op: None, transport: Some(transport.to_string()) };
+        let measured = read_measurements(&folder.join(format!("{table}.txt")), &options).unwrap_or_else(|e| panic!("{e}"));
+        let gpus = measured.iter().filter_map(|m| m.ranks).max().unwrap_or(2);
+        let predicted = predict(&board(folder.join(format!("{topology}.topology.toml")).to_str().unwrap(), gpus, &[]), &measured);
+        rows.extend(predicted.into_iter().map(|r| Row { series: format!("{table}: {}", r.series), ..r }));
+    }
+    let from_64_kib = |r: &Row| r.bytes >= 64 * 1024;
+    let misses = [
+        Miss { series: "rtx4090-8gpu-rome-p2p-patched: allreduce p2p ranks=8", today: Bound { median: 0.24, max: NO_MAX } },
+        Miss { series: "h100pcie-2gpu-nvlink-bridge: allreduce nvlink ranks=2", today: Bound { median: 0.49, max: NO_MAX } },
+    ];
+    hold("public PCIe servers, NCCL choosing, from 64 KiB", &rows, from_64_kib, Bound { median: 0.20, max: NO_MAX }, &misses);
+    let mut medians: Vec<f64> = PUBLIC_PCIE
+        .iter()
+        .map(|(table, _, _)| {
+            let errors: Vec<f64> =
+                rows.iter().filter(|r| r.series.starts_with(&format!("{table}:")) && from_64_kib(r)).filter_map(|r| r.error.map(f64::abs)).collect();
+            validate::median(&errors)
+        })
+        .collect();
+    medians.sort_by(f64::total_cmp);
+    let median_of_medians = validate::median(&medians);
+    println!("median of the series' medians: {:.1}% (issue: 10%; today's figure held at 12%)", median_of_medians * 100.0);
+    assert!(median_of_medians <= 0.12, "the median of the public PCIe series' medians grew to {:.1}%", median_of_medians * 100.0);
+    assert!(median_of_medians > 0.10, "the median of the public PCIe series' medians meets the issue now: hold it at 10%");
 }

@@ -202,7 +202,7 @@ fn gb200_nvl72_is_72_gpus_on_one_nvlink_5_fabric_two_a_grace_cpu() {
     // Two GPUs of a superchip share a Grace CPU; no PCIe path joins superchips.
     assert_eq!(topo.node(topo.gpus()[2]).socket, topo.node(topo.gpus()[3]).socket);
     assert!(matches!(transport::connect(&topo, first, last, Mode::P2p), Err(TransportError::Unavailable { .. })));
-    let mut too_many = icsim::topology::PresetOptions { gpus: Some(73), gpu: None };
+    let mut too_many = icsim::topology::PresetOptions { gpus: Some(73), gpu: None, host: None };
     let error = icsim::topology::preset("gb200-nvl72", &too_many, &model).unwrap_err().to_string();
     assert!(error.contains("1 to 72"), "{error}");
     too_many.gpus = Some(1024);

@@ -121,8 +121,14 @@ enum Affinity {
     GpuNumaId,
 }
 
-const AFFINITY_COLUMNS: &[(&[&str], Affinity)] =
-    &[(&["CPU", "Affinity"], Affinity::Cpu), (&["NUMA", "Affinity"], Affinity::Numa), (&["GPU", "NUMA", "ID"], Affinity::GpuNumaId)];
+/// Header words of each column, the longer spelling first (posted matrices
+/// often shorten "NUMA Affinity" to "NUMA").
+const AFFINITY_COLUMNS: &[(&[&str], Affinity)] = &[
+    (&["CPU", "Affinity"], Affinity::Cpu),
+    (&["NUMA", "Affinity"], Affinity::Numa),
+    (&["NUMA"], Affinity::Numa),
+    (&["GPU", "NUMA", "ID"], Affinity::GpuNumaId),
+];
 
 /// The matrix as printed, restricted to GPUs.
 struct Matrix {
@@ -254,8 +260,8 @@ fn read_matrix(path: &Path, text: &str) -> Result<Matrix, ImportError> {
     Ok(matrix)
 }
 
-/// Each GPU's socket, and what said so.
-fn sockets(matrix: &Matrix) -> (Vec<u32>, &'static str) {
+/// Each GPU's NUMA domain (what nvidia-smi's SYS crosses), and what said so.
+fn domains(matrix: &Matrix) -> (Vec<u32>, &'static str) {
     if let Some(numa) = matrix.numa_affinity.iter().copied().collect::<Option<Vec<u32>>>() {
         return (numa, "NUMA affinity");
     }
@@ -282,6 +288,21 @@ fn sockets(matrix: &Matrix) -> (Vec<u32>, &'static str) {
     (sockets, "the SYS cells (the affinity columns say N/A)")
 }
 
+/// Each GPU's socket from its NUMA domain: the same where the host has as
+/// many sockets as the matrix has domains or more; where it has fewer
+/// (AMD's NPS2 and NPS4, Intel's sub-NUMA clusters split a socket into two
+/// or four nodes), the domains in order, an equal share a socket (Linux
+/// numbers one socket's nodes before the next's). Two GPUs of one socket
+/// in different domains are SYS to nvidia-smi and meet in the socket here.
+fn sockets_of(domains: &[u32], host_sockets: u32) -> Vec<u32> {
+    let count = domains.iter().max().map_or(1, |&most| most + 1);
+    if count <= host_sockets {
+        return domains.to_vec();
+    }
+    let per_socket = count.div_ceil(host_sockets);
+    domains.iter().map(|&d| d / per_socket).collect()
+}
+
 /// Connected groups of GPUs under `joined`, each labelled by its lowest GPU.
 fn groups(n: usize, joined: impl Fn(usize, usize) -> bool) -> Vec<usize> {
     let mut label: Vec<usize> = (0..n).collect();
@@ -299,7 +320,10 @@ fn groups(n: usize, joined: impl Fn(usize, usize) -> bool) -> Vec<usize> {
 pub(super) fn parse(path: &Path, text: &str, options: &ImportOptions, model: &HardwareModel) -> Result<TopologyFile, ImportError> {
     let matrix = read_matrix(path, text)?;
     let n = matrix.gpus();
-    let (sockets, socket_source) = sockets(&matrix);
+    let (domains, socket_source) = domains(&matrix);
+    let (gpu, host) =
+        (options.gpu.clone().unwrap_or_else(|| DEFAULT_GPU.into()), options.host.clone().unwrap_or_else(|| DEFAULT_HOST.into()));
+    let sockets = sockets_of(&domains, model.host(&host).map_or(2, |h| if h.socket_links == 0 { 1 } else { 2 }));
     let one_switch = groups(n, |i, j| matrix.cells[i][j] == Cell::Pix);
     let switch_tree = groups(n, |i, j| matches!(matrix.cells[i][j], Cell::Pix | Cell::Pxb));
 
@@ -311,7 +335,7 @@ pub(super) fn parse(path: &Path, text: &str, options: &ImportOptions, model: &Ha
                 Reach::OneSwitch
             } else if switch_tree[i] == switch_tree[j] {
                 Reach::SwitchTree
-            } else if sockets[i] == sockets[j] {
+            } else if domains[i] == domains[j] {
                 Reach::Socket
             } else {
                 Reach::AcrossSockets
@@ -329,8 +353,6 @@ pub(super) fn parse(path: &Path, text: &str, options: &ImportOptions, model: &Ha
         }
     }
 
-    let (gpu, host) =
-        (options.gpu.clone().unwrap_or_else(|| DEFAULT_GPU.into()), options.host.clone().unwrap_or_else(|| DEFAULT_HOST.into()));
     let gpu_links = nvlink_links(path, model, &gpu)?;
     let mut assembly = Assembly::with_sockets(&sockets.iter().copied().collect());
 
@@ -428,6 +450,21 @@ mod tests {
         let topo = build_from_file(Path::new("topo.txt"), &raw, &HardwareModel::base()).unwrap_or_else(|e| panic!("{e}"));
         let g = topo.gpus();
         g.iter().map(|&a| g.iter().map(|&b| topo.relation(a, b).to_string()).collect()).collect()
+    }
+
+    #[test]
+    fn numa_nodes_finer_than_sockets_share_the_socket_they_lie_in() {
+        // Two EPYC sockets in NPS4 (blog.chlc.cc, 8x RTX 4090): every GPU
+        // on its own NUMA node, all pairs SYS, under a short "NUMA" header.
+        let mut text = String::from("\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\tCPU Affinity\tNUMA\n");
+        for (g, node) in [3, 2, 1, 0, 7, 6, 5, 4].iter().enumerate() {
+            let cells: Vec<&str> = (0..8).map(|o| if o == g { " X " } else { "SYS" }).collect();
+            text += &format!("GPU{g}\t{}\t0-7\t{node}\n", cells.join("\t"));
+        }
+        let raw = parse_text(&text).unwrap_or_else(|e| panic!("{e}"));
+        let socket_of = |name: &str| raw.nodes.iter().find(|n| n.name == name).map(|n| n.socket);
+        assert_eq!((0..8).map(|g| socket_of(&format!("GPU{g}"))).collect::<Vec<_>>(), [0, 0, 0, 0, 1, 1, 1, 1].map(Some));
+        assert_eq!(sockets_of(&[0, 1], 2), vec![0, 1], "as many nodes as sockets: one a socket");
     }
 
     #[test]

@@ -179,6 +179,7 @@ fn resolve_mode(
     let topology_name = mode.topology.clone().unwrap_or_else(|| raw.topology.clone());
     let gpus = mode.gpus.or(raw.gpus);
     let gpu = mode.gpu.clone().or_else(|| raw.gpu.clone());
+    let host = mode.host.clone().or_else(|| raw.host.clone());
     let models = mode.models.clone().unwrap_or_else(|| raw.models.clone());
     let tp = mode.tp.unwrap_or(raw.tp);
     let selection: Selection = match mode.allreduce.as_ref().or(raw.allreduce.as_ref()) {
@@ -215,7 +216,7 @@ fn resolve_mode(
     let models: Vec<String> = models.iter().map(from_here).collect();
     // An error an overlay file names itself in is the experiment's `models`.
     let in_overlay = |message: &str| models.iter().any(|m| looks_like_file(m) && message.starts_with(&format!("{m}:")));
-    let spec = TopologySpec { name, options: PresetOptions { gpus, gpu: gpu.clone() }, models: models.clone() };
+    let spec = TopologySpec { name, options: PresetOptions { gpus, gpu: gpu.clone(), host: host.clone() }, models: models.clone() };
     let (topology, hardware) = topology::resolve_edited(&spec, edit).map_err(|error| {
         if let crate::Error::Config(unknown @ ConfigError::UnknownName { .. }) = &error {
             return source.invalid(owner(mode.models.is_some()), "models", unknown.to_string());
@@ -227,6 +228,7 @@ fn resolve_mode(
         let key = match topology_error_key(&message) {
             "gpus" => source.key(owner(mode.gpus.is_some()), "gpus"),
             "gpu" => source.key(owner(mode.gpu.is_some()), "gpu"),
+            "host" => source.key(owner(mode.host.is_some()), "host"),
             _ => source.key(owner(mode.topology.is_some()), "topology"),
         };
         ConfigError::invalid(source.path(), key, message)
@@ -325,6 +327,8 @@ fn topology_error_key(message: &str) -> &'static str {
         "gpus"
     } else if message.contains("--gpu ") || message.contains("unknown GPU model") {
         "gpu"
+    } else if message.contains("--host ") || message.contains("unknown host platform") {
+        "host"
     } else {
         "topology"
     }

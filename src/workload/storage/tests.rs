@@ -49,7 +49,7 @@ fn close(actual: f64, expected: f64, tolerance: f64) -> bool {
 #[test]
 fn one_gen4_drive_bounds_both_paths_within_a_few_percent() {
     let model = HardwareModel::base();
-    let board = preset("hgx-h200", &PresetOptions { gpus: Some(1), gpu: None }, &model).unwrap();
+    let board = preset("hgx-h200", &PresetOptions { gpus: Some(1), gpu: None, host: None }, &model).unwrap();
     let topo = board.with_drives(&DriveLayout { count: 1, drive: "gen4".into(), placement: Placement::Switch }, &model).unwrap();
     let (gds, gds_bound) = rate(&topo, &model, &read(&topo, 1, StoragePath::Gds));
     let (bounce, bounce_bound) = rate(&topo, &model, &read(&topo, 1, StoragePath::Bounce));
@@ -186,7 +186,7 @@ fn local_arrays_are_the_drives_on_the_gpus_switch_else_its_socket() {
 #[test]
 fn a_board_without_drives_says_how_to_add_them() {
     let model = HardwareModel::base();
-    let board = preset("hgx-h200", &PresetOptions { gpus: Some(2), gpu: None }, &model).unwrap();
+    let board = preset("hgx-h200", &PresetOptions { gpus: Some(2), gpu: None, host: None }, &model).unwrap();
     let bare = board.with_drives(&DriveLayout { count: 0, drive: "gen4".into(), placement: Placement::Switch }, &model).unwrap();
     let error =
         simulate(&bare, &model, &Job::restore(&bare, &llama_70b(), 2, StoragePath::Gds, JobTarget::Drives(ArrayKind::Local))).unwrap_err();
@@ -201,7 +201,7 @@ fn whole_files_on_more_drives_than_ios_in_flight_leave_drives_idle() {
     // each paying its CPU time (1.31 + 0.74 x 16 us) and the drive's 80 us
     // before its 16 MiB move at 7.4 GB/s.
     let model = HardwareModel::base();
-    let board = preset("hgx-h200", &PresetOptions { gpus: Some(1), gpu: None }, &model).unwrap();
+    let board = preset("hgx-h200", &PresetOptions { gpus: Some(1), gpu: None, host: None }, &model).unwrap();
     let topo = board.with_drives(&DriveLayout { count: 8, drive: "gen4".into(), placement: Placement::Switch }, &model).unwrap();
     let job = |striping| Job { target: JobTarget::drives(ArrayKind::Local, striping), ..read(&topo, 1, StoragePath::Gds) };
     let (striped, bound) = rate(&topo, &model, &job(Striping::Raid0));
