@@ -84,7 +84,8 @@ pub struct LlmArgs {
     /// Use the first N GPUs of the topology.
     #[arg(long)]
     gpus: Option<u32>,
-    /// GPU model for the pcie-* presets (a100, h100, h200, h20, b200).
+    /// GPU model for the pcie-* presets (a100, h100, h200, h20, b200, h100-pcie,
+    /// h200-nvl, a100-pcie, l4, l40s, rtx4090, rtx5090, rtx-pro-6000).
     #[arg(long)]
     gpu: Option<String>,
     /// Host platform for the presets (epyc-turin, spr-2s, ...).

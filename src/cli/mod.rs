@@ -60,15 +60,17 @@ enum Command {
 pub struct TopologyArgs {
     /// A preset (hgx-h100, hgx-h200, hgx-h20, hgx-b200, hgx-a100,
     /// h20-nvlink-mesh, pcie-gen3-8gpu, pcie-gen4-8gpu, pcie-gen5-8gpu,
-    /// gb200-nvl72, nvlink-fabric) or a topology file: TOML, `nvidia-smi topo
-    /// -m` output or NCCL's topology XML.
+    /// pcie-switch-8gpu, pcie-direct-8gpu, gb200-nvl72, nvlink-fabric) or a
+    /// topology file: TOML, `nvidia-smi topo -m` output or NCCL's topology
+    /// XML.
     #[arg(long, short = 't', default_value = "hgx-h200")]
     pub topology: String,
     /// Use the first N GPUs.
     #[arg(long)]
     pub gpus: Option<u32>,
-    /// GPU model (a100, h100, h200, h20, b200) for the pcie-* presets and
-    /// for imported nvidia-smi or NCCL files.
+    /// GPU model for the pcie-* presets and for imported nvidia-smi or NCCL
+    /// files (a100, h100, h200, h20, b200; h100-pcie, h200-nvl, a100-pcie,
+    /// l4, l40s, rtx4090, rtx5090, rtx-pro-6000).
     #[arg(long)]
     pub gpu: Option<String>,
     /// Host platform (CPU sockets, their link, memory and PCIe lanes) for

@@ -4,15 +4,16 @@
 //! and the measured kernels that have their own achieved rates and floors
 //! (`[gpu.NAME.compute.kernel.KIND]` for the inference engines' fused
 //! kernels, `[gpu.NAME.compute.aten.KIND]` for PyTorch's eager operators).
-//! Plain data and its validation; the roofline itself is
-//! `workload::compute`'s.
+//! Plain data, its validation, and how a GPU's table is completed from
+//! the GPU of its die (`compute_like`) or the base file's prior; the
+//! roofline itself is `workload::compute`'s.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, ConfigResult, check_range};
+use super::{ConfigError, ConfigResult, check_range, merge_tables};
 use crate::units::{Bandwidth, Time};
 
 /// Whose implementation runs a forward's elementwise kernels: its achieved
@@ -172,6 +173,64 @@ impl ComputeEfficiency {
         }
         Ok(())
     }
+}
+
+/// The compute table of the GPU `name` names in one layer's `table`.
+pub(super) fn prior_compute(table: &toml::Table, name: &toml::Value) -> Result<toml::Table, String> {
+    let name = name.as_str().ok_or_else(|| format!("expected a GPU's name, found {}", name.type_str()))?;
+    match table.get("gpu").and_then(|g| g.get(name)).and_then(|g| g.get("compute")) {
+        Some(toml::Value::Table(compute)) => Ok(compute.clone()),
+        _ => Err(format!("no [gpu.{name}.compute] in the same file")),
+    }
+}
+
+/// Gives every GPU of the merged model its whole compute table: a GPU's
+/// own `compute` keys over those of the GPU it names in `compute_like`
+/// (same die: same kernels, clocks and power behaviour, unless a
+/// measurement of its own says otherwise), or over `compute_prior` where it
+/// names none (the base file's `compute_prior`: its own table of one GPU,
+/// before any fit). Done after every overlay is merged, so that what a fit
+/// measures on one GPU reaches the GPUs of its die.
+pub(super) fn resolve_compute(merged: &mut toml::Table, prior: toml::Table, path: &Path) -> ConfigResult<()> {
+    let Some(toml::Value::Table(gpus)) = merged.get("gpu") else { return Ok(()) };
+    let own = |name: &str| -> toml::Table {
+        match gpus.get(name).and_then(|g| g.get("compute")) {
+            Some(toml::Value::Table(compute)) => compute.clone(),
+            _ => toml::Table::new(),
+        }
+    };
+    let mut resolved = BTreeMap::new();
+    for name in gpus.keys() {
+        // Follow the chain of `compute_like` to its end, refusing loops.
+        let mut chain = vec![name.clone()];
+        while let Some(like) = gpus.get(chain.last().expect("the chain starts with the GPU")).and_then(|g| g.get("compute_like")) {
+            let key = format!("gpu.{}.compute_like", chain.last().expect("non-empty"));
+            let Some(like) = like.as_str() else {
+                return Err(ConfigError::invalid(path, key, format!("expected a GPU's name, found {}", like.type_str())));
+            };
+            if !gpus.contains_key(like) {
+                let known: Vec<&str> = gpus.keys().map(String::as_str).collect();
+                return Err(ConfigError::invalid(path, key, format!("unknown GPU model {like:?}; known: {}", known.join(", "))));
+            }
+            if chain.iter().any(|seen| seen == like) {
+                return Err(ConfigError::invalid(path, key, format!("{like:?} leads back to {name:?}: a GPU's compute cannot be like itself")));
+            }
+            chain.push(like.to_string());
+        }
+        let mut compute = prior.clone();
+        for link in chain.iter().rev() {
+            merge_tables(&mut compute, own(link));
+        }
+        resolved.insert(name.clone(), compute);
+    }
+    if let Some(toml::Value::Table(gpus)) = merged.get_mut("gpu") {
+        for (name, compute) in resolved {
+            if let Some(toml::Value::Table(gpu)) = gpus.get_mut(&name) {
+                gpu.insert("compute".into(), toml::Value::Table(compute));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! and records where its numbers came from.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -13,7 +13,9 @@ pub use super::compute::{ComputeEfficiency, KernelEfficiency, Library};
 pub use super::cta::{CtaModel, CtaRates, ElementAdds};
 pub use super::nccl_model::{NcclArch, NcclModel, ProtocolTriple, TreeCorrection};
 use super::storage::{DriveModel, StorageModel};
+use super::compute::{prior_compute, resolve_compute};
 use super::{ConfigError, ConfigResult, merge_tables, parse_toml, read_text};
+pub use super::parts::{HostPlatform, PcieSwitchChip};
 use crate::units::{Bandwidth, Bytes, Time};
 
 /// Model files shipped inside the binary, so that it runs from any folder.
@@ -55,68 +57,6 @@ pub struct NvlinkGeneration {
     /// Fraction of the line rate that a large DMA copy reaches.
     pub efficiency: f64,
     pub hop_latency: Time,
-}
-
-/// A server platform: CPU sockets, their interconnect and memory.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct HostPlatform {
-    pub description: String,
-    /// "intel", "amd" or "nvidia" (Grace): NCCL charges peer-to-peer
-    /// traffic through an Intel root complex extra.
-    pub vendor: String,
-    /// Links joining two sockets (UPI, xGMI, NVLink-C2C); 0 on a platform
-    /// of one socket.
-    pub socket_links: u32,
-    /// Lanes of one such link.
-    pub socket_link_lanes: u32,
-    /// What one lane carries each way, raw.
-    pub socket_link_lane_rate: Bandwidth,
-    /// The share of the raw rate one direction carries.
-    pub socket_link_efficiency: f64,
-    pub socket_link_latency: Time,
-    pub memory_channels: u32,
-    pub memory_channel_rate: Bandwidth,
-    /// Fraction of peak memory bandwidth a streaming copy reaches.
-    pub memory_efficiency: f64,
-    /// Peer-to-peer DMA through the root complex runs at this fraction of
-    /// the narrowest link.
-    pub root_complex_p2p_factor: f64,
-    /// PCIe lanes of one socket: its root ports, x16 each, bound what a
-    /// preset hangs on it directly.
-    pub pcie_lanes: u32,
-    /// The generation of those lanes.
-    pub pcie_generation: String,
-    /// Whether the platform lets PCIe peer-to-peer cross sockets.
-    pub p2p_across_sockets: bool,
-    /// NCCL's model of the socket link, GB/s.
-    pub nccl_socket_gbps: f64,
-}
-
-/// A PCIe switch chip: its lanes (shared by the logical switches it may be
-/// split into) and what crossing it takes.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct PcieSwitchChip {
-    pub description: String,
-    /// The generation of its ports (`gen4`, `gen5`).
-    pub generation: String,
-    pub lanes: u32,
-    /// Port to port, cut-through.
-    pub hop_latency: Time,
-}
-
-impl HostPlatform {
-    /// What the links between two sockets carry each way together: links x
-    /// lanes x the lane rate x the efficiency (nothing on one socket).
-    pub fn socket_link(&self) -> Bandwidth {
-        self.socket_link_lane_rate.scaled(f64::from(self.socket_links) * f64::from(self.socket_link_lanes) * self.socket_link_efficiency)
-    }
-
-    /// The x16 root ports of one socket.
-    pub fn root_ports(&self) -> u32 {
-        self.pcie_lanes / 16
-    }
 }
 
 /// A GPU: its links and its roofline.
@@ -409,59 +349,6 @@ pub struct HardwareModel {
     pub provenance: Vec<Provenance>,
 }
 
-/// Gives every GPU of the merged model its whole compute table: a GPU's
-/// own `compute` keys over those of the GPU it names in `compute_like`
-/// (same die: same kernels, clocks and power behaviour, unless a
-/// measurement of its own says otherwise), or over `compute_prior` where it
-/// names none. Done after every overlay is merged, so that what a fit
-/// measures on one GPU reaches the GPUs of its die.
-fn resolve_compute(merged: &mut toml::Table, path: &Path) -> ConfigResult<()> {
-    let prior = match merged.remove("compute_prior") {
-        Some(toml::Value::Table(prior)) => prior,
-        Some(other) => return Err(ConfigError::invalid(path, "compute_prior", format!("expected a table, found {}", other.type_str()))),
-        None => toml::Table::new(),
-    };
-    let Some(toml::Value::Table(gpus)) = merged.get("gpu") else { return Ok(()) };
-    let own = |name: &str| -> toml::Table {
-        match gpus.get(name).and_then(|g| g.get("compute")) {
-            Some(toml::Value::Table(compute)) => compute.clone(),
-            _ => toml::Table::new(),
-        }
-    };
-    let mut resolved = BTreeMap::new();
-    for name in gpus.keys() {
-        // Follow the chain of `compute_like` to its end, refusing loops.
-        let mut chain = vec![name.clone()];
-        while let Some(like) = gpus.get(chain.last().expect("the chain starts with the GPU")).and_then(|g| g.get("compute_like")) {
-            let key = format!("gpu.{}.compute_like", chain.last().expect("non-empty"));
-            let Some(like) = like.as_str() else {
-                return Err(ConfigError::invalid(path, key, format!("expected a GPU's name, found {}", like.type_str())));
-            };
-            if !gpus.contains_key(like) {
-                let known: Vec<&str> = gpus.keys().map(String::as_str).collect();
-                return Err(ConfigError::invalid(path, key, format!("unknown GPU model {like:?}; known: {}", known.join(", "))));
-            }
-            if chain.iter().any(|seen| seen == like) {
-                return Err(ConfigError::invalid(path, key, format!("{like:?} leads back to {name:?}: a GPU's compute cannot be like itself")));
-            }
-            chain.push(like.to_string());
-        }
-        let mut compute = prior.clone();
-        for link in chain.iter().rev() {
-            merge_tables(&mut compute, own(link));
-        }
-        resolved.insert(name.clone(), compute);
-    }
-    if let Some(toml::Value::Table(gpus)) = merged.get_mut("gpu") {
-        for (name, compute) in resolved {
-            if let Some(toml::Value::Table(gpu)) = gpus.get_mut(&name) {
-                gpu.insert("compute".into(), toml::Value::Table(compute));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Where a model layer comes from: shipped in the binary, or a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModelSource {
@@ -513,9 +400,15 @@ impl HardwareModel {
         // rather than replacing it, so that no fit's coverage is lost.
         let mut provenance = toml::value::Array::new();
         let mut last = base.label();
+        // The compute a GPU of an unmeasured die starts from: the base
+        // layer's table of the GPU it names, before any fit.
+        let mut prior = None;
         for source in std::iter::once(&base).chain(overlays) {
             let text = layer_text(source)?;
             let mut table: toml::Table = parse_toml(&source.label(), &text)?;
+            if let Some(name) = table.remove("compute_prior") {
+                prior = Some(prior_compute(&table, &name).map_err(|message| ConfigError::invalid(source.label(), "compute_prior", message))?);
+            }
             match table.remove("provenance") {
                 Some(toml::Value::Array(entries)) => provenance.extend(entries),
                 Some(other) => {
@@ -531,7 +424,7 @@ impl HardwareModel {
             last = source.label();
         }
         merged.insert("provenance".into(), toml::Value::Array(provenance));
-        resolve_compute(&mut merged, &last)?;
+        resolve_compute(&mut merged, prior.unwrap_or_default(), &last)?;
         let layers: Vec<String> = std::iter::once(&base).chain(overlays).map(|s| s.label().display().to_string()).collect();
         // The error names the table and key it stopped at ("nvlink.gen9"),
         // which the merged table has lost its lines for.

@@ -6,6 +6,7 @@ pub mod compute;
 mod cta;
 pub mod experiment;
 pub mod hardware;
+mod parts;
 mod hardware_checks;
 pub mod llm;
 mod nccl_model;

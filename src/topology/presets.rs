@@ -363,6 +363,17 @@ fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, St
                 }
             }
         }
+        // A PCIe board's cards that have NVLink carry a bridge to their
+        // neighbour (GPU0-GPU1, GPU2-GPU3, ...) with all their links: the
+        // H100 PCIe's and A100 PCIe's two-card bridges, the H200 NVL's
+        // two-way one (NVIDIA's datasheets).
+        GpuFabric::None if gpu_model.nvlink_links > 0 => {
+            let links = gpu_model.nvlink_links;
+            let (rate, latency) = rates.nvlink(&gpu_model.nvlink_generation, links)?;
+            for pair in gpu_nodes.chunks_exact(2) {
+                topo.connect(pair[0], pair[1], LinkKind::NvLink { generation: gpu_model.nvlink_generation.clone(), links }, rate, latency);
+            }
+        }
         GpuFabric::None => {}
     }
     if let Some(layout) = super::preset_drives(board.name) {

@@ -64,8 +64,9 @@ fn one_gen4_drive_bounds_both_paths_within_a_few_percent() {
 }
 
 /// One Gen5 GPU on a switch with four Gen5 drives beside it, four more on a
-/// switch of the other socket; socket 0's memory bus at `memory`.
-fn one_gpu_board(host: &str, memory: &str) -> (Topology, HardwareModel) {
+/// switch of the other socket; socket 0's memory bus at `memory`, the
+/// socket link at `socket` (both the host's where empty).
+fn one_gpu_board(host: &str, memory: &str, socket: &str) -> (Topology, HardwareModel) {
     let text = format!(
         r#"
 name = "one-gpu"
@@ -83,7 +84,7 @@ node = [
 ]
 link = [
   {{ from = "cpu0", to = "mem0", kind = "memory"{memory} }}, {{ from = "cpu1", to = "mem1", kind = "memory" }},
-  {{ from = "cpu0", to = "cpu1", kind = "socket" }},
+  {{ from = "cpu0", to = "cpu1", kind = "socket"{socket} }},
   {{ from = "sw0", to = "cpu0", kind = "pcie", generation = "gen5" }}, {{ from = "sw1", to = "cpu1", kind = "pcie", generation = "gen5" }},
   {{ from = "GPU0", to = "sw0", kind = "pcie", generation = "gen5" }},
   {{ from = "near0", to = "sw0", kind = "pcie", generation = "gen5", lanes = 4 }}, {{ from = "near1", to = "sw0", kind = "pcie", generation = "gen5", lanes = 4 }},
@@ -118,7 +119,7 @@ fn stream_rate(topo: &Topology, model: &HardwareModel, stream: &Stream) -> (f64,
 fn enough_drives_let_gds_fill_the_gpu_link_while_bounce_is_capped_by_host_memory_and_the_socket_link() {
     // Four Gen5 drives read 58 GB/s; the GPU's Gen5 x16 link carries
     // 16 x 3.938 x 0.878 = 55.32 GB/s: GDS fills it.
-    let (topo, model) = one_gpu_board("spr-2s", r#", bandwidth = "24GB/s""#);
+    let (topo, model) = one_gpu_board("spr-2s", r#", bandwidth = "24GB/s""#, "");
     let gpu_link = 16.0 * 3.938 * 0.878;
     let (gds, limit) = stream_rate(&topo, &model, &read_from(&topo, "near", StoragePath::Gds));
     assert!(close(gds, gpu_link, 0.01) && limit == Limit::GpuLink, "gds {gds} {limit}");
@@ -127,9 +128,9 @@ fn enough_drives_let_gds_fill_the_gpu_link_while_bounce_is_capped_by_host_memory
     let (bounce, limit) = stream_rate(&topo, &model, &read_from(&topo, "near", StoragePath::Bounce));
     assert!(close(bounce, 12.0, 0.02) && limit == Limit::HostMemory, "bounce {bounce} {limit}");
     // With the bounce buffer on the GPU's socket, drives on the other
-    // socket send every byte over its 22 GB/s link (Sapphire Rapids; GDS is
-    // refused across sockets on Intel and bounces too).
-    let (topo, model) = one_gpu_board("spr-2s", "");
+    // socket send every byte over the socket link, held here at 22 GB/s
+    // (GDS is refused across sockets on Intel and bounces too).
+    let (topo, model) = one_gpu_board("spr-2s", "", r#", bandwidth = "22GB/s""#);
     for path in [StoragePath::Bounce, StoragePath::Gds] {
         let (far, limit) = stream_rate(&topo, &model, &read_from(&topo, "far", path));
         println!("{path} from the other socket: {far:.2} GB/s ({limit})");
@@ -140,8 +141,8 @@ fn enough_drives_let_gds_fill_the_gpu_link_while_bounce_is_capped_by_host_memory
 
 #[test]
 fn drives_across_sockets_get_their_share_of_the_socket_link() {
-    // AMD lets GDS cross sockets, over a 16 GB/s link (NCCL's AMD figure).
-    let (topo, model) = one_gpu_board("epyc-2s", "");
+    // AMD lets GDS cross sockets, over a socket link held here at 16 GB/s.
+    let (topo, model) = one_gpu_board("epyc-2s", "", r#", bandwidth = "16GB/s""#);
     let (near, _) = stream_rate(&topo, &model, &read_from(&topo, "near", StoragePath::Gds));
     let (far, limit) = stream_rate(&topo, &model, &read_from(&topo, "far", StoragePath::Gds));
     assert!(close(far, 16.0, 0.01) && limit == Limit::SocketLink, "far {far} {limit}");
