@@ -108,6 +108,7 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
     }
     let algorithms = &args.algo.0;
     let cases: Vec<(Bytes, Choice<Algorithm>)> = sizes.iter().flat_map(|&b| algorithms.iter().map(move |&a| (b, a))).collect();
+    let bar = super::progress_bar(cases.len() as u64, "simulating {bar:40} {pos}/{len} sizes and algorithms, {elapsed}");
     let outcomes: Vec<Result<Outcome, CollectiveError>> = cases
         .par_iter()
         .map(|&(bytes, algorithm)| {
@@ -119,9 +120,12 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
                 element: args.dtype.element,
                 ..Request::new(args.op, bytes, ranks.clone(), args.transport)
             };
-            collective::simulate(&topo, &model, request)
+            let outcome = collective::simulate(&topo, &model, request);
+            bar.inc(1);
+            outcome
         })
         .collect();
+    bar.finish_and_clear();
     for (outcome, (bytes, _)) in outcomes.iter().zip(&cases) {
         if let Ok(outcome) = outcome {
             checks::within_clock(outcome.time, &format!("{} of {bytes}", args.op), &topo)?;

@@ -227,19 +227,21 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
         Format::Table => emit(&table(&result, &records))?,
         format => emit(&report::render(&records, format))?,
     }
+    // Results and plots in one folder are one set of files (see
+    // `report::files`); plots in a folder of their own, a set of their own.
     let mut written = Vec::new();
-    // The plots first: a figure that cannot be drawn leaves no results
-    // beside it that look like a complete run.
-    if let Some(dir) = plots {
-        written.extend(figures::write_all(&result, dir)?);
+    if let Some(dir) = plots.filter(|&dir| Some(dir) != out) {
+        written.extend(report::files::write_set(dir, |set| figures::write_all(&result, set.staging()), cannot(dir))?);
     }
     if let Some(dir) = out {
-        for (name, format) in [("results.json", Format::Json), ("results.csv", Format::Csv)] {
-            let path = dir.join(name);
-            report::files::write_whole(&path, report::render(&records, format))
-                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-            written.push(path);
-        }
+        let fill = |set: &report::files::FileSet| {
+            let mut staged = if plots == Some(dir) { figures::write_all(&result, set.staging())? } else { Vec::new() };
+            for (name, format) in [("results.json", Format::Json), ("results.csv", Format::Csv)] {
+                staged.push(set.write(name, report::render(&records, format)).map_err(cannot(dir))?);
+            }
+            Ok(staged)
+        };
+        written.extend(report::files::write_set(dir, fill, cannot(dir))?);
     }
     if !written.is_empty() {
         let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
@@ -248,6 +250,11 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
         if output.format == Format::Table { emit(&format!("\n{note}\n"))? } else { eprintln!("{note}") }
     }
     Ok(())
+}
+
+/// The error of a failed file operation on the results in `dir`.
+fn cannot(dir: &Path) -> impl Fn(std::io::Error) -> anyhow::Error + '_ {
+    move |e| anyhow::anyhow!("cannot write the results in {}: {e}", dir.display())
 }
 
 /// Prints to stdout; a reader that went away (`| head`) is not an error.

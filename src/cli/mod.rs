@@ -172,12 +172,17 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
 }
 
 /// A bar on stderr drawn with indicatif's `template`, only when stderr is
-/// a terminal.
+/// a terminal; redrawn every fifth of a second, so that a long step (one
+/// collective on thousands of GPUs) still shows its time going by.
 pub fn progress_bar(steps: u64, template: &str) -> ProgressBar {
-    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    let terminal = std::io::stderr().is_terminal();
+    let target = if terminal { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
     let bar = ProgressBar::with_draw_target(Some(steps), target);
     if let Ok(style) = ProgressStyle::with_template(template) {
         bar.set_style(style);
+    }
+    if terminal {
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
     }
     bar
 }

@@ -1,7 +1,8 @@
 //! `icsim sweep SWEEP.toml [--jobs N] [--shard I/N]` and `icsim sweep merge
 //! DIR...`: runs a sweep's points (or one shard of them) with a progress
-//! bar, writes results.csv, results.jsonl and sweep.json, and for a whole
-//! sweep (or merged shards) ranks the points and draws the plots. The
+//! bar, writes sweep.json, results.jsonl and results.csv, and for a whole
+//! sweep (or merged shards) ranks the points and draws the plots, all as
+//! one set of files. The
 //! library does the work.
 
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use super::{BadInput, progress_bar};
 use icsim::report::Record;
 use icsim::sweep::axes::Shard;
 use icsim::sweep::output::{self, Manifest};
-use icsim::sweep::{Sweep, figures, run as runner};
+use icsim::sweep::{Sweep, run as runner};
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -96,7 +97,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
     if shard == Shard::WHOLE {
         return finish(&manifest, rows, &dir);
     }
-    let written = output::write(&dir, &manifest, &rows).map_err(anyhow::Error::msg)?;
+    let written = output::write(&dir, &manifest, &rows, false).map_err(anyhow::Error::msg)?;
     emit(&format!("wrote {}\njoin the shards with: icsim sweep merge <their folders> (all {} of them)\n", names(&written), shard.count))
 }
 
@@ -104,8 +105,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
 fn finish(manifest: &Manifest, mut rows: Vec<Record>, dir: &std::path::Path) -> Result<()> {
     let goal = manifest.goal().map_err(anyhow::Error::msg)?;
     output::rank(&goal, &mut rows);
-    let mut written = output::write(dir, manifest, &rows).map_err(anyhow::Error::msg)?;
-    written.extend(figures::write_plots(dir, manifest, &rows).map_err(anyhow::Error::msg)?);
+    let written = output::write(dir, manifest, &rows, true).map_err(anyhow::Error::msg)?;
     emit(&format!("\n{}\nwrote {}\n", output::summary(manifest, &rows, &goal), names(&written)))
 }
 

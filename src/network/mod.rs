@@ -264,6 +264,26 @@ impl Network {
             self.schedule(slot, at);
             return;
         }
+        // Fast path: alone on every link it crosses, the flow is a component
+        // of its own, and progressive filling gives it its narrowest link's
+        // share or its cap at once: the same arithmetic without the search.
+        if !self.full_recompute && path.links.iter().all(|l| self.links[l.index()].flows.iter().all(|&f| f == slot)) {
+            let flow = &self.flows[slot as usize];
+            let share = path
+                .links
+                .iter()
+                .map(|l| {
+                    let state = &self.links[l.index()];
+                    state.capacity / f64::from(state.flows.len() as u32 * flow.copies)
+                })
+                .fold(f64::INFINITY, f64::min)
+                .min(flow.cap);
+            self.rerate(now, slot, share);
+            for &link in path.links.iter() {
+                self.settle_allocated(link.0);
+            }
+            return;
+        }
         let mut seeds = std::mem::take(&mut self.scratch_seeds);
         seeds.clear();
         seeds.extend_from_slice(&path.links);
@@ -337,19 +357,32 @@ impl Network {
                 flow.rate = flow.next_rate;
                 continue;
             }
-            let elapsed = (now - flow.updated).as_secs();
-            flow.remaining = (flow.remaining - flow.rate * elapsed).max(0.0);
-            flow.updated = now;
-            flow.rate = flow.next_rate;
-            let drain_ps = (flow.remaining * 1e12 / flow.rate).ceil();
-            self.schedule(slot, now + Time(drain_ps as u64));
+            let rate = flow.next_rate;
+            self.rerate(now, slot, rate);
         }
         for &link in &component_links {
-            let allocated = self.links[link as usize].flows.iter().map(|&f| self.flows[f as usize].total_rate()).sum();
-            self.links[link as usize].allocated = allocated;
+            self.settle_allocated(link);
         }
         self.scratch_links = component_links;
         self.scratch_flows = component_flows;
+    }
+
+    /// Brings a flow's remaining bytes up to `now` at its old rate, gives it
+    /// `rate` and schedules when its last byte leaves.
+    fn rerate(&mut self, now: Time, slot: u32, rate: f64) {
+        let flow = &mut self.flows[slot as usize];
+        let elapsed = (now - flow.updated).as_secs();
+        flow.remaining = (flow.remaining - flow.rate * elapsed).max(0.0);
+        flow.updated = now;
+        flow.rate = rate;
+        let drain_ps = (flow.remaining * 1e12 / flow.rate).ceil();
+        self.schedule(slot, now + Time(drain_ps as u64));
+    }
+
+    /// Sets a link's allocated rate to the sum of its flows' rates.
+    fn settle_allocated(&mut self, link: u32) {
+        let allocated = self.links[link as usize].flows.iter().map(|&f| self.flows[f as usize].total_rate()).sum();
+        self.links[link as usize].allocated = allocated;
     }
 
     /// Max-min fairness by progressive filling: raise all unfrozen rates

@@ -1,8 +1,10 @@
 //! A sweep's files and shards: `sweep.json` (what the sweep is: its
 //! fingerprint, points, shard, columns, goal and plots), `results.jsonl` and
-//! `results.csv`; merging the shards of one sweep back into one result (each
-//! shard exactly once, rows in point order), ranking the points that meet
-//! the goal, and the summary a run prints. Draws through `figures`.
+//! `results.csv` (every row ending with the fingerprint), written as one set;
+//! merging the shards of one sweep back into one result (each shard exactly
+//! once, its rows all of its manifest's sweep, rows in point order), ranking
+//! the points that meet the goal, and the summary a run prints. Draws
+//! through `figures`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -83,26 +85,49 @@ pub fn rank(goal: &Goal, rows: &mut [Record]) {
     }
 }
 
-/// Writes the manifest, the rows as JSON Lines and as CSV into `dir`
-/// (creating it), each file whole.
-pub fn write(dir: &Path, manifest: &Manifest, rows: &[Record]) -> Result<Vec<PathBuf>, String> {
+/// The column that says which sweep a row belongs to: its fingerprint,
+/// last in every row of results.jsonl and results.csv.
+pub const FINGERPRINT: &str = "fingerprint";
+
+/// Writes the manifest, the rows as JSON Lines and as CSV, each row ending
+/// with the sweep's fingerprint, and with `plots` the manifest's plots, into
+/// `dir` (creating it) as one set (see `report::files`): a run killed midway
+/// leaves the previous set or this one.
+pub fn write(dir: &Path, manifest: &Manifest, rows: &[Record], plots: bool) -> Result<Vec<PathBuf>, String> {
+    let rows: Vec<Record> = rows
+        .iter()
+        .map(|row| {
+            let mut row = row.clone();
+            row.shift_remove(FINGERPRINT);
+            row.insert(FINGERPRINT.into(), Value::String(manifest.fingerprint.clone()));
+            row
+        })
+        .collect();
     let lines: String = rows.iter().map(|row| serde_json::to_string(row).expect("rows are plain JSON") + "\n").collect();
     let files = [
         (MANIFEST, serde_json::to_string_pretty(manifest).expect("a manifest is plain JSON") + "\n"),
         (ROWS, lines),
-        (TABLE, report::render(rows, Format::Csv)),
+        (TABLE, report::render(&rows, Format::Csv)),
     ];
-    files
-        .into_iter()
-        .map(|(name, text)| {
-            let path = dir.join(name);
-            report::files::write_whole(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            Ok(path)
-        })
-        .collect()
+    let cannot = |e: std::io::Error| format!("cannot write the results in {}: {e}", dir.display());
+    report::files::write_set(
+        dir,
+        |set| {
+            let mut written = Vec::new();
+            for (name, text) in files {
+                written.push(set.write(name, text).map_err(cannot)?);
+            }
+            if plots {
+                written.extend(super::figures::write_plots(set.staging(), manifest, &rows)?);
+            }
+            Ok(written)
+        },
+        cannot,
+    )
 }
 
 fn read_manifest(dir: &Path) -> Result<Manifest, String> {
+    report::files::recover(dir).map_err(|e| format!("cannot finish what a killed run left in {}: {e}", dir.display()))?;
     let path = dir.join(MANIFEST);
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read {}: {e} (is {} a sweep's output folder?)", path.display(), dir.display()))?;
@@ -120,6 +145,38 @@ fn read_rows(dir: &Path) -> Result<Vec<Record>, String> {
             _ => Err(format!("{}: line {} is not a JSON object", path.display(), n + 1)),
         })
         .collect()
+}
+
+/// Refuses a shard whose results.jsonl or results.csv holds a row that is
+/// not of the sweep its manifest names (a run of another sweep killed
+/// midway, a file copied in), naming the file, the line and the two
+/// fingerprints.
+fn belongs(dir: &Path, manifest: &Manifest) -> Result<(), String> {
+    let expected = &manifest.fingerprint;
+    let refuse = |name: &str, line: usize, found: &str| {
+        Err(format!(
+            "{}: line {line} belongs to sweep {found}, not to {} ({expected}) that {} names: rerun this shard",
+            dir.join(name).display(),
+            manifest.sweep.display(),
+            dir.join(MANIFEST).display()
+        ))
+    };
+    for (n, row) in read_rows(dir)?.iter().enumerate() {
+        let found = row.get(FINGERPRINT).and_then(Value::as_str).unwrap_or("(no fingerprint)");
+        if found != expected {
+            return refuse(ROWS, n + 1, found);
+        }
+    }
+    let path = dir.join(TABLE);
+    let table = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    for (n, line) in table.lines().enumerate() {
+        let last = line.rsplit(',').next().unwrap_or_default();
+        let wanted = if n == 0 { FINGERPRINT } else { expected.as_str() };
+        if last != wanted {
+            return refuse(TABLE, n + 1, if n == 0 { "(no fingerprint column)" } else { last });
+        }
+    }
+    Ok(())
 }
 
 fn point_of(row: &Record) -> Option<usize> {
@@ -152,6 +209,7 @@ pub fn merge(dirs: &[PathBuf]) -> Result<(Manifest, Vec<Record>), String> {
         if let Some(other) = seen.insert(shard.shard.index, dir) {
             return Err(format!("shard {} is given twice: {} and {}", shard.shard, other.display(), dir.display()));
         }
+        belongs(dir, &shard)?;
         for row in read_rows(dir)? {
             match point_of(&row) {
                 Some(point) if shard.shard.contains(point) && point < manifest.points => rows.push(row),

@@ -2,7 +2,7 @@
 //! simulation to the picosecond; a collective streamed as it runs gives the
 //! schedule of its tasks written out, with memory flat in the number of
 //! chunks; the GB200 NVL72 preset and its check against the public NVL72
-//! allreduce bus bandwidth.
+//! allreduce bus bandwidth; 4,096 GPUs under PCIe switches finishing.
 
 use proptest::prelude::*;
 
@@ -297,4 +297,49 @@ fn a_ring_on_256_gpus_moves_what_the_analytical_ring_says() {
     assert!(outcome.time > bound, "{} against the bound {bound}", outcome.time);
     let (_, utilisation) = collective::busiest_link(&topo, &outcome.usage, outcome.time).unwrap();
     assert!(utilisation <= 1.0, "{utilisation}");
+}
+
+/// A topology file of `gpus` H100s under PCIe switches of 32 GPUs each,
+/// all on one CPU socket with its memory.
+fn pcie_switches(gpus: usize) -> String {
+    let mut nodes = vec!["{ name = \"cpu0\", kind = \"cpu\" }".to_string(), "{ name = \"mem0\", kind = \"memory\" }".into()];
+    let mut links = vec!["{ from = \"cpu0\", to = \"mem0\", kind = \"memory\" }".to_string()];
+    for switch in 0..gpus / 32 {
+        nodes.push(format!("{{ name = \"sw{switch}\", kind = \"pcie-switch\" }}"));
+        links.push(format!("{{ from = \"sw{switch}\", to = \"cpu0\", kind = \"pcie\" }}"));
+    }
+    for gpu in 0..gpus {
+        nodes.push(format!("{{ name = \"GPU{gpu}\", kind = \"gpu\" }}"));
+        links.push(format!("{{ from = \"GPU{gpu}\", to = \"sw{}\", kind = \"pcie\" }}", gpu / 32));
+    }
+    format!(
+        "name = \"pcie-{gpus}\"\ngpu = \"h100\"\nhost = \"spr-2s\"\nnode = [\n{}\n]\nlink = [\n{}\n]\n",
+        nodes.join(",\n"),
+        links.join(",\n")
+    )
+}
+
+#[test]
+fn a_1_mib_allreduce_on_4096_gpus_under_pcie_switches_finishes() {
+    // A hang guard, not a speed target: the README's Performance section
+    // says how long it takes.
+    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("pcie-4096.toml");
+    std::fs::write(&file, pcie_switches(4096)).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_icsim"))
+        .args(["collective", "--topology", file.to_str().unwrap(), "--op", "allreduce", "--sizes", "1MiB", "--format", "json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("a 1 MiB allreduce on 4,096 GPUs under PCIe switches ran past 300 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["results"][0]["transport"], "shm+p2p", "{json}");
 }

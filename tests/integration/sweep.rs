@@ -1,5 +1,7 @@
 //! `icsim sweep` and `icsim diff` end to end: the same CSV whatever the
-//! thread count and however the points are sharded, merge errors, every
+//! thread count and however the points are sharded, merge errors, a run
+//! killed at each file operation leaving the old set of files or the new
+//! one, merge refusing result files of another sweep, every
 //! shipped sweep, sweep file errors, and what a diff names as the
 //! bottleneck before and after.
 
@@ -59,6 +61,95 @@ fn one_and_two_threads_write_the_same_csv_and_four_merged_shards_too() {
         let error = failed(&output);
         assert!(error.contains(expected) && output.status.code() == Some(2), "{error}");
     }
+}
+
+/// Every entry of `dir` by name: a file's bytes, a folder as empty.
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| {
+            let path = entry.expect("a folder entry").path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, if path.is_dir() { Vec::new() } else { std::fs::read(&path).unwrap() })
+        })
+        .collect()
+}
+
+/// The small sweep with another description, other batches and no pareto
+/// plot: another fingerprint, other rows and fewer files.
+fn another_sweep(dir: &Path) -> String {
+    let text = read(Path::new(SMALL))
+        .replace("description = \"test:", "description = \"test B:")
+        .replace("values = [1, 2]", "values = [1, 3]")
+        .replace("[[plot]]\nkind = \"pareto\"\nname = \"pareto\"", "");
+    let path = dir.join("b.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_sweep_killed_at_any_file_operation_leaves_the_old_set_or_the_new_one() {
+    let dir = scratch("killed");
+    let (out, fresh, merged) = (dir.join("out"), dir.join("fresh"), dir.join("merged"));
+    let b = another_sweep(&dir);
+    // A temporary file of an earlier killed run (its process is gone).
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join(".results.4194303-0.partial.csv"), "half").unwrap();
+    run(&["sweep", SMALL, "--jobs", "1", "--out", out.to_str().unwrap()]);
+    let old = snapshot(&out);
+    assert!(!old.keys().any(|name| name.contains("partial")), "the stale temporary file is removed: {:?}", old.keys());
+    run(&["sweep", &b, "--jobs", "1", "--out", fresh.to_str().unwrap()]);
+    let new = snapshot(&fresh);
+    assert!(old.contains_key("pareto.png") && !new.contains_key("pareto.png") && old != new);
+    let (mut saw_old, mut saw_new) = (false, false);
+    for operation in 1.. {
+        let _ = std::fs::remove_dir_all(&out);
+        std::fs::create_dir_all(&out).unwrap();
+        for (name, bytes) in &old {
+            std::fs::write(out.join(name), bytes).unwrap();
+        }
+        let killed = std::process::Command::new(env!("CARGO_BIN_EXE_icsim"))
+            .args(["sweep", &b, "--jobs", "1", "--out", out.to_str().unwrap()])
+            .env("ICSIM_ABORT_AFTER_FILE_OPS", operation.to_string())
+            .output()
+            .unwrap();
+        if killed.status.success() {
+            assert_eq!(snapshot(&out), new, "a run that was not killed writes the new set");
+            assert!(operation > 20, "{operation} file operations");
+            break;
+        }
+        // What icsim reads next: merge finishes or removes what the kill left.
+        run(&["sweep", "merge", out.to_str().unwrap(), "--out", merged.to_str().unwrap()]);
+        let left = snapshot(&out);
+        if left == old {
+            saw_old = true;
+        } else {
+            assert!(left == new, "killed after file operation {operation}: {:?}", left.keys());
+            saw_new = true;
+        }
+    }
+    assert!(saw_old && saw_new, "kills before and after the commit");
+}
+
+#[test]
+fn merge_refuses_result_files_of_another_sweep_under_a_manifest() {
+    let dir = scratch("mismatch");
+    let b = another_sweep(&dir);
+    let folder = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    for (sweep, shard, name) in [(SMALL, "1/2", "a1"), (SMALL, "2/2", "a2"), (b.as_str(), "1/2", "b1")] {
+        run(&["sweep", sweep, "--shard", shard, "--out", &folder(name)]);
+    }
+    for file in ["results.jsonl", "results.csv"] {
+        let original = read(&dir.join("a1").join(file));
+        std::fs::copy(dir.join("b1").join(file), dir.join("a1").join(file)).unwrap();
+        let output = icsim(&["sweep", "merge", &folder("a1"), &folder("a2"), "--out", &folder("merged")]);
+        let error = failed(&output);
+        assert_eq!(output.status.code(), Some(2), "{error}");
+        assert!(error.contains(&format!("a1/{file}: line")) && error.contains("belongs to sweep"), "{error}");
+        assert_eq!(error.lines().count(), 1, "{error}");
+        std::fs::write(dir.join("a1").join(file), original).unwrap();
+    }
+    run(&["sweep", "merge", &folder("a1"), &folder("a2"), "--out", &folder("merged")]);
 }
 
 #[test]
