@@ -36,3 +36,11 @@ pub enum Error {
     #[error(transparent)]
     Storage(#[from] storage::StorageError),
 }
+
+/// The position of the first item of `items` that repeats an earlier one:
+/// how every list a user writes (sizes, algorithms, plot names, a row's
+/// keys) finds the item it names twice, in O(n log n) for hostile lengths.
+pub fn first_repeat<T: Ord>(items: &[T]) -> Option<usize> {
+    let mut seen = std::collections::BTreeSet::new();
+    items.iter().position(|item| !seen.insert(item))
+}

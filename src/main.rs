@@ -9,14 +9,14 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    match cli::run(args) {
+    let outcome = cli::run(args);
+    // The error line first: what was noticed on the way follows it.
+    if let Err(error) = &outcome {
+        eprintln!("error: {}", cli::error_line(error));
+    }
+    cli::print_notices();
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error}");
-            for cause in error.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
-            }
-            ExitCode::from(cli::exit_code(&error))
-        }
+        Err(error) => ExitCode::from(cli::exit_code(&error)),
     }
 }

@@ -472,6 +472,10 @@ pub fn parse_sizes(text: &str) -> Result<Vec<Bytes>, String> {
     if sizes.is_empty() {
         return Err(format!("no sizes in {text:?}; {usage}"));
     }
+    // A size twice is a typo, and would print one row twice.
+    if let Some(twice) = crate::first_repeat(&sizes) {
+        return Err(format!("{} appears twice in {text:?}: list each size once; {usage}", sizes[twice]));
+    }
     Ok(sizes)
 }
 
@@ -576,6 +580,8 @@ mod tests {
         assert!(parse_sizes("4GiB..1GiB").is_err());
         assert!(parse_sizes("").is_err());
         assert!(parse_sizes("1MiB,,2MiB").unwrap_err().contains("empty item"));
+        assert!(parse_sizes("1MiB,1MiB").unwrap_err().contains("1MiB appears twice"));
+        assert!(parse_sizes("1MiB,1KiB..1MiB").unwrap_err().contains("1MiB appears twice"));
     }
 
     #[test]

@@ -66,7 +66,13 @@ pub fn measured_kernel(m: &Measurement) -> Result<Kernel, PredictError> {
         .ok_or_else(|| PredictError::Failed("a kernel measurement needs `tokens` (at least 1), or `m`, `n` and `k`".into()))?;
     let batch = m.batch.unwrap_or(1).max(1);
     let shape = Shape { tp: tp_of(m, &llm)?, batch, tokens, context: m.kv_len.unwrap_or(0) };
-    forward::named_kernel(&llm, shape, name).ok_or_else(|| PredictError::NotModelled(format!("kernel {name:?}")))
+    forward::named_kernel(&llm, shape, name).ok_or_else(|| {
+        let known = forward::kernel_names(&llm, shape).join(", ");
+        PredictError::NotModelled(format!(
+            "kernel {name:?}: not a kernel of {}'s forward pass ({known}), nor a product with m, n and k",
+            llm.name
+        ))
+    })
 }
 
 /// The hardware model's key for the GPU a row was measured on.

@@ -6,11 +6,12 @@
 //! header, then one row a size with out-of-place and in-place columns.
 //! Reads text only; simulates nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::schema::Measurement;
 use crate::config::ConfigError;
+use crate::topology::{MAX_GPUS, MAX_GPUS_REASON};
 use crate::transport::Mode;
 
 /// What nccl-tests output does not say.
@@ -74,10 +75,12 @@ impl Columns {
 struct Header {
     binary: Option<String>,
     op: Option<String>,
-    /// nThread x nGpus: ranks of one process.
-    ranks_per_process: Option<u32>,
+    /// nThread x nGpus: ranks of one process, and the line that says so.
+    ranks_per_process: Option<(u32, usize)>,
     /// Ranks listed under "# Using devices".
     ranks: BTreeSet<u32>,
+    /// Ranks listed for each process (`Pid <pid> on <host>`).
+    process_ranks: BTreeMap<String, u32>,
     columns: Option<Columns>,
 }
 
@@ -138,17 +141,35 @@ pub fn parse_located(path: &Path, text: &str, options: &NcclTestsOptions) -> Res
                 header = Header { binary: Some(binary), op: Some(op), ..Header::default() };
             } else if words.first() == Some(&"nThread") {
                 let value =
-                    |key: &str| words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1)).and_then(|v| v.parse::<u32>().ok());
-                header.ranks_per_process = value("nThread").zip(value("nGpus")).map(|(threads, gpus)| threads * gpus);
+                    |key: &str| words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1)).and_then(|v| v.parse::<u64>().ok());
+                header.ranks_per_process = match value("nThread").zip(value("nGpus")) {
+                    Some((threads, gpus)) => match u32::try_from(threads.saturating_mul(gpus)) {
+                        Ok(ranks) if (1..=MAX_GPUS as u32).contains(&ranks) => Some((ranks, number)),
+                        _ => {
+                            return Err(syntax(
+                                path,
+                                number,
+                                format!("nThread {threads} x nGpus {gpus}: a process runs 1 to {MAX_GPUS} ranks ({MAX_GPUS_REASON})"),
+                            ));
+                        }
+                    },
+                    None => None,
+                };
                 header.ranks.clear();
+                header.process_ranks.clear();
             } else if comment == "Using devices" {
                 header.ranks.clear();
+                header.process_ranks.clear();
             } else if words.first() == Some(&"Rank") {
                 let rank = words
                     .get(1)
                     .and_then(|r| r.parse().ok())
                     .ok_or_else(|| syntax(path, number, "a Rank line without a rank number".into()))?;
                 header.ranks.insert(rank);
+                let after = |key: &str| words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1)).copied();
+                if let Some(pid) = after("Pid") {
+                    *header.process_ranks.entry(format!("{pid} on {}", after("on").unwrap_or("?"))).or_default() += 1;
+                }
             } else if words.first() == Some(&"size") {
                 header.columns = Some(Columns::parse(&words, number).ok_or_else(|| {
                     syntax(path, number, "the column header needs size, type and time columns, as nccl-tests prints them".into())
@@ -194,8 +215,19 @@ pub fn parse_located(path: &Path, text: &str, options: &NcclTestsOptions) -> Res
         let op = header.op.clone().or_else(|| options.op.clone()).or_else(|| from_file_name.clone()).ok_or_else(|| {
             syntax(path, number, "the output does not name its test (no \"# Collective test starting\" line) and neither does the file name: pass the op (allreduce, allgather, reducescatter, broadcast)".into())
         })?;
+        if let Some(((process, listed), (per_process, line))) =
+            header.ranks_per_process.and_then(|given| Some((header.process_ranks.iter().find(|(_, n)| **n != given.0)?, given)))
+        {
+            return Err(syntax(
+                path,
+                line,
+                format!(
+                    "nThread x nGpus gives {per_process} ranks a process, but the Rank lines list {listed} for process {process}: the output is not of one run"
+                ),
+            ));
+        }
         let ranks = match header.ranks.len() {
-            0 => header.ranks_per_process.ok_or_else(|| {
+            0 => header.ranks_per_process.map(|(ranks, _)| ranks).ok_or_else(|| {
                 syntax(path, number, "the output says neither nThread and nGpus nor which ranks took part (# Using devices)".into())
             })?,
             listed => listed as u32,
@@ -305,6 +337,15 @@ mod tests {
         assert!(error.contains("line 20") && error.contains("\"fast\""), "{error}");
         let error = parse(Path::new("empty.txt"), "# nothing here\n", &NcclTestsOptions::default()).unwrap_err().to_string();
         assert!(error.contains("empty.txt") && error.contains("no result rows"), "{error}");
+    }
+
+    #[test]
+    fn a_gpu_count_the_rank_lines_deny_is_refused_by_line() {
+        let (path, text) = fixture();
+        let error = parse(&path, &text.replacen("nGpus 8", "nGpus 4", 1), &NcclTestsOptions::default()).unwrap_err().to_string();
+        assert!(error.contains("line 5:") && error.contains("4 ranks a process") && error.contains("list 8"), "{error}");
+        let error = parse(&path, &text.replacen("nGpus 8", "nGpus 4294967296", 1), &NcclTestsOptions::default()).unwrap_err().to_string();
+        assert!(error.contains("line 5:") && error.contains("1 to 4096"), "{error}");
     }
 
     #[test]

@@ -55,7 +55,10 @@ pub fn predict(topo: &Topology, model: &HardwareModel, measurement: &Measurement
     } else if measurement.op == LLM_FORWARD {
         super::compute::predict_forward(&as_measured(topo, measurement), model, measurement)
     } else {
-        Err(PredictError::NotModelled(format!("operation {:?}", measurement.op)))
+        Err(PredictError::NotModelled(format!(
+            "operation {:?}: icsim predicts allreduce, allgather, reducescatter, broadcast, {ALLREDUCE_SEQUENCE}, copy, kernel and {LLM_FORWARD}",
+            measurement.op
+        )))
     }
 }
 

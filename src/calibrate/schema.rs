@@ -189,6 +189,9 @@ pub fn check(m: &Measurement, largest: &(u64, String)) -> Result<(), (&'static s
             ),
         ));
     }
+    if m.moves_a_buffer() && m.bytes == 0 {
+        return Err(("bytes", format!("0: a row of op {:?} times moving a buffer of at least one byte", m.op)));
+    }
     let buffers = if m.path.as_deref() == Some("p2p_bidir_total") { 2 } else { 1 };
     if m.bytes > largest.0.saturating_mul(buffers) {
         return Err((
@@ -228,6 +231,40 @@ pub fn check(m: &Measurement, largest: &(u64, String)) -> Result<(), (&'static s
     Ok(())
 }
 
+/// How far a row's `time_us` and `time_ms` may differ, as a share of the
+/// larger: room for either rounded to a few digits, none for a slipped
+/// unit (a factor of 1000) or two different runs.
+const TIME_AGREEMENT: f64 = 0.01;
+
+/// Whether two readings of one time agree within [`TIME_AGREEMENT`].
+fn agree(a: f64, b: f64) -> bool {
+    (a - b).abs() <= TIME_AGREEMENT * a.abs().max(b.abs())
+}
+
+/// A JSON object's entries in the order written, repeated keys included
+/// (serde_json's map keeps the last of a repeated key without a word).
+struct Entries(Vec<(String, serde_json::Value)>);
+
+impl<'de> Deserialize<'de> for Entries {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Entries, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Entries;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Entries, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(entries))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
+}
+
 /// Parses JSON Lines of schema-1 measurements read from `path` (which errors
 /// name); blank lines and lines starting with '#' are skipped. Files are read
 /// by `calibrate::read_measurements`, which also takes nccl-tests output.
@@ -257,8 +294,14 @@ pub fn parse_located(path: &Path, text: &str) -> Result<Vec<(usize, Measurement)
             path: path.to_path_buf(),
             message: format!("line {number}: {e}; each line must be a schema-1 measurement object"),
         };
-        let object: serde_json::Map<String, serde_json::Value> = serde_json::from_str(line).map_err(syntax)?;
-        let has_bytes = object.contains_key("bytes");
+        let Entries(entries) = serde_json::from_str(line).map_err(syntax)?;
+        let keyed = |key: &str, message: String| ConfigError::invalid(path, format!("line {number}: {key}"), message);
+        if let Some(twice) = crate::first_repeat(&entries.iter().map(|(key, _)| key).collect::<Vec<_>>()) {
+            return Err(keyed(&entries[twice].0, "given twice in one row: JSON keeps one of them silently, so give each key once".into()));
+        }
+        let object: serde_json::Map<String, serde_json::Value> = entries.into_iter().collect();
+        let given = |key: &str| object.contains_key(key);
+        let (has_bytes, has_us) = (given("bytes"), given("time_us"));
         let mut measurement: Measurement = serde_json::from_value(serde_json::Value::Object(object)).map_err(syntax)?;
         if measurement.schema != 1 {
             return Err(ConfigError::invalid(
@@ -274,8 +317,23 @@ pub fn parse_located(path: &Path, text: &str) -> Result<Vec<(usize, Measurement)
                 format!("missing: a row of op {:?} must say how many bytes it moved", measurement.op),
             ));
         }
-        if let (Some(ms), true) = (measurement.time_ms, measurement.time_us == 0.0) {
-            measurement.time_us = ms * 1000.0;
+        match (has_us, measurement.time_ms) {
+            (false, None) => {
+                return Err(keyed("time_us", "missing: a row gives its time as time_us (microseconds) or time_ms (milliseconds)".into()));
+            }
+            (false, Some(ms)) => measurement.time_us = ms * 1000.0,
+            (true, Some(ms)) if !agree(measurement.time_us, ms * 1000.0) => {
+                return Err(keyed(
+                    "time_ms",
+                    format!(
+                        "{} ms disagrees with time_us {} by more than {}%: give the time once, or both alike",
+                        crate::config::number(ms),
+                        crate::config::number(measurement.time_us),
+                        TIME_AGREEMENT * 100.0
+                    ),
+                ));
+            }
+            (true, _) => {}
         }
         check(&measurement, &largest).map_err(|(key, message)| ConfigError::invalid(path, format!("line {number}: {key}"), message))?;
         out.push((number, measurement));
@@ -334,6 +392,23 @@ mod tests {
         assert!(error.contains("line 2: bytes") && error.contains("missing"), "{error}");
         let error = parse(Path::new("m.jsonl"), "{\"schema\": 2, \"op\": \"copy\", \"time_us\": 1}").unwrap_err().to_string();
         assert!(error.contains("schema 2"), "{error}");
+    }
+
+    #[test]
+    fn repeated_keys_two_disagreeing_times_a_missing_time_and_an_empty_buffer_are_refused_by_key() {
+        let row = r#"{"schema":1,"op":"allreduce","ranks":2,"bytes":1024,"time_us":10}"#;
+        assert!(parse(Path::new("m.jsonl"), row).is_ok());
+        for (from, to, key, says) in [
+            (r#""bytes":1024"#, r#""bytes":1024,"bytes":2048"#, "bytes", "twice"),
+            (r#""time_us":10"#, r#""time_us":10,"time_ms":1"#, "time_ms", "disagrees"),
+            (r#","time_us":10"#, "", "time_us", "missing"),
+            (r#""bytes":1024"#, r#""bytes":0"#, "bytes", "at least one byte"),
+        ] {
+            let error = parse(Path::new("m.jsonl"), &row.replace(from, to)).unwrap_err().to_string();
+            assert!(error.contains(&format!("key `line 1: {key}`")) && error.contains(says), "{to}: {error}");
+        }
+        let both = parse(Path::new("m.jsonl"), &row.replace(r#""time_us":10"#, r#""time_us":10,"time_ms":0.01"#)).unwrap();
+        assert_eq!(both[0].time_us, 10.0, "two times that agree are one");
     }
 
     #[test]

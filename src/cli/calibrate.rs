@@ -118,7 +118,7 @@ struct VllmArgs {
     #[arg(long = "model", alias = "llm")]
     llm: Option<String>,
     /// vLLM's --tensor-parallel-size.
-    #[arg(long)]
+    #[arg(long, value_parser = super::gpu_count())]
     tp: Option<u32>,
     /// vLLM's --input-len.
     #[arg(long)]
@@ -209,6 +209,16 @@ impl MeasurementArgs {
             rows.extend(predicted);
         }
         Ok(rows)
+    }
+
+    /// Refuses `rows` (predicted from these files, read from `lines`) when
+    /// the model predicts none of them (an unknown operation, transport or
+    /// kernel): an empty table answers nothing. Names the first row.
+    fn some_predicted(&self, rows: &[validate::Row], lines: &[Vec<usize>]) -> Result<(), ConfigError> {
+        let Some(first) = rows.first().filter(|_| rows.iter().all(|row| row.predicted_us.is_none())) else { return Ok(()) };
+        let (line, count, names) = (lines.first().and_then(|l| l.first()).copied().unwrap_or(1), rows.len(), self.names());
+        let why = format!("{}: {}; the model predicts none of the {count} rows of {names}: nothing to validate", first.series, first.note);
+        Err(ConfigError::invalid(&self.measurements[0], format!("line {line}"), why))
     }
 
     /// The files, for messages and provenance.
@@ -398,7 +408,9 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             let predicted = |hardware: Vec<String>, flag: &str| -> Result<Vec<validate::Row>> {
                 let spec_args = TopologyArgs { hardware, ..topology.clone() };
                 let (sources, lines, model) = measurements.sources(&spec_args, same_topology, flag)?;
-                measurements.compare(&sources, &lines, &model)
+                let rows = measurements.compare(&sources, &lines, &model)?;
+                measurements.some_predicted(&rows, &lines)?;
+                Ok(rows)
             };
             if let Some(plot) = &plot {
                 plots::figure_format(plot).map_err(|why| super::BadInput(format!("--plot {}: {why}", plot.display())))?;
@@ -433,17 +445,17 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             }
             let points: Vec<icsim::calibrate::schema::Measurement> = sources.iter().flat_map(|s| s.measurements.clone()).collect();
             if points.is_empty() {
-                bail!("{} holds no measurements", measurements.names());
+                bail!(super::BadInput(format!("{} holds no measurements", measurements.names())));
             }
             let fitted = fit::fit(&sources, &model, evaluations as usize)?;
             for skipped in &fitted.skipped {
                 println!("not fitted: {}: {}", skipped.name, skipped.reason);
             }
             if fitted.groups.is_empty() {
-                bail!(
+                bail!(super::BadInput(format!(
                     "nothing in {} identifies a parameter of the model (no large copies, one-channel or multi-channel collectives, or small calls at two step counts); nothing written",
                     measurements.names()
-                );
+                )));
             }
             for group in &fitted.groups {
                 println!(
@@ -457,11 +469,11 @@ pub fn run(command: CalibrateCommand) -> Result<()> {
             let pinned = fitted.pinned();
             if !pinned.is_empty() && !allow_bounds {
                 let list: Vec<String> = pinned.iter().map(|(key, needs)| format!("{key} (needs {needs})")).collect();
-                bail!(
+                bail!(super::BadInput(format!(
                     "{} parameter(s) ended on their bound, so the data does not place them: {}; nothing written (--allow-bounds writes it anyway)",
                     pinned.len(),
                     list.join("; ")
-                );
+                )));
             }
             let system =
                 system.or_else(|| points.iter().map(|p| p.system.clone()).find(|s| !s.is_empty())).unwrap_or_else(|| "unnamed".into());

@@ -15,7 +15,7 @@ use icsim::units::Time;
 use icsim::workload::gpu_key;
 use serde_json::Value;
 
-use super::BadInput;
+use super::{BadInput, notices};
 
 /// Utilisation above 1 by more than rounding is a bug, not a busy link.
 const UTILISATION_TOLERANCE: f64 = 1e-6;
@@ -23,7 +23,7 @@ const UTILISATION_TOLERANCE: f64 = 1e-6;
 /// Prints a warning for every link of `topo` far outside known hardware.
 pub fn warn_unusual_links(topo: &Topology) {
     for unusual in plausible::unusual_links(topo) {
-        eprintln!("warning: {}: {}", topo.name, unusual.why);
+        notices::warn(format!("{}: {}", topo.name, unusual.why));
     }
 }
 
@@ -40,12 +40,12 @@ pub fn warn_other_gpus(file: &std::path::Path, topo: &Topology, model: &Hardware
     }
     for (name, count) in others {
         let key = gpu_key(model, name).map_or("not in the hardware model".to_string(), |key| format!("`{key}` in the hardware model"));
-        eprintln!(
-            "warning: {}: {count} rows were measured on {name} ({key}), simulated here on {}'s {}; pass a --topology with that GPU",
+        notices::warn(format!(
+            "{}: {count} rows were measured on {name} ({key}), simulated here on {}'s {}; pass a --topology with that GPU",
             file.display(),
             topo.name,
             topo.gpu_model
-        );
+        ));
     }
 }
 
@@ -86,7 +86,7 @@ pub fn flag_doubts<'t>(records: &mut [Record], topology_of: impl Fn(&Record) -> 
         let Some(topo) = topology_of(record) else { continue };
         if let Some(warning) = doubt(record, topo) {
             let name = record.get("label").or_else(|| record.get("size")).map(icsim::report::cell).unwrap_or_default();
-            eprintln!("warning: {name}: {warning}");
+            notices::warn(format!("{name}: {warning}"));
             record.insert("warning".into(), Value::String(warning));
         }
     }

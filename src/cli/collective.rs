@@ -5,7 +5,7 @@ use clap::Args;
 use rayon::prelude::*;
 use serde_json::json;
 
-use super::{BadInput, TopologyArgs, checks, parse_format};
+use super::{BadInput, TopologyArgs, checks, notices, parse_format};
 use icsim::collective::{self, Algorithm, Choice, CollectiveError, DataType, Op, Outcome, Protocol, Request};
 use icsim::report::{self, Format, Record};
 use icsim::stack::Stack;
@@ -59,7 +59,7 @@ pub struct Algorithms(Vec<Choice<Algorithm>>);
 fn parse_algorithms(text: &str) -> Result<Algorithms, String> {
     let names: Vec<&str> = text.split(',').map(str::trim).collect();
     let algorithms = names.iter().map(|a| a.parse::<Choice<Algorithm>>()).collect::<Result<Vec<_>, _>>()?;
-    match (0..algorithms.len()).find(|&i| algorithms[..i].contains(&algorithms[i])) {
+    match icsim::first_repeat(&algorithms) {
         Some(twice) => Err(format!("{} is listed twice: name each algorithm once", names[twice])),
         None => Ok(Algorithms(algorithms)),
     }
@@ -104,7 +104,7 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
     }
     let ranks = topo.gpus()[..gpus].to_vec();
     if let Some(warning) = model.coverage_warning(gpus as u32, args.stack) {
-        eprintln!("warning: {warning}");
+        notices::warn(warning);
     }
     let algorithms = &args.algo.0;
     let cases: Vec<(Bytes, Choice<Algorithm>)> = sizes.iter().flat_map(|&b| algorithms.iter().map(move |&a| (b, a))).collect();
@@ -135,7 +135,7 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
     let mut notes: Vec<&str> = Vec::new();
     for note in outcomes.iter().filter_map(|o| o.as_ref().ok()?.note.as_deref()) {
         if !notes.contains(&note) {
-            eprintln!("note: {note}");
+            notices::note(note);
             notes.push(note);
         }
     }

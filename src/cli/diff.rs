@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use serde_json::Value;
 
 use super::llm::emit;
-use super::{BadInput, parse_format};
+use super::{BadInput, notices, parse_format};
 use icsim::config::experiment::{RawExperiment, Source};
 use icsim::config::{parse_toml, read_text};
 use icsim::report::{self, Format, Record, cell};
@@ -102,7 +102,7 @@ pub fn run(args: DiffArgs) -> Result<()> {
     unusual.sort();
     unusual.dedup();
     for why in unusual {
-        eprintln!("warning: {why}");
+        notices::warn(why);
     }
     let compared: Vec<Record> = sides.iter().map(|(b, a)| diff::compare(b, a, &change)).collect();
     if compared.is_empty() {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 
-use super::{checks, figures, parse_format, progress_bar};
+use super::{checks, figures, notices, parse_format, progress_bar};
 use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::{self, Format, Record};
 use icsim::workload::experiment::{self, Experiment, ExperimentResult, RunOptions};
@@ -76,13 +76,13 @@ pub struct LlmArgs {
     #[arg(long, default_value_t = 1)]
     batch: u64,
     /// Tensor-parallel degree.
-    #[arg(long)]
+    #[arg(long, value_parser = super::gpu_count())]
     tp: u32,
     /// A preset (hgx-h200, hgx-h20, h20-nvlink-mesh, pcie-gen4-8gpu, ...) or a topology file.
     #[arg(long, short = 't', default_value = "hgx-h200")]
     topology: String,
     /// Use the first N GPUs of the topology.
-    #[arg(long)]
+    #[arg(long, value_parser = super::gpu_count())]
     gpus: Option<u32>,
     /// GPU model for the pcie-* presets (a100, h100, h200, h20, b200, h100-pcie,
     /// h200-nvl, a100-pcie, l4, l40s, rtx4090, rtx5090, rtx-pro-6000).
@@ -199,7 +199,7 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
         if let Some(warning) = run.hardware.coverage_warning(run.tp, run.stack)
             && !warnings.contains(&warning)
         {
-            eprintln!("warning: mode {}: {warning}", run.label);
+            notices::warn(format!("mode {}: {warning}", run.label));
             warnings.push(warning);
         }
     }

@@ -7,6 +7,7 @@ mod collective;
 mod diff;
 mod figures;
 mod llm;
+mod notices;
 mod storage;
 mod sweep;
 mod topo;
@@ -18,7 +19,6 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use icsim::config::ConfigError;
 use icsim::config::hardware::HardwareModel;
 use icsim::report::Format;
 use icsim::topology::{self, PresetOptions, Topology, TopologySpec};
@@ -66,7 +66,7 @@ pub struct TopologyArgs {
     #[arg(long, short = 't', default_value = "hgx-h200")]
     pub topology: String,
     /// Use the first N GPUs.
-    #[arg(long)]
+    #[arg(long, value_parser = gpu_count())]
     pub gpus: Option<u32>,
     /// GPU model for the pcie-* presets and for imported nvidia-smi or NCCL
     /// files (a100, h100, h200, h20, b200; h100-pcie, h200-nvl, a100-pcie,
@@ -110,7 +110,7 @@ pub fn blueprint_topology(spec: &TopologySpec, overlay_flag: &str) -> Result<(to
 /// An unknown overlay named as the flag that gave it; other errors as they are.
 fn overlay_named(error: icsim::Error, overlay_flag: &str) -> anyhow::Error {
     match error {
-        icsim::Error::Config(unknown @ ConfigError::UnknownName { .. }) => BadInput(format!("{overlay_flag}: {unknown}")).into(),
+        icsim::Error::Config(misnamed) if misnamed.is_misnamed() => BadInput(format!("{overlay_flag}: {misnamed}")).into(),
         other => other.into(),
     }
 }
@@ -119,6 +119,12 @@ fn overlay_named(error: icsim::Error, overlay_flag: &str) -> anyhow::Error {
 /// named as the flag `overlay_flag` that gave it.
 pub fn resolve_topology(spec: &TopologySpec, overlay_flag: &str) -> Result<(Topology, HardwareModel)> {
     topology::resolve(spec).map_err(|error| overlay_named(error, overlay_flag))
+}
+
+/// `--gpus` and `--tp`: a count of GPUs, from 1 to the most a topology
+/// holds, so that a refusal says the real range.
+pub fn gpu_count() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(1..=topology::MAX_GPUS as i64)
 }
 
 pub fn parse_format(text: &str) -> Result<Format, String> {
@@ -150,6 +156,27 @@ fn refuse_output(path: &Path, flag: &str, why: Option<String>, give: &str) -> Re
         Some(why) => Err(BadInput(format!("{flag} {}: {why}; give {give}", path.display()))),
         None => Ok(()),
     }
+}
+
+/// What a failed command prints after `error: `, on one line: the reason
+/// (the innermost cause that says more than its wrapper already does)
+/// first, then what was being done, innermost first, in parentheses:
+/// `nvls cannot run ll: ... (allreduce of 1MiB on hgx-h200)`.
+pub fn error_line(error: &anyhow::Error) -> String {
+    let mut said: Vec<String> = Vec::new();
+    for cause in error.chain() {
+        let text = cause.to_string().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+        // A wrapper that prints its cause (`cannot read x: <cause>`) has said it.
+        if !said.last().is_some_and(|outer| outer.contains(&text)) {
+            said.push(text);
+        }
+    }
+    let reason = said.pop().unwrap_or_default();
+    if said.is_empty() {
+        return reason;
+    }
+    said.reverse();
+    format!("{reason} ({})", said.join("; "))
 }
 
 /// The exit code of a failed command: 2 when the input was at fault (as
@@ -187,6 +214,8 @@ pub fn progress_bar(steps: u64, template: &str) -> ProgressBar {
     bar
 }
 
+/// Runs what `cli` asks; what it noticed on the way is printed once it
+/// ends (see `notices`), by `main` after the error if it fails.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         None => llm::run_experiment(llm::RunArgs::default_run()),
@@ -197,5 +226,27 @@ pub fn run(cli: Cli) -> Result<()> {
         Some(Command::Calibrate(command)) => calibrate::run(command),
         Some(Command::Sweep(args)) => sweep::run(args),
         Some(Command::Diff(args)) => diff::run(args),
+    }
+}
+
+/// Prints what the command noticed (warnings, notes) and has not printed.
+pub fn print_notices() {
+    notices::print();
+}
+
+#[cfg(test)]
+mod tests {
+    use anyhow::Context;
+
+    #[test]
+    fn an_error_is_one_line_with_its_reason_first() {
+        let error = Err::<(), _>(anyhow::anyhow!("nvls cannot run ll\nuse --proto simple"))
+            .context("allreduce of 1MiB on hgx-h200")
+            .context("a sweep point")
+            .unwrap_err();
+        assert_eq!(super::error_line(&error), "nvls cannot run ll; use --proto simple (allreduce of 1MiB on hgx-h200; a sweep point)");
+        let io = std::io::Error::other("disk on fire");
+        let wrapped = anyhow::Error::new(icsim::topology::import::ImportError::Io { path: "x.txt".into(), source: io });
+        assert_eq!(super::error_line(&wrapped), "cannot read x.txt: disk on fire", "a cause its wrapper prints is said once");
     }
 }

@@ -17,7 +17,8 @@ pub enum TopoCommand {
     Show {
         /// Preset name or topology file.
         topology: String,
-        #[arg(long)]
+        /// Use the first N GPUs.
+        #[arg(long, value_parser = super::gpu_count())]
         gpus: Option<u32>,
         /// GPU model for pcie-* presets and imported files.
         #[arg(long)]

@@ -125,7 +125,7 @@ impl FromStr for Algorithm {
 }
 
 /// A user's choice: fixed, or left to the tuner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Choice<T> {
     Auto,
     Fixed(T),

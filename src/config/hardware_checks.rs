@@ -9,7 +9,7 @@ use std::path::Path;
 use super::experiment::MAX_CHANNELS;
 use super::hardware::HardwareModel;
 use super::{ConfigError, ConfigResult, check_range};
-use crate::units::{Bytes, Time};
+use crate::units::{Bandwidth, Bytes, Time};
 
 /// No call, step, fence or launch the model times takes this long: NCCL's
 /// own largest base latency is 14 us (LL128's), a host's launch of a
@@ -27,6 +27,14 @@ const SMALLEST_GPU_MEMORY: Bytes = Bytes::gib(1);
 
 /// Most slices a chunk is cut into: NCCL's most is LL128's 15.
 const MOST_SLICES: u32 = 64;
+
+/// Least a thread block (one channel) may move a second with any protocol,
+/// kind of memory operation or 8-bit add, and least a channel may read
+/// through host memory: the slowest measured in the base model are 3.4
+/// GB/s (an LL step through host memory) and 12.8 GB/s (Ampere's LL
+/// thread block, scaled), NCCL's slowest per-channel figure 20 GB/s. A
+/// rate far below (`1B/s`, a unit typo) would run a collective for months.
+const SLOWEST_CHANNEL_RATE: Bandwidth = Bandwidth::gbps(1);
 
 impl HardwareModel {
     /// Every latency the model adds to a call, a step, a slice, a hop or a
@@ -226,8 +234,8 @@ impl HardwareModel {
         for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
             check_range(path, &format!("protocol.{name}.wire_factor"), p.wire_factor, 1.0..=4.0)?;
             for (class, cost) in [("nvlink", &p.nvlink), ("pcie", &p.pcie), ("shm", &p.shm)] {
-                if cost.channel_rate.is_some_and(|rate| rate.0 == 0) {
-                    return Err(ConfigError::invalid(path, format!("protocol.{name}.{class}.channel_rate"), "must be positive"));
+                if let Some(rate) = cost.channel_rate {
+                    at_least_channel_rate(path, &format!("protocol.{name}.{class}.channel_rate"), rate)?;
                 }
                 for (key, share) in
                     [("host_read_efficiency", cost.host_read_efficiency), ("host_read_write_efficiency", cost.host_read_write_efficiency)]
@@ -272,10 +280,25 @@ impl HardwareModel {
             }
         }
         // Only once every table's factors are known good: a table's rates
-        // follow others' through `like`.
+        // follow others' through `like`. The rates as written first, then
+        // as followed, so that a slow table is named, not one following it.
+        for (arch, cta) in &self.cta {
+            for (protocol, rates) in [("simple", cta.simple), ("ll", cta.ll), ("ll128", cta.ll128)] {
+                for (field, rate) in rates.iter().flat_map(|r| [("load", r.load), ("store", r.store), ("remote_store", r.remote_store)]) {
+                    at_least_channel_rate(path, &format!("cta.{arch}.{protocol}.{field}"), rate)?;
+                }
+            }
+            for (kind, rate) in cta.adds.iter().flat_map(|adds| [("int8", adds.int8), ("float8", adds.float8)]) {
+                at_least_channel_rate(path, &format!("cta.{arch}.adds.{kind}"), rate)?;
+            }
+        }
         for arch in self.cta.keys() {
             for protocol in super::protocol::PROTOCOLS {
-                self.cta_rates(arch, protocol).map_err(|message| ConfigError::invalid(path, format!("cta.{arch}"), message))?;
+                let rates = self.cta_rates(arch, protocol).map_err(|message| ConfigError::invalid(path, format!("cta.{arch}"), message))?;
+                // Own rates passed above; followed ones are another table's times a speedup.
+                for rate in [rates.load, rates.store, rates.remote_store] {
+                    at_least_channel_rate(path, &format!("cta.{arch}.speedup.{protocol}"), rate)?;
+                }
             }
         }
         check_range(path, "nvls.efficiency_vs_nccl", self.nvls.efficiency_vs_nccl, 0.01..=1.2)?;
@@ -317,6 +340,20 @@ impl HardwareModel {
     }
 }
 
+/// Refuses a channel's `rate` (at `key`) far below any real one.
+fn at_least_channel_rate(path: &Path, key: &str, rate: Bandwidth) -> ConfigResult<()> {
+    if rate < SLOWEST_CHANNEL_RATE {
+        return Err(ConfigError::invalid(
+            path,
+            key,
+            format!(
+                "{rate} is far below any real thread block: at least {SLOWEST_CHANNEL_RATE} (measured ones move 3.4-60 GB/s; NCCL's slowest per-channel figure is 20 GB/s)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use crate::config::hardware::{HardwareModel, ModelSource};
@@ -341,6 +378,10 @@ mod tests {
             ("[cta.sm80]\nspeedup = { ll = 1e-300, ll128 = 1e-300, simple = 1e-300 }\n", "cta.sm80.speedup.ll"),
             ("[cta.sm90]\nlike = \"sm90\"\n", "cta.sm90.like"),
             ("[cta.sm90.simple]\nload = \"0B/s\"\n", "cta.sm90.simple.load"),
+            ("[cta.sm90.simple]\nload = \"1B/s\"\n", "cta.sm90.simple.load"),
+            ("[cta.sm90.adds]\nint8 = \"1MB/s\"\n", "cta.sm90.adds.int8"),
+            ("[cta.sm80]\nspeedup = { ll = 0.01, ll128 = 0.5, simple = 0.5 }\n", "cta.sm80.speedup.ll"),
+            ("[protocol.ll.shm]\nchannel_rate = \"1B/s\"\n", "protocol.ll.shm.channel_rate"),
             ("[contention]\nstraggler = -1.0\n", "contention.straggler"),
             ("[nvls]\nchunk = \"1B\"\n", "nvls.chunk"),
             ("[protocol.ll]\nslices_per_chunk = 1000000\n", "protocol.ll.slices_per_chunk"),

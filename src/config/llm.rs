@@ -180,6 +180,8 @@ impl LlmModel {
     pub fn load(name: &str) -> ConfigResult<LlmModel> {
         let as_path = Path::new(name);
         let local = PathBuf::from("models/llm").join(format!("{name}.toml"));
+        let known: Vec<String> = SHIPPED.iter().map(|(s, _)| s.to_string()).collect();
+        ConfigError::if_directory(as_path, "an LLM", &known)?;
         let (path, text) = if name.ends_with(".toml") || as_path.is_file() {
             (as_path.to_path_buf(), read_text(as_path)?)
         } else if local.is_file() {
@@ -188,12 +190,7 @@ impl LlmModel {
         } else if let Some((stem, text)) = SHIPPED.iter().find(|(stem, _)| *stem == name) {
             (PathBuf::from(format!("models/llm/{stem}.toml")), text.to_string())
         } else {
-            return Err(ConfigError::UnknownName {
-                what: "LLM",
-                name: name.to_string(),
-                known: SHIPPED.iter().map(|(s, _)| s.to_string()).collect(),
-                otherwise: "a model .toml file".into(),
-            });
+            return Err(ConfigError::UnknownName { what: "LLM", name: name.to_string(), known, otherwise: "a model .toml file".into() });
         };
         LlmModel::parse(&path, &text)
     }

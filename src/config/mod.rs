@@ -33,11 +33,38 @@ pub enum ConfigError {
     /// file; whoever read the name says where it was written.
     #[error("unknown {what} {name:?}: use one of {} or {otherwise}", known.join(", "))]
     UnknownName { what: &'static str, name: String, known: Vec<String>, otherwise: String },
+    /// A name that is a folder where a file or a shipped name is expected;
+    /// whoever read the name says where it was written.
+    #[error(
+        "{} is a directory, not {what}: give {what} .toml file{} or a shipped name ({})",
+        path.display(),
+        example.as_ref().map(|e| format!(" (such as {})", e.display())).unwrap_or_default(),
+        known.join(", ")
+    )]
+    Directory { what: &'static str, path: PathBuf, example: Option<PathBuf>, known: Vec<String> },
 }
 
 impl ConfigError {
     pub fn invalid(path: impl Into<PathBuf>, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
         ConfigError::Invalid { path: path.into(), key: key.into(), message: message.into() }
+    }
+
+    /// Refuses `path`, given as `what` ("an LLM": a file, or one of the
+    /// shipped names `known`), if it is a folder; gives an example of a
+    /// `.toml` file in it.
+    pub fn if_directory(path: &Path, what: &'static str, known: &[String]) -> ConfigResult<()> {
+        if !path.is_dir() {
+            return Ok(());
+        }
+        let tomls = std::fs::read_dir(path).into_iter().flatten().flatten().map(|entry| entry.path());
+        let example = tomls.filter(|file| file.extension().is_some_and(|e| e == "toml")).min();
+        Err(ConfigError::Directory { what, path: path.to_path_buf(), example, known: known.to_vec() })
+    }
+
+    /// Whether this error is a name that names nothing usable (unknown, or
+    /// a folder): its reader's caller says where the name was written.
+    pub fn is_misnamed(&self) -> bool {
+        matches!(self, ConfigError::UnknownName { .. } | ConfigError::Directory { .. })
     }
 }
 

@@ -62,6 +62,12 @@ pub struct RawReference {
 const KINDS: &str = "lines, heatmap or pareto";
 
 impl RawPlot {
+    /// The file name (without extension) of the plot at `index`: its
+    /// `name`, or `<kind>-<index>`.
+    pub fn file_name(&self, index: usize) -> String {
+        self.name.clone().unwrap_or_else(|| format!("{}-{index}", self.kind))
+    }
+
     /// Checks the plot against the sweep's `columns` (with their values);
     /// errors name the field (`.x`) and what is allowed.
     pub fn validate(&self, index: usize, columns: &BTreeMap<String, Vec<Value>>) -> Result<(), (String, String)> {
@@ -154,7 +160,7 @@ impl RawPlot {
 pub fn write_plots(dir: &Path, manifest: &Manifest, rows: &[Record]) -> Result<Vec<PathBuf>, String> {
     let mut written = Vec::new();
     for (index, plot) in manifest.plots.iter().enumerate() {
-        let name = plot.name.clone().unwrap_or_else(|| format!("{}-{index}", plot.kind));
+        let name = plot.file_name(index);
         let chosen: Vec<&Record> = rows
             .iter()
             .filter(|row| row.get("error").is_none_or(Value::is_null))

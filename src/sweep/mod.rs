@@ -204,6 +204,18 @@ impl Sweep {
         for (i, plot) in raw.plots.iter().enumerate() {
             plot.validate(i, &values).map_err(|(field, message)| ConfigError::invalid(path, format!("plot[{i}]{field}"), message))?;
         }
+        let names: Vec<String> = raw.plots.iter().enumerate().map(|(i, plot)| plot.file_name(i)).collect();
+        if let Some(twice) = crate::first_repeat(&names) {
+            let first = names.iter().position(|name| *name == names[twice]).unwrap_or_default();
+            return Err(ConfigError::invalid(
+                path,
+                format!("plot[{twice}].name"),
+                format!(
+                    "{:?} is plot[{first}]'s file name too, and one would overwrite the other: give each plot its own name",
+                    names[twice]
+                ),
+            ));
+        }
         sweep.plots = raw.plots;
         Ok(sweep)
     }

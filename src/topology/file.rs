@@ -1,10 +1,10 @@
 //! Builds a topology from a topology file, filling link bandwidths the file
 //! leaves out from the hardware model, and checking names and kinds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::{LinkKind, LinkRates, MAX_GPUS, MAX_GPUS_REASON, NodeId, NodeKind, Policy, Topology, drive_link_rates};
+use super::{LinkKind, LinkRates, MAX_GPUS, MAX_GPUS_REASON, MAX_SOCKETS, NodeId, NodeKind, Policy, Topology, drive_link_rates};
 use crate::config::hardware::{HardwareModel, PcieSwitchChip};
 use crate::config::topology::{LinkKindFile, NodeKindFile, TopologyFile};
 use crate::config::{ConfigError, ConfigResult, parse_toml, read_text};
@@ -59,6 +59,15 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
             NodeKindFile::Nvswitch => NodeKind::NvSwitch,
             NodeKindFile::Nvme => NodeKind::Nvme,
         };
+        if node.name.trim().is_empty() {
+            return Err(invalid(&format!("node[{i}].name"), "is empty: name each node (GPU0, cpu0, pcie-sw0, ...)".into()));
+        }
+        if node.socket >= MAX_SOCKETS {
+            return Err(invalid(
+                &format!("node[{i}].socket"),
+                format!("{} is out of range: allowed 0 to {} (at most one socket a GPU)", node.socket, MAX_SOCKETS - 1),
+            ));
+        }
         if by_name.insert(node.name.as_str(), topo.add_node(&node.name, kind, node.socket)).is_some() {
             return Err(invalid(&format!("node[{i}].name"), format!("{:?} is used twice; node names must be unique", node.name)));
         }
@@ -87,6 +96,9 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
     let mut joined: BTreeMap<(NodeId, NodeId, &str), usize> = BTreeMap::new();
     // NVLink ports each GPU uses so far.
     let mut ports_used: BTreeMap<NodeId, u64> = BTreeMap::new();
+    // Nodes some link joins, and the PCIe trees so far.
+    let mut linked: BTreeSet<NodeId> = BTreeSet::new();
+    let mut pcie_trees = Trees::new(raw.nodes.len());
     for (i, link) in raw.links.iter().enumerate() {
         let key = |field: &str| format!("link[{i}].{field}");
         let end = |name: &str, field: &str| {
@@ -101,6 +113,7 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
         if from == to {
             return Err(invalid(&key("to"), format!("{:?} at both ends: a link joins two different nodes", link.from)));
         }
+        linked.extend([from, to]);
         let kind_name = link_kind_name(link.kind);
         if let Some(first) = joined.insert((from.min(to), from.max(to), kind_name), i) {
             return Err(invalid(
@@ -189,6 +202,16 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
             return Err(invalid(&key("bandwidth"), "must be more than zero".into()));
         }
         let latency = link.latency.unwrap_or(default_rate.1);
+        // A drive hangs on one port, which is checked below.
+        if matches!(kind, LinkKind::Pcie { .. }) && drive_end(&topo, from, to).is_none() && !pcie_trees.join(from, to) {
+            return Err(invalid(
+                &key("to"),
+                format!(
+                    "{} and {} are already joined through other PCIe links, so this one closes a loop: PCIe is a tree (each part hangs from one parent); leave it out",
+                    link.from, link.to
+                ),
+            ));
+        }
         if let Some((drive, port)) = drive_end(&topo, from, to) {
             let node = &raw.nodes[drive.0 as usize];
             let LinkKind::Pcie { generation, lanes } = kind else {
@@ -221,12 +244,45 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
         if node.kind == NodeKindFile::Nvme && topo.drive_model(id).is_none() {
             return Err(invalid(&format!("node[{i}]"), format!("drive {} has no pcie link to a pcie-switch or cpu node", node.name)));
         }
+        if node.kind == NodeKindFile::Nvswitch && !linked.contains(&id) {
+            return Err(invalid(
+                &format!("node[{i}]"),
+                format!("NVSwitch {} has no links: join GPUs to it with nvlink links, or leave it out", node.name),
+            ));
+        }
         if node.drive.is_some() && node.kind != NodeKindFile::Nvme {
             return Err(invalid(&format!("node[{i}].drive"), "only an nvme node has a drive class".into()));
         }
     }
     topo.validate().map_err(|e| invalid("node", e.to_string()))?;
     Ok(topo)
+}
+
+/// Which nodes links have joined so far, as disjoint sets (union-find with
+/// path halving): a link between two nodes of one set closes a loop.
+struct Trees {
+    parent: Vec<usize>,
+}
+
+impl Trees {
+    fn new(nodes: usize) -> Trees {
+        Trees { parent: (0..nodes).collect() }
+    }
+
+    fn root(&mut self, mut node: usize) -> usize {
+        while self.parent[node] != node {
+            self.parent[node] = self.parent[self.parent[node]];
+            node = self.parent[node];
+        }
+        node
+    }
+
+    /// Joins the sets of `a` and `b`; false if they were one already.
+    fn join(&mut self, a: NodeId, b: NodeId) -> bool {
+        let (a, b) = (self.root(a.0 as usize), self.root(b.0 as usize));
+        self.parent[a] = b;
+        a != b
+    }
 }
 
 /// If one end of a link is an NVMe drive: (the drive, the other end).
@@ -277,6 +333,18 @@ mod tests {
             NVLINK.replace("\"GPU0\"\nto = \"GPU1\"", "\"GPU1\"\nto = \"GPU0\"")
         )));
         assert!(error.contains("key `link[4].to`") && error.contains("already joined by link[3]"), "{error}");
+    }
+
+    #[test]
+    fn empty_names_far_sockets_lone_switches_and_pcie_loops_are_refused_by_key() {
+        let error = error_of(&two_gpus("").replacen("name = \"GPU1\"", "name = \"\"", 1));
+        assert!(error.contains("key `node[3].name`") && error.contains("empty"), "{error}");
+        let error = error_of(&two_gpus("").replacen("kind = \"gpu\"", "kind = \"gpu\"\nsocket = 4000000000", 1));
+        assert!(error.contains("key `node[2].socket`") && error.contains("4095"), "{error}");
+        let error = error_of(&two_gpus("[[node]]\nname = \"nvswitch\"\nkind = \"nvswitch\"\n"));
+        assert!(error.contains("key `node[4]`") && error.contains("no links"), "{error}");
+        let error = error_of(&two_gpus("[[link]]\nfrom = \"GPU0\"\nto = \"GPU1\"\nkind = \"pcie\"\n"));
+        assert!(error.contains("key `link[3].to`") && error.contains("loop"), "{error}");
     }
 
     #[test]

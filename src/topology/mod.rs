@@ -37,6 +37,10 @@ use crate::units::{Bandwidth, Time};
 pub const MAX_GPUS: usize = 4096;
 pub const MAX_GPUS_REASON: &str = "one server or NVLink domain: NVLink 5 joins at most 576 GPUs";
 
+/// Sockets (NUMA nodes) are numbered below this: a topology has at most
+/// one socket a GPU (a GB200 superchip has one Grace for two).
+pub const MAX_SOCKETS: u32 = MAX_GPUS as u32;
+
 /// Index of a node in its topology.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct NodeId(pub u32);

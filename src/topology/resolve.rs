@@ -24,21 +24,18 @@ pub struct TopologySpec {
 /// A model overlay named in a file or on the command line: a shipped model
 /// by name, or a file (relative to `base_dir` if not absolute). A name that
 /// is neither shipped nor a `.toml` path nor an existing file is refused,
-/// listing the shipped ones.
+/// listing the shipped ones, and so is a folder.
 pub fn model_source(name: &str, base_dir: &Path) -> Result<ModelSource, ConfigError> {
     if let Some(source) = hardware::shipped(name).filter(|_| !name.ends_with(".toml")) {
         return Ok(source);
     }
     let path = crate::config::relative_to(base_dir, Path::new(name));
+    let known: Vec<String> = hardware::shipped_names().map(String::from).collect();
+    ConfigError::if_directory(&path, "a hardware model", &known)?;
     if name.ends_with(".toml") || path.is_file() {
         Ok(ModelSource::File(path))
     } else {
-        Err(ConfigError::UnknownName {
-            what: "hardware model",
-            name: name.to_string(),
-            known: hardware::shipped_names().map(String::from).collect(),
-            otherwise: "a model .toml file".into(),
-        })
+        Err(ConfigError::UnknownName { what: "hardware model", name: name.to_string(), known, otherwise: "a model .toml file".into() })
     }
 }
 
@@ -70,8 +67,9 @@ impl Blueprint {
 /// A file is a TOML topology file, or, told by its content, the output of
 /// `nvidia-smi topo -m` or NCCL's topology dump, imported first (with
 /// `options.gpu` as the GPU model where given). An unknown overlay among
-/// the user's is a [`ConfigError::UnknownName`], for the caller to name
-/// where it was written; one in a topology file names the file.
+/// the user's (or a folder) is a [`ConfigError`] that
+/// [`ConfigError::is_misnamed`], for the caller to name where it was
+/// written; one in a topology file names the file.
 pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::Error> {
     super::resolve_edited(spec, &super::Unchanged)
 }

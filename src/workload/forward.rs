@@ -315,14 +315,25 @@ pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: Shape)
 /// `attention_causal` is the shared measurements' name for attention.
 pub fn named_kernel(llm: &LlmModel, shape: Shape, name: &str) -> Option<Kernel> {
     let name = if name == "attention_causal" { "attention" } else { name };
-    let mut fusions: Vec<&Fusion> = llm.fusion.get(Fusion::DEFAULT).into_iter().collect();
-    fusions.extend(llm.fusion.iter().filter(|(key, _)| key.as_str() != Fusion::DEFAULT).map(|(_, f)| f));
-    let found =
-        fusions.into_iter().find_map(|fusion| pass_program(llm, fusion, Scope::Full, shape).kernels().find(|k| k.name == name).cloned());
+    let found = full_passes(llm, shape).into_iter().find_map(|pass| pass.kernels().find(|k| k.name == name).cloned());
     found.map(|k| {
         let kind = k.kind;
         k.run_as(kind, Library::Fused)
     })
+}
+
+/// The names [`named_kernel`] finds in a pass of `shape`, sorted.
+pub fn kernel_names(llm: &LlmModel, shape: Shape) -> Vec<&'static str> {
+    let names: std::collections::BTreeSet<&'static str> =
+        full_passes(llm, shape).iter().flat_map(|pass| pass.kernels().map(|k| k.name).collect::<Vec<_>>()).collect();
+    names.into_iter().collect()
+}
+
+/// A full pass of `shape` under each of the model's fusions, vLLM's first.
+fn full_passes(llm: &LlmModel, shape: Shape) -> Vec<PassProgram> {
+    let mut fusions: Vec<&Fusion> = llm.fusion.get(Fusion::DEFAULT).into_iter().collect();
+    fusions.extend(llm.fusion.iter().filter(|(key, _)| key.as_str() != Fusion::DEFAULT).map(|(_, f)| f));
+    fusions.into_iter().map(|fusion| pass_program(llm, fusion, Scope::Full, shape)).collect()
 }
 
 #[cfg(test)]

@@ -2,74 +2,20 @@
 //! error line naming the file or flag, the key, and what is allowed; none
 //! panics or runs past a deadline (which bounds its time, and so its memory).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
-/// Longest a refusal may take: refusing is checking, not simulating.
-const DEADLINE: Duration = Duration::from_secs(20);
-
-/// A folder of input files for one test.
-struct Inputs(PathBuf);
-
-impl Inputs {
-    fn new(name: &str) -> Inputs {
-        let dir = std::env::temp_dir().join(format!("icsim-bad-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Inputs(dir)
-    }
-
-    /// Writes `text` as `name` and returns its path as an argument.
-    fn file(&self, name: &str, text: &str) -> String {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).unwrap();
-        path.to_str().unwrap().to_string()
-    }
-}
-
-impl Drop for Inputs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Runs icsim with `args` from the crate root, stopping it at the deadline;
-/// returns its exit code and standard error.
-fn run(args: &[String]) -> (Option<i32>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_icsim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("CUDA_VISIBLE_DEVICES", "-1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("icsim starts");
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().expect("icsim can be waited for") {
-            let mut stderr = String::new();
-            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-            return (status.code(), stderr);
-        }
-        if started.elapsed() > DEADLINE {
-            // Stops only the process this test started.
-            let _ = child.kill();
-            panic!("icsim {args:?} ran past {DEADLINE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use crate::common::{Inputs, run_within};
 
 /// Checks that `args` is refused as bad input with one error line holding
 /// every one of `expected`.
 fn refused(what: &str, args: &[&str], expected: &[&str]) {
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    let (code, stderr) = run(&args);
+    let (code, stderr) = run_within(&args);
     assert!(!stderr.contains("panicked"), "{what}: icsim panicked: {stderr}");
     assert_eq!(code, Some(2), "{what}: exit code {code:?}, expected 2 for bad input: {stderr}");
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "{what}: expected one error line: {stderr}");
+    assert!(stderr.starts_with("error:"), "{what}: the error comes first, before any warning: {stderr}");
     for needle in expected {
         assert!(errors[0].contains(needle), "{what}: {needle:?} missing from {:?}", errors[0]);
     }
@@ -379,7 +325,10 @@ fn hardware_models_and_measurements_out_of_range_are_refused_by_key() {
 
 #[test]
 fn collective_requests_the_algorithm_cannot_run_are_refused_saying_why() {
-    // The reason follows the call in the error's chain.
+    // One line: the reason first, the call it stopped after it.
+    let (_, stderr) = run_within(&["collective", "--sizes", "1MiB", "--algo", "nvls", "--proto", "ll"].map(String::from));
+    let line = stderr.lines().next().unwrap_or_default();
+    assert!(line.starts_with("error: nvls cannot run ll") && line.ends_with("(allreduce of 1MiB on hgx-h200)"), "{stderr}");
     for (what, args, expected) in [
         (
             "one-shot beyond one node",
@@ -394,13 +343,119 @@ fn collective_requests_the_algorithm_cannot_run_are_refused_saying_why() {
         ("NVLS with LL", &["--algo", "nvls", "--proto", "ll"], &["nvls cannot run ll", "the simple protocol only", "--proto simple"]),
         ("one-shot with LL128", &["--algo", "oneshot", "--proto", "ll128"], &["oneshot cannot run ll128", "--proto simple"]),
     ] {
-        let args: Vec<String> = ["collective", "--sizes", "1MiB"].iter().chain(args).map(|a| a.to_string()).collect();
-        let (code, stderr) = run(&args);
-        assert_eq!(code, Some(2), "{what}: exit code {code:?}, expected 2 for bad input: {stderr}");
-        assert_eq!(stderr.lines().filter(|l| l.starts_with("error:")).count(), 1, "{what}: {stderr}");
-        for needle in expected {
-            assert!(stderr.contains(needle), "{what}: {needle:?} missing from {stderr}");
-        }
+        refused(what, &[&["collective", "--sizes", "1MiB"][..], args].concat(), expected);
     }
     refused("more channels than NCCL has", &["collective", "--channels", "65"], &["--channels", "1 to 64", "MAXCHANNELS"]);
+}
+
+/// A schema-1 allreduce row the model predicts.
+const ALLREDUCE_ROW: &str = r#"{"schema":1,"op":"allreduce","bytes":1024,"time_us":10,"ranks":2,"transport":"nvswitch"}"#;
+
+#[test]
+fn repeats_disagreements_and_rows_nothing_models_are_refused_by_key() {
+    let inputs = Inputs::new("repeats-and-rows");
+    refused("a size twice", &["collective", "--sizes", "1MiB,1MiB"], &["--sizes", "1MiB appears twice"]);
+    inputs.file("small.toml", SMALL_EXPERIMENT);
+    let plot = "[[plot]]\nkind = \"lines\"\nname = \"ttft\"\nx = \"query.batch\"\ny = \"ttft_ms\"\n";
+    let sweep =
+        inputs.file("plots.toml", &format!("experiment = \"small.toml\"\n[[axis]]\nkey = \"query.batch\"\nvalues = [1, 2]\n{plot}{plot}"));
+    refused("two plots of one name", &["sweep", &sweep], &[&sweep, "plot[1].name", "\"ttft\" is plot[0]'s", "overwrite"]);
+    for (index, (what, row, expected)) in [
+        ("a key twice in a row", ALLREDUCE_ROW.replace(r#""bytes":1024"#, r#""bytes":1024,"bytes":2048"#), &["line 1: bytes", "twice"][..]),
+        (
+            "two times that disagree",
+            ALLREDUCE_ROW.replace(r#""time_us":10"#, r#""time_us":10,"time_ms":1"#),
+            &["line 1: time_ms", "disagrees"],
+        ),
+        ("a row without its time", ALLREDUCE_ROW.replace(r#","time_us":10"#, ""), &["line 1: time_us", "missing"]),
+        ("a buffer of no bytes", ALLREDUCE_ROW.replace(r#""bytes":1024"#, r#""bytes":0"#), &["line 1: bytes", "at least one byte"]),
+        (
+            "an operation icsim does not model",
+            ALLREDUCE_ROW.replace("allreduce", "alltoall"),
+            &["line 1", "\"alltoall\"", "nothing to validate"],
+        ),
+        (
+            "a transport icsim does not know",
+            ALLREDUCE_ROW.replace("nvswitch", "pcie"),
+            &["line 1", "unknown transport", "nothing to validate"],
+        ),
+        (
+            "a kernel of no pass",
+            KERNEL_ROW.replace("gemm_down", "gemm_nope"),
+            &["line 1", "\"gemm_nope\"", "gemm_down", "nothing to validate"],
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let path = inputs.file(&format!("row{index}.jsonl"), row);
+        refused(what, &validate(&path), &[&[path.as_str()][..], expected].concat());
+    }
+    let table = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/all_reduce_perf_8gpu.txt")).unwrap();
+    let four = inputs.file("all_reduce_perf.txt", &table.replacen("nGpus 8", "nGpus 4", 1));
+    let eight = ["calibrate", "validate", &four, "--topology", "hgx-h200"];
+    refused("nGpus the rank lines deny", &eight, &[&four, "line 5", "4 ranks a process", "list 8"]);
+    let copy = inputs.file("copy.jsonl", r#"{"schema":1,"op":"copy","path":"h2d_pinned","bytes":4096,"time_us":5}"#);
+    let fit =
+        ["calibrate", "fit", &copy, "--topology", "hgx-h200", "--gpus", "2", "--out", &inputs.0.join("fit.toml").display().to_string()];
+    refused("a fit with nothing to identify", &fit, &[&copy, "identifies"]);
+}
+
+#[test]
+fn topology_files_and_captures_no_machine_gives_are_refused_by_key() {
+    let inputs = Inputs::new("machines");
+    for (what, text, key) in [
+        ("an empty node name", topology("").replacen("name = \"GPU1\"", "name = \"\"", 1), &["node[3].name", "empty"][..]),
+        (
+            "a socket beyond any machine",
+            topology("").replacen("kind = \"gpu\"", "kind = \"gpu\"\nsocket = 4000000000", 1),
+            &["node[2].socket", "0 to 4095"],
+        ),
+        ("an NVSwitch with no links", topology("[[node]]\nname = \"nvswitch\"\nkind = \"nvswitch\"\n"), &["node[4]", "no links"]),
+        ("a loop of PCIe links", topology("[[link]]\nfrom = \"GPU0\"\nto = \"GPU1\"\nkind = \"pcie\"\n"), &["link[3].to", "loop"]),
+    ] {
+        let path = inputs.file(&format!("{}.toml", key[0].replace(['[', ']', '.'], "-")), &text);
+        refused(what, &["topo", "show", &path], &[&[path.as_str()][..], key].concat());
+    }
+    let matrix = |cpus: &str, numa: &str| {
+        format!("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV18\t0-31\t0\nGPU1\tNV18\t X \t{cpus}\t{numa}\n")
+    };
+    for (what, text, expected) in [
+        ("a NUMA node of a million", matrix("0-31", "999999"), "NUMA Affinity \"999999\""),
+        ("a CPU affinity of letters", matrix("zz", "0"), "CPU Affinity \"zz\""),
+    ] {
+        let path = inputs.file("topo.txt", &text);
+        refused(what, &["topo", "import", &path], &[&path, "line 3", expected]);
+    }
+    let xml = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nccl-topo-h200x2.xml")).unwrap();
+    for (what, from, to, expected) in [
+        ("a PCI device id of letters", "device=\"0x2335\"", "device=\"0xzz\"", &["line 3", "device=\"0xzz\""][..]),
+        ("one rank twice", "rank=\"1\"", "rank=\"0\"", &["line 12", "a second GPU with rank 0"]),
+    ] {
+        let path = inputs.file("dump.xml", &xml.replacen(from, to, 1));
+        refused(what, &["topo", "import", &path], &[&[path.as_str()][..], expected].concat());
+    }
+    let crawl = inputs.file("crawl.toml", "[cta.sm90.simple]\nload = \"1B/s\"\n");
+    refused(
+        "a thread block loading at 1 B/s",
+        &["collective", "--hardware", &crawl],
+        &[&crawl, "key `cta.sm90.simple.load`", "at least 1"],
+    );
+}
+
+#[test]
+fn folders_and_out_of_range_counts_are_called_what_they_are() {
+    refused(
+        "a folder as an overlay",
+        &["collective", "--hardware", "models/hardware"],
+        &["--hardware", "models/hardware is a directory", ".toml"],
+    );
+    refused(
+        "a folder as an LLM",
+        &["llm", "--tp", "8", "--model", "models/llm"],
+        &["--model", "models/llm is a directory", "llama-3.1-70b"],
+    );
+    refused("four billion GPUs", &["collective", "--gpus", "4294967296"], &["--gpus", "1..=4096"]);
+    refused("no GPUs", &["topo", "show", "hgx-h200", "--gpus", "0"], &["--gpus", "1..=4096"]);
+    refused("a TP of four billion", &["llm", "--tp", "4294967296"], &["--tp", "1..=4096"]);
 }

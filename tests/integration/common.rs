@@ -1,8 +1,10 @@
 //! Helpers shared by the integration tests: the shared measurement folder,
-//! running the `icsim` binary, loading presets.
+//! running the `icsim` binary (also within a deadline, on input files
+//! written for one test), loading presets.
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use icsim::config::hardware::HardwareModel;
 use icsim::topology::{PresetOptions, Topology, TopologySpec, resolve};
@@ -70,4 +72,59 @@ pub fn icsim_json(args: &[&str]) -> serde_json::Value {
     let output = icsim(args);
     assert!(output.status.success(), "icsim {args:?} failed: {}", stderr(&output));
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("icsim {args:?} printed no JSON ({e}): {}", stdout(&output)))
+}
+
+/// Longest a refusal may take: refusing is checking, not simulating.
+const DEADLINE: Duration = Duration::from_secs(20);
+
+/// A folder of input files for one test.
+pub struct Inputs(pub PathBuf);
+
+impl Inputs {
+    pub fn new(name: &str) -> Inputs {
+        let dir = std::env::temp_dir().join(format!("icsim-bad-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Inputs(dir)
+    }
+
+    /// Writes `text` as `name` and returns its path as an argument.
+    pub fn file(&self, name: &str, text: &str) -> String {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for Inputs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs icsim with `args` from the crate root, stopping it at the
+/// deadline; returns its exit code and standard error.
+pub fn run_within(args: &[String]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_icsim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("CUDA_VISIBLE_DEVICES", "-1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("icsim starts");
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("icsim can be waited for") {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+            return (status.code(), stderr);
+        }
+        if started.elapsed() > DEADLINE {
+            // Stops only the process this test started.
+            let _ = child.kill();
+            panic!("icsim {args:?} ran past {DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -8,6 +8,7 @@ mod cli;
 mod common;
 mod fidelity;
 mod forward;
+mod hostile;
 mod import;
 mod layout;
 mod llm;

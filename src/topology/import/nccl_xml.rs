@@ -15,6 +15,7 @@ use roxmltree::{Document, Node};
 use super::{Assembly, DEFAULT_HOST, ImportError, ImportOptions, NVSWITCH, counted, cpu_name, gpu_name};
 use crate::config::hardware::HardwareModel;
 use crate::config::topology::{NodeKindFile, TopologyFile};
+use crate::topology::{MAX_GPUS, MAX_GPUS_REASON};
 
 /// Identification tables: which model key a part in the dump stands for.
 mod identify {
@@ -68,6 +69,8 @@ enum NvlinkTarget {
 
 struct Gpu {
     dev: u32,
+    /// The NCCL rank that dumped the file saw this GPU as, where written.
+    rank: Option<u32>,
     sm: u32,
     /// PCI device id, for NVIDIA devices.
     device: Option<u32>,
@@ -192,9 +195,27 @@ impl Dump<'_> {
         Ok(())
     }
 
+    /// A PCI id attribute (`vendor`, `device`), if there is one: 16 bits.
+    fn pci_id(&self, pci: Node, name: &str) -> Result<Option<u32>, ImportError> {
+        let Some(text) = pci.attribute(name) else { return Ok(None) };
+        match number(text).and_then(|id| u16::try_from(id).ok()) {
+            Some(id) => Ok(Some(u32::from(id))),
+            None => Err(self.error(pci, format!("<pci> {name}={text:?} is not a PCI {name} id: a 16-bit number such as 0x10de"))),
+        }
+    }
+
+    /// A number below [`MAX_GPUS`] (a GPU's `dev` or `rank`).
+    fn gpu_index(&self, gpu: Node, name: &str) -> Result<u32, ImportError> {
+        let value = self.unsigned(gpu, name)?;
+        if value as usize >= MAX_GPUS {
+            return Err(self.error(gpu, format!("<gpu> {name}={value} is out of range: allowed 0 to {} ({MAX_GPUS_REASON})", MAX_GPUS - 1)));
+        }
+        Ok(value)
+    }
+
     fn add_gpu(&mut self, pci: Node, gpu: Node, parent: &str, socket: u32) -> Result<(), ImportError> {
-        let nvidia = pci.attribute("vendor").and_then(number).is_none_or(|v| v == i64::from(identify::NVIDIA_PCI_VENDOR));
-        let device = pci.attribute("device").and_then(number).and_then(|d| u32::try_from(d).ok()).filter(|_| nvidia);
+        let nvidia = self.pci_id(pci, "vendor")?.is_none_or(|v| v == identify::NVIDIA_PCI_VENDOR);
+        let device = self.pci_id(pci, "device")?.filter(|_| nvidia);
         let mut nvlinks = Vec::new();
         for nvlink in gpu.children().filter(|c| c.has_tag_name("nvlink")) {
             let count = self.unsigned(nvlink, "count")?;
@@ -216,9 +237,11 @@ impl Dump<'_> {
             };
             nvlinks.push((target, count));
         }
-        let (dev, sm, link) = (self.unsigned(gpu, "dev")?, self.unsigned(gpu, "sm")?, self.pcie_link(pci)?);
+        let (dev, sm, link) = (self.gpu_index(gpu, "dev")?, self.unsigned(gpu, "sm")?, self.pcie_link(pci)?);
+        let rank = gpu.attribute("rank").map(|_| self.gpu_index(gpu, "rank")).transpose()?;
         self.gpus.push(Gpu {
             dev,
+            rank,
             sm,
             device,
             busid: pci.attribute("busid").map(str::to_ascii_lowercase),
@@ -318,6 +341,15 @@ pub(super) fn parse(path: &Path, text: &str, options: &ImportOptions, model: &Ha
             path,
             pair[1].line,
             format!("a second GPU with dev {} (the first is line {})", pair[1].dev, pair[0].line),
+        ));
+    }
+    let mut ranked: Vec<(u32, usize)> = dump.gpus.iter().filter_map(|g| Some((g.rank?, g.line))).collect();
+    ranked.sort();
+    if let Some(pair) = ranked.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(ImportError::syntax(
+            path,
+            pair[1].1,
+            format!("a second GPU with rank {} (the first is line {})", pair[1].0, pair[0].1),
         ));
     }
 
@@ -466,6 +498,20 @@ mod tests {
         let wide = TWO_SOCKETS.replacen("link_width=\"8\"", "link_width=\"4294967304\"", 1);
         let raw = import_text(&wide, &ImportOptions::default());
         assert!(raw.is_err(), "{raw:?}");
+    }
+
+    #[test]
+    fn bad_device_ids_and_repeated_ranks_are_refused_by_line() {
+        for (from, to, line, says) in [
+            ("device=\"0x20b2\"", "device=\"0xzz\"", 4, "device=\"0xzz\""),
+            ("device=\"0x20b2\"", "device=\"0x1020b2\"", 4, "16-bit"),
+            ("vendor=\"0x10de\"", "vendor=\"nvidia\"", 4, "vendor"),
+            ("dev=\"0\"", "dev=\"4000000000\"", 5, "dev=4000000000"),
+            ("rank=\"1\"", "rank=\"0\"", 10, "a second GPU with rank 0 (the first is line 5)"),
+        ] {
+            let error = import_text(&TWO_SOCKETS.replacen(from, to, 1), &ImportOptions::default()).unwrap_err().to_string();
+            assert!(error.starts_with(&format!("dump.xml: line {line}:")) && error.contains(says), "{to}: {error}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::path::Path;
 use super::{Assembly, DEFAULT_GPU, DEFAULT_HOST, ImportError, ImportOptions, NVSWITCH, counted, cpu_name, gpu_name, nvlink_links};
 use crate::config::hardware::HardwareModel;
 use crate::config::topology::{NodeKindFile, TopologyFile};
+use crate::topology::MAX_SOCKETS;
 
 /// Removes terminal escape sequences (`ESC [ ... letter`, as the underline
 /// nvidia-smi puts around its header row).
@@ -229,10 +230,24 @@ fn read_matrix(path: &Path, text: &str) -> Result<Matrix, ImportError> {
         for (column, value) in affinity_columns.iter().zip(&cells[1 + devices.len()..]) {
             let known = *value != "N/A";
             match column {
+                Affinity::Cpu if known && !is_cpu_list(value) => {
+                    return Err(ImportError::syntax(
+                        path,
+                        number,
+                        format!("CPU Affinity {value:?} of {label}: expected CPU numbers and ranges (0-55,112-167) or N/A"),
+                    ));
+                }
                 Affinity::Cpu => matrix.cpu_affinity[gpu] = known.then(|| value.to_string()),
                 Affinity::Numa if known => {
-                    let numa = value.parse().map_err(|_| {
-                        ImportError::syntax(path, number, format!("NUMA Affinity {value:?} of {label}: expected a NUMA node number or N/A"))
+                    let numa = value.parse().ok().filter(|&numa| numa < MAX_SOCKETS).ok_or_else(|| {
+                        ImportError::syntax(
+                            path,
+                            number,
+                            format!(
+                                "NUMA Affinity {value:?} of {label}: expected a NUMA node number from 0 to {} (at most one socket a GPU) or N/A",
+                                MAX_SOCKETS - 1
+                            ),
+                        )
                     })?;
                     matrix.numa_affinity[gpu] = Some(numa);
                 }
@@ -258,6 +273,16 @@ fn read_matrix(path: &Path, text: &str) -> Result<Matrix, ImportError> {
         }
     }
     Ok(matrix)
+}
+
+/// Whether `text` is a list of CPUs as Linux writes one: numbers and
+/// ranges (`0-55,112-167`), each range rising.
+fn is_cpu_list(text: &str) -> bool {
+    let cpu = |n: &str| (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then(|| n.parse::<u64>().ok()).flatten();
+    text.split(',').all(|item| match item.split_once('-') {
+        Some((low, high)) => cpu(low).zip(cpu(high)).is_some_and(|(low, high)| low <= high),
+        None => cpu(item).is_some(),
+    })
 }
 
 /// Each GPU's NUMA domain (what nvidia-smi's SYS crosses), and what said so.
@@ -550,5 +575,19 @@ mod tests {
         let unknown_column = "\tGPU0\tGPU1\tCPU Affinity\tPower Draw\nGPU0\t X \tPIX\t0-7\t1\nGPU1\tPIX\t X \t0-7\t1\n";
         let error = parse_text(unknown_column).unwrap_err().to_string();
         assert!(error.starts_with("topo.txt: line 1:") && error.contains("Power Draw"), "{error}");
+    }
+
+    #[test]
+    fn affinities_no_machine_prints_are_refused_by_line_and_column() {
+        let matrix = |cpus: &str, numa: &str| {
+            format!("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tPIX\t0-7\t0\nGPU1\tPIX\t X \t{cpus}\t{numa}\n")
+        };
+        assert!(parse_text(&matrix("0-3,8,10-11", "0")).is_ok());
+        for (cpus, numa, says) in
+            [("0-7", "999999", "NUMA Affinity \"999999\""), ("zz", "0", "CPU Affinity \"zz\""), ("7-0", "0", "CPU Affinity")]
+        {
+            let error = parse_text(&matrix(cpus, numa)).unwrap_err().to_string();
+            assert!(error.starts_with("topo.txt: line 3:") && error.contains(says), "{error}");
+        }
     }
 }

@@ -85,7 +85,9 @@ impl Experiment {
         };
         let llm = LlmModel::load(&model_name).map_err(|error| match error {
             // The model file's own errors name it; one that cannot be read is the experiment's key.
-            unknown @ (ConfigError::UnknownName { .. } | ConfigError::Io { .. }) => source.invalid(None, "model", unknown.to_string()),
+            unknown if unknown.is_misnamed() || matches!(unknown, ConfigError::Io { .. }) => {
+                source.invalid(None, "model", unknown.to_string())
+            }
             other => other,
         })?;
         let query = Query { prompt: raw.query.prompt, output: raw.query.output, batch: raw.query.batch };
@@ -218,7 +220,9 @@ fn resolve_mode(
     let in_overlay = |message: &str| models.iter().any(|m| looks_like_file(m) && message.starts_with(&format!("{m}:")));
     let spec = TopologySpec { name, options: PresetOptions { gpus, gpu: gpu.clone(), host: host.clone() }, models: models.clone() };
     let (topology, hardware) = topology::resolve_edited(&spec, edit).map_err(|error| {
-        if let crate::Error::Config(unknown @ ConfigError::UnknownName { .. }) = &error {
+        if let crate::Error::Config(unknown) = &error
+            && unknown.is_misnamed()
+        {
             return source.invalid(owner(mode.models.is_some()), "models", unknown.to_string());
         }
         let message = error.to_string();

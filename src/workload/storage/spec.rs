@@ -126,8 +126,8 @@ impl StorageSpec {
         if paths.is_empty() {
             return Err(invalid("paths", "no storage path: list one or more of \"gds\", \"bounce\"".into()));
         }
-        if let Some(twice) = paths.iter().enumerate().find_map(|(i, path)| paths[..i].contains(path).then_some(path)) {
-            return Err(invalid("paths", format!("{twice} is listed twice: list each of \"gds\", \"bounce\" once")));
+        if let Some(twice) = crate::first_repeat(&paths) {
+            return Err(invalid("paths", format!("{} is listed twice: list each of \"gds\", \"bounce\" once", paths[twice])));
         }
         if load.is_none() && (!sweep.is_empty()) {
             return Err(invalid("sweep", "a sweep of drive counts times a load: set storage.load = \"shard\" or \"whole\"".into()));
