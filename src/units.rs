@@ -120,6 +120,13 @@ impl Bytes {
     pub fn split_even(self, parts: u64) -> impl Iterator<Item = Bytes> {
         (0..parts).map(move |i| self.even_part(parts, i))
     }
+    /// Piece `index` of these bytes cut into whole pieces of `piece` bytes
+    /// and the remainder last, as NCCL's loops cut a channel's data into
+    /// chunks (empty past the end).
+    pub fn chunk_part(self, piece: Bytes, index: u64) -> Bytes {
+        assert!(piece.0 > 0, "cannot cut bytes into empty pieces");
+        Bytes(self.0.saturating_sub(index.saturating_mul(piece.0)).min(piece.0))
+    }
     /// Piece `index` of [`Bytes::split_even`] into `parts`, on its own.
     pub fn even_part(self, parts: u64, index: u64) -> Bytes {
         assert!(parts > 0, "cannot split bytes into zero parts");

@@ -93,7 +93,7 @@ impl Generator<Path> for NvlsRun<'_> {
         if run.chunks_sent == chunks {
             return false;
         }
-        let chunk = channel.bytes.even_part(chunks, run.chunks_sent);
+        let chunk = channel.bytes.chunk_part(Bytes(nvls.chunk.0.max(1)), run.chunks_sent);
         run.chunks_sent += 1;
         let wire = Bytes(chunk.0 + chunk.0.div_ceil(nvls.heads as u64));
         let cap = Some(nvls.channel_cap);

@@ -130,11 +130,16 @@ fn slice_size(piece: Bytes, slices_per_chunk: u32, min_slice: Bytes) -> u64 {
     piece.0.div_ceil(u64::from(slices_per_chunk)).max(min_slice.0).max(1)
 }
 
-/// Slices of one piece: at least `min_slice` each (unless the piece is
-/// smaller), at most `slices_per_chunk` of them.
+/// Slices of one piece, as NCCL's primitives loop over it: whole slices of
+/// `slice_size` and the remainder last (at least `min_slice` each unless
+/// the piece is smaller, at most `slices_per_chunk` of them). A piece a
+/// byte past one slice is a whole slice and a byte, not two halves: halves
+/// would forward its first half a slice early, and a call could get faster
+/// for more bytes.
 fn slices(piece: Bytes, slices_per_chunk: u32, min_slice: Bytes) -> impl Iterator<Item = Bytes> {
-    let count = piece.0.div_ceil(slice_size(piece, slices_per_chunk, min_slice)).max(1);
-    piece.split_even(count)
+    let size = slice_size(piece, slices_per_chunk, min_slice);
+    let count = piece.0.div_ceil(size).max(1);
+    (0..count).map(move |i| Bytes(size.min(piece.0 - i * size)))
 }
 
 /// A channel's next loop, taken from its `remaining` bytes: `ranks` pieces
@@ -326,6 +331,8 @@ struct ChainRun {
     pipes: Vec<Pipe>,
     /// The channel's slices.
     slices: u64,
+    /// Bytes of each slice but the last, which takes the remainder.
+    slice: Bytes,
     /// Positions of a slice's way: the hops, then the copy out if any.
     positions: u64,
     /// Waves added so far.
@@ -341,6 +348,7 @@ impl ChainRun {
         ChainRun {
             pipes: channel.pipes.clone(),
             slices: channel.bytes.0.div_ceil(slice).max(1),
+            slice: Bytes(slice.max(1)),
             positions: hops + u64::from(ring.rates.copy_out.is_some()),
             wave: 0,
             in_flight: VecDeque::new(),
@@ -369,7 +377,7 @@ impl Generator<Path> for BroadcastRun<'_> {
         let hops = ring.ranks - 1;
         for (index, arrived) in (oldest..).zip(run.in_flight.iter_mut()) {
             graph.group(index);
-            let piece = channel_bytes.even_part(run.slices, index);
+            let piece = channel_bytes.chunk_part(run.slice, index);
             let position = (wave - index) as usize;
             *arrived = Some(match ring.rates.copy_out {
                 Some(rate) if position == hops => {

@@ -147,7 +147,7 @@ impl Generator<Path> for TreeRun<'_> {
         let oldest = (wave + 1).saturating_sub(run.positions);
         for (chunk_index, arrived) in (oldest..).zip(run.in_flight.iter_mut()) {
             graph.group(chunk_index);
-            let chunk = run.channel.bytes.even_part(run.chunks, chunk_index);
+            let chunk = run.channel.bytes.chunk_part(Bytes(tree.chunk.0.max(1)), chunk_index);
             *arrived = advance(tree, &mut run.channel, &mut run.last_end, chunk, wave - chunk_index, *arrived, graph);
         }
         if wave + 1 >= run.positions {

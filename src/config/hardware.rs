@@ -77,6 +77,10 @@ pub struct GpuModel {
     /// The L2 cache: a kernel whose working set fits streams it from there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub l2_cache: Option<Bytes>,
+    /// A PCIe card whose NVLink links go to an NVLink bridge to its
+    /// neighbouring card (not to an SXM board's switches or mesh).
+    #[serde(default)]
+    pub nvlink_bridge: bool,
     /// The GPU (of the same die) whose compute model this one takes, under
     /// its own `compute` keys; absent: the model's `compute_prior`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -367,7 +367,7 @@ fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, St
         // neighbour (GPU0-GPU1, GPU2-GPU3, ...) with all their links: the
         // H100 PCIe's and A100 PCIe's two-card bridges, the H200 NVL's
         // two-way one (NVIDIA's datasheets).
-        GpuFabric::None if gpu_model.nvlink_links > 0 => {
+        GpuFabric::None if gpu_model.nvlink_bridge => {
             let links = gpu_model.nvlink_links;
             let (rate, latency) = rates.nvlink(&gpu_model.nvlink_generation, links)?;
             for pair in gpu_nodes.chunks_exact(2) {
