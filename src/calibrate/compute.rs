@@ -218,7 +218,8 @@ mod tests {
         let shared = read("tests/data/h200x2-forward-slice.jsonl");
         assert!(shared.iter().all(|m| scope_of(m) == Scope::Layers), "the shared source says: no embedding, final norm or LM head");
         assert_eq!(fusion_of(&shared[0], shared[0].stack()), "torch");
-        let spec = TopologySpec { name: "hgx-h200".into(), options: PresetOptions { gpus: Some(2), gpu: None, host: None }, models: vec![] };
+        let spec =
+            TopologySpec { name: "hgx-h200".into(), options: PresetOptions { gpus: Some(2), gpu: None, host: None }, models: vec![] };
         let (topo, model) = resolve(&spec).unwrap();
         let decode = shared.iter().find(|m| m.phase.as_deref() == Some("decode_step") && m.transport.as_deref() == Some("none")).unwrap();
         let predicted = predict_forward(&topo, &model, decode).unwrap();

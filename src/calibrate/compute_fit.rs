@@ -345,8 +345,11 @@ mod tests {
     use crate::topology::{Blueprint, PresetOptions, TopologySpec, blueprint};
 
     fn one_h200() -> (Blueprint, Topology, HardwareModel) {
-        let spec =
-            TopologySpec { name: "hgx-h200".into(), options: PresetOptions { gpus: Some(1), gpu: None, host: None }, models: vec!["base".into()] };
+        let spec = TopologySpec {
+            name: "hgx-h200".into(),
+            options: PresetOptions { gpus: Some(1), gpu: None, host: None },
+            models: vec!["base".into()],
+        };
         let (board, model) = blueprint(&spec).unwrap();
         let topo = board.build(&model).unwrap();
         (board, topo, model)

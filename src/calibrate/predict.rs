@@ -224,7 +224,8 @@ mod tests {
 
     #[test]
     fn a_sequence_is_its_calls_times_one_allreduce() {
-        let spec = TopologySpec { name: "hgx-h200".into(), options: PresetOptions { gpus: Some(4), gpu: None, host: None }, models: vec![] };
+        let spec =
+            TopologySpec { name: "hgx-h200".into(), options: PresetOptions { gpus: Some(4), gpu: None, host: None }, models: vec![] };
         let (topo, model) = resolve(&spec).unwrap();
         // Llama-3.1-70B decode: one token of 8192 bf16 values per allreduce, two per layer.
         let sequence = Measurement {

@@ -213,7 +213,11 @@ pub(super) fn resolve_compute(merged: &mut toml::Table, prior: toml::Table, path
                 return Err(ConfigError::invalid(path, key, format!("unknown GPU model {like:?}; known: {}", known.join(", "))));
             }
             if chain.iter().any(|seen| seen == like) {
-                return Err(ConfigError::invalid(path, key, format!("{like:?} leads back to {name:?}: a GPU's compute cannot be like itself")));
+                return Err(ConfigError::invalid(
+                    path,
+                    key,
+                    format!("{like:?} leads back to {name:?}: a GPU's compute cannot be like itself"),
+                ));
             }
             chain.push(like.to_string());
         }

@@ -10,12 +10,12 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use super::compute::{ComputeEfficiency, KernelEfficiency, Library};
+use super::compute::{prior_compute, resolve_compute};
 pub use super::cta::{CtaModel, CtaRates, ElementAdds};
 pub use super::nccl_model::{NcclArch, NcclModel, ProtocolTriple, TreeCorrection};
-use super::storage::{DriveModel, StorageModel};
-use super::compute::{prior_compute, resolve_compute};
-use super::{ConfigError, ConfigResult, merge_tables, parse_toml, read_text};
 pub use super::parts::{HostPlatform, PcieSwitchChip};
+use super::storage::{DriveModel, StorageModel};
+use super::{ConfigError, ConfigResult, merge_tables, parse_toml, read_text};
 use crate::units::{Bandwidth, Bytes, Time};
 
 /// Model files shipped inside the binary, so that it runs from any folder.
@@ -411,7 +411,8 @@ impl HardwareModel {
             let text = layer_text(source)?;
             let mut table: toml::Table = parse_toml(&source.label(), &text)?;
             if let Some(name) = table.remove("compute_prior") {
-                prior = Some(prior_compute(&table, &name).map_err(|message| ConfigError::invalid(source.label(), "compute_prior", message))?);
+                prior =
+                    Some(prior_compute(&table, &name).map_err(|message| ConfigError::invalid(source.label(), "compute_prior", message))?);
             }
             match table.remove("provenance") {
                 Some(toml::Value::Array(entries)) => provenance.extend(entries),

@@ -68,4 +68,3 @@ impl HostPlatform {
         self.pcie_lanes / 16
     }
 }
-

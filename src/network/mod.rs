@@ -119,7 +119,13 @@ pub struct Network {
     epoch: u64,
     scratch_links: Vec<u32>,
     scratch_flows: Vec<u32>,
-    scratch_seeds: Vec<LinkId>,
+    /// Links whose flows changed at `pending_at` and are not re-solved yet:
+    /// the flows that start and finish at one instant are solved together,
+    /// once, before time moves on (the max-min shares they reach are the
+    /// same; each change solved on its own re-solved a shared link's whole
+    /// component once a flow).
+    pending: Vec<LinkId>,
+    pending_at: Time,
     /// Re-solve every flow on every change: the slow reference the
     /// incremental solver is tested against.
     full_recompute: bool,
@@ -154,7 +160,8 @@ impl Network {
             epoch: 0,
             scratch_links: Vec::new(),
             scratch_flows: Vec::new(),
-            scratch_seeds: Vec::new(),
+            pending: Vec::new(),
+            pending_at: Time::ZERO,
             full_recompute: false,
         }
     }
@@ -242,7 +249,9 @@ impl Network {
         // link it crosses runs at its cap and changes no one else's share
         // (a saturated link, the only kind that limits others, has no spare).
         let demand = cap * f64::from(copies);
-        let fits = !self.full_recompute
+        // Shares are settled only where nothing waits to be re-solved.
+        let settled = !self.full_recompute && self.pending.is_empty();
+        let fits = settled
             && cap.is_finite()
             && path.links.iter().all(|l| {
                 let state = &self.links[l.index()];
@@ -267,7 +276,7 @@ impl Network {
         // Fast path: alone on every link it crosses, the flow is a component
         // of its own, and progressive filling gives it its narrowest link's
         // share or its cap at once: the same arithmetic without the search.
-        if !self.full_recompute && path.links.iter().all(|l| self.links[l.index()].flows.iter().all(|&f| f == slot)) {
+        if settled && path.links.iter().all(|l| self.links[l.index()].flows.iter().all(|&f| f == slot)) {
             let flow = &self.flows[slot as usize];
             let share = path
                 .links
@@ -284,11 +293,30 @@ impl Network {
             }
             return;
         }
-        let mut seeds = std::mem::take(&mut self.scratch_seeds);
+        self.defer(now, &path.links);
+    }
+
+    /// Marks `links` to be re-solved before time moves past `now`.
+    fn defer(&mut self, now: Time, links: &[LinkId]) {
+        if self.pending_at != now {
+            self.settle_pending();
+        }
+        self.pending_at = now;
+        self.pending.extend_from_slice(links);
+    }
+
+    /// Re-solves the components of every link changed at `pending_at`.
+    fn settle_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let mut seeds = std::mem::take(&mut self.pending);
+        seeds.retain(|l| !self.links[l.index()].flows.is_empty());
+        if !seeds.is_empty() {
+            self.reshare(self.pending_at, &seeds);
+        }
         seeds.clear();
-        seeds.extend_from_slice(&path.links);
-        self.reshare(now, &seeds);
-        self.scratch_seeds = seeds;
+        self.pending = seeds;
     }
 
     /// Settles every flow of the component around `seeds` at `now` and gives
@@ -449,6 +477,7 @@ impl Network {
         // Fast path: if none of its links was saturated, none was anyone's
         // bottleneck, and no other share changes when it leaves.
         let saturated = self.full_recompute
+            || !self.pending.is_empty()
             || links.iter().any(|l| {
                 let state = &self.links[l.index()];
                 state.allocated >= state.capacity * (1.0 - SHARE_TOLERANCE)
@@ -472,13 +501,9 @@ impl Network {
         } else {
             self.schedule(slot, now + latency);
         }
-        let mut touched = std::mem::take(&mut self.scratch_seeds);
-        touched.clear();
-        touched.extend(links.iter().copied().filter(|l| !self.links[l.index()].flows.is_empty()));
-        if saturated && !touched.is_empty() {
-            self.reshare(now, &touched);
+        if saturated {
+            self.defer(now, &links);
         }
-        self.scratch_seeds = touched;
     }
 
     fn arrived(&mut self, slot: u32, finished: &mut Vec<TaskId>) {
@@ -513,6 +538,7 @@ impl Fabric<Path> for Network {
     }
 
     fn next_event_time(&mut self) -> Option<Time> {
+        self.settle_pending();
         let flows = &self.flows;
         self.events.drop_stale(|&(slot, generation)| {
             let flow = &flows[slot as usize];
@@ -522,6 +548,7 @@ impl Fabric<Path> for Network {
     }
 
     fn advance(&mut self, now: Time, finished: &mut Vec<TaskId>) -> u64 {
+        self.settle_pending();
         let mut handled = 0;
         let mut due = std::mem::take(&mut self.due);
         // Events handled now may schedule more for now: those come after.

@@ -80,7 +80,10 @@ pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigRe
             return Err(invalid(&format!("node[{i}]"), "only a pcie-switch node has a chip and a package".into()));
         }
         if node.package.is_some() && node.chip.is_none() {
-            return Err(invalid(&format!("node[{i}].package"), "a package is a chip split into logical switches: name its `chip` too".into()));
+            return Err(invalid(
+                &format!("node[{i}].package"),
+                "a package is a chip split into logical switches: name its `chip` too".into(),
+            ));
         }
         if let Some(chip) = &node.chip {
             chips.insert(NodeId(i as u32), model.pcie_switch(chip).map_err(|m| invalid(&format!("node[{i}].chip"), m))?);

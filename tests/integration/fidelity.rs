@@ -48,7 +48,8 @@ fn read(path: &Path) -> Vec<Measurement> {
 /// A preset or topology file with `gpus` GPUs; `models` are overlays after
 /// its own.
 fn board(topology: &str, gpus: u32, models: &[String]) -> (Topology, HardwareModel) {
-    let spec = TopologySpec { name: topology.into(), options: PresetOptions { gpus: Some(gpus), gpu: None, host: None }, models: models.to_vec() };
+    let spec =
+        TopologySpec { name: topology.into(), options: PresetOptions { gpus: Some(gpus), gpu: None, host: None }, models: models.to_vec() };
     resolve(&spec).unwrap_or_else(|e| panic!("{topology}: {e}"))
 }
 
@@ -446,8 +447,11 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
     let mut medians: Vec<f64> = PUBLIC_PCIE
         .iter()
         .map(|(table, _, _)| {
-            let errors: Vec<f64> =
-                rows.iter().filter(|r| r.series.starts_with(&format!("{table}:")) && from_64_kib(r)).filter_map(|r| r.error.map(f64::abs)).collect();
+            let errors: Vec<f64> = rows
+                .iter()
+                .filter(|r| r.series.starts_with(&format!("{table}:")) && from_64_kib(r))
+                .filter_map(|r| r.error.map(f64::abs))
+                .collect();
             validate::median(&errors)
         })
         .collect();

@@ -444,7 +444,8 @@ fn time_does_not_fall_with_more_bytes_at_a_fixed_algorithm_protocol_and_channel_
     for (topology, transport) in [("hgx-h200", "auto"), ("pcie-gen5-8gpu", "shm")] {
         for algo in ["ring", "tree"] {
             for proto in ["ll", "ll128", "simple"] {
-                let args = ["collective", "--topology", topology, "--transport", transport, "--op", "allreduce", "--algo", algo, "--proto", proto];
+                let args =
+                    ["collective", "--topology", topology, "--transport", transport, "--op", "allreduce", "--algo", algo, "--proto", proto];
                 let json = crate::common::icsim_json(&[&args[..], &["--sizes", &sizes, "--format", "json"]].concat());
                 let rows = json["results"].as_array().expect("results");
                 for pair in rows.windows(2) {
