@@ -239,6 +239,21 @@ pub(super) fn resolve_compute(merged: &mut toml::Table, prior: toml::Table, path
 
 #[cfg(test)]
 mod tests {
+
+    use crate::config::hardware::{ModelSource, shipped};
+
+    #[test]
+    fn gpus_of_one_die_share_the_measured_compute_and_loops_are_refused() {
+        let fitted = HardwareModel::load(&[shipped("h200-compute").unwrap(), shipped("h200-forward").unwrap()]).unwrap();
+        let (h200, h100) = (&fitted.gpu["h200"].compute, &fitted.gpu["h100"].compute);
+        assert_eq!((h100.matmul, h100.sustained), (h200.matmul, h200.sustained), "the H100 is the H200's die");
+        assert_eq!(h200.sustained, 0.875, "the profiled forward's clock");
+        // Another die takes the base file's H200 table, before any fit.
+        assert_eq!(fitted.gpu["b200"].compute.sustained, 1.0);
+        let looped = ModelSource::Text { label: "loop.toml".into(), text: "[gpu.h200]\ncompute_like = \"h100\"\n".into() };
+        let error = HardwareModel::load(&[looped]).unwrap_err().to_string();
+        assert!(error.contains("gpu.h200.compute_like") && error.contains("cannot be like itself"), "{error}");
+    }
     use super::*;
     use crate::config::hardware::HardwareModel;
 

@@ -299,6 +299,31 @@ fn drive_end(topo: &Topology, from: NodeId, to: NodeId) -> Option<(NodeId, NodeI
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_switch_chip_lends_its_generation_and_latency_and_bounds_its_lanes() {
+        // `gpus` H100s (Gen5) under one PEX88096 (Gen4, 96 lanes), its x16
+        // uplink to the socket.
+        let board = |gpus: usize| {
+            let mut text = String::from("name = \"t\"\ngpu = \"h100\"\nhost = \"spr-2s\"\n");
+            text += "[[node]]\nname = \"cpu0\"\nkind = \"cpu\"\n[[node]]\nname = \"sw0\"\nkind = \"pcie-switch\"\nchip = \"pex88096\"\n";
+            text += "[[node]]\nname = \"mem0\"\nkind = \"memory\"\n[[link]]\nfrom = \"cpu0\"\nto = \"mem0\"\nkind = \"memory\"\n";
+            text += "[[link]]\nfrom = \"sw0\"\nto = \"cpu0\"\nkind = \"pcie\"\n";
+            for g in 0..gpus {
+                text +=
+                    &format!("[[node]]\nname = \"GPU{g}\"\nkind = \"gpu\"\n[[link]]\nfrom = \"GPU{g}\"\nto = \"sw0\"\nkind = \"pcie\"\n");
+            }
+            text
+        };
+        let raw: TopologyFile = parse_toml(Path::new("t.toml"), &board(5)).unwrap();
+        let topo = build(Path::new("t.toml"), &raw, &HardwareModel::base()).unwrap_or_else(|e| panic!("{e}"));
+        let link = topo.links().iter().find(|l| l.from == topo.gpus()[0]).unwrap();
+        assert_eq!(link.kind, LinkKind::Pcie { generation: "gen4".into(), lanes: 16 }, "the chip's generation, not the GPU's");
+        assert_eq!(link.latency, "0.105us".parse().unwrap(), "the chip's port-to-port latency");
+        // Six x16 links fill its 96 lanes; a seventh is refused by key.
+        let error = error_of(&board(6));
+        assert!(error.contains("key `link[7].lanes`") && error.contains("sw0 (pex88096) has 96 lanes") && error.contains("112"), "{error}");
+    }
     use super::*;
 
     /// Two H100 under one socket, with `links` appended.

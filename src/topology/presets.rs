@@ -434,6 +434,38 @@ fn rack(name: &'static str, gpu: &str, gpus: u32, model: &HardwareModel) -> Resu
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_host_brings_its_socket_link_and_root_ports() {
+        let model = HardwareModel::base();
+        let options = |host: &str| PresetOptions { gpus: None, gpu: None, host: Some(host.into()) };
+        let genoa = preset("pcie-direct-8gpu", &options("epyc-genoa"), &model).unwrap();
+        let socket = genoa.links().iter().find(|l| l.kind == LinkKind::SocketLink).expect("two sockets");
+        // Four x16 xGMI-3 links at 32 Gb/s a lane, 68% of the raw rate each way.
+        assert_eq!(socket.bandwidth, Bandwidth::from_gbps_f64(4.0 * 16.0 * 4.0 * 0.68));
+        assert_eq!(genoa.host, "epyc-genoa");
+        // One socket of 128 lanes has 8 x16 root ports: 8 GPUs fit, and a
+        // Skylake socket's 48 lanes (3 ports) cannot take four direct GPUs.
+        assert_eq!(preset("pcie-direct-8gpu", &options("threadripper-pro"), &model).unwrap().gpus().len(), 8);
+        let error = preset("pcie-direct-8gpu", &options("skylake-2s"), &model).unwrap_err().to_string();
+        assert!(error.contains("3 x16 root ports"), "{error}");
+        let error = preset("gb200-nvl72", &options("spr-2s"), &model).unwrap_err().to_string();
+        assert!(error.contains("Grace"), "{error}");
+    }
+
+    #[test]
+    fn pcie_cards_with_a_bridge_get_it_and_sxm_parts_do_not() {
+        let model = HardwareModel::base();
+        let board =
+            |gpu: &str| preset("pcie-switch-8gpu", &PresetOptions { gpus: None, gpu: Some(gpu.into()), host: None }, &model).unwrap();
+        let bridges = |topo: &Topology| topo.links().iter().filter(|l| matches!(l.kind, LinkKind::NvLink { .. })).count();
+        assert_eq!(bridges(&board("h100-pcie")), 8, "four pairs, both directions");
+        assert_eq!(bridges(&board("h100")), 0);
+        // A Gen4 card on a Gen5 switch trains at Gen4.
+        let l40s = board("l40s");
+        let gpu_link = l40s.links().iter().find(|l| l.from == l40s.gpus()[0]).unwrap();
+        assert_eq!(gpu_link.kind, LinkKind::Pcie { generation: "gen4".into(), lanes: 16 });
+    }
     use super::*;
     use crate::topology::Medium;
 

@@ -239,3 +239,18 @@ fn a_forced_channel_count_the_call_does_not_run_is_noted_in_the_row_and_on_stder
     assert_eq!(rows["results"][0]["note"], note);
     assert_eq!(rows["results"][0]["channels"], 32);
 }
+
+#[test]
+fn every_pcie_gpu_runs_collective_and_llm_on_a_pcie_board_and_the_table_names_gpu_and_host() {
+    for gpu in ["l4", "l40s", "rtx4090", "rtx5090", "rtx-pro-6000", "a100-pcie", "h100-pcie", "h200-nvl"] {
+        let board = ["--topology", "pcie-direct-8gpu", "--gpu", gpu, "--host", "epyc-genoa"];
+        let collective = [&["collective", "--op", "allreduce", "--sizes", "1MiB"][..], &board[..]].concat();
+        assert!(icsim(&collective).status.success(), "collective on {gpu}: {}", stderr(&icsim(&collective)));
+        let llm =
+            [&["llm", "--model", "llama-3.1-70b", "--prompt", "1024", "--output", "8", "--tp", "8", "--transport", "shm"][..], &board[..]]
+                .concat();
+        let table = stdout(&icsim(&llm));
+        let row = table.lines().find(|l| l.starts_with("shm ")).unwrap_or_else(|| panic!("no shm row for {gpu}: {table}"));
+        assert!(row.contains(&format!(" {gpu} ")) && row.contains(" epyc-genoa "), "{gpu}: {row}");
+    }
+}
