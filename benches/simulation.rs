@@ -54,7 +54,8 @@ fn engine_alone(c: &mut Criterion) {
 }
 
 fn topology(name: &str, gpus: Option<u32>) -> (Topology, HardwareModel) {
-    resolve(&TopologySpec { name: name.into(), options: PresetOptions { gpus, gpu: None }, models: Vec::new() }).expect("a preset")
+    resolve(&TopologySpec { name: name.into(), options: PresetOptions { gpus, gpu: None, host: None }, models: Vec::new() })
+        .expect("a preset")
 }
 
 /// The plan of `op` over every GPU of `topo`, algorithm and protocol fixed

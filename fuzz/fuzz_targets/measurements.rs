@@ -13,7 +13,7 @@ use icsim::topology::{PresetOptions, Topology, TopologySpec, resolve};
 use libfuzzer_sys::fuzz_target;
 
 static BOARD: LazyLock<(Topology, HardwareModel)> = LazyLock::new(|| {
-    let spec = TopologySpec { name: "hgx-h200".into(), options: PresetOptions { gpus: Some(2), gpu: None }, models: Vec::new() };
+    let spec = TopologySpec { name: "hgx-h200".into(), options: PresetOptions { gpus: Some(2), gpu: None, host: None }, models: Vec::new() };
     resolve(&spec).expect("the preset builds")
 });
 

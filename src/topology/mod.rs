@@ -23,7 +23,7 @@ use petgraph::visit::EdgeRef;
 pub use drives::{DriveLayout, Placement, drive_link_rates, preset_drives};
 pub use edit::{Edit, Unchanged, resolve_edited};
 pub use file::{build as build_from_file, load_file};
-pub use presets::{PRESETS, PresetOptions, preset, preset_models};
+pub use presets::{PRESET_MODELS, PRESETS, PresetOptions, preset};
 pub(crate) use rates::LinkRates;
 pub use resolve::{Blueprint, TopologySpec, blueprint, model_source, model_sources, resolve};
 pub use show::describe;

@@ -66,30 +66,22 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Calibrated hardware model overlays a preset uses, by shipped name.
-/// Compute and callers are properties of the GPU and the software, not of
-/// the board, so every preset loads them: the compute curves fitted to the
-/// runner's kernels on one H200 (h200-compute.toml: H200 keys, and nothing
-/// else, which other GPUs inherit until measured) and what the profiled
-/// PyTorch forward measured (h200-forward.toml: the CUDA-graph gap of every
-/// stack, the H200's sustained clock and PyTorch's kernels on it). The
-/// collective overlay (h200-fit.toml) is fitted on H200 NVSwitch boards;
-/// the other NVSwitch boards take it as a prediction: what differs is their
-/// datasheet (link counts and rates, NCCL's per-architecture constants, the
-/// thread blocks of sm100 scaled by NCCL's own Blackwell/Hopper ratios),
-/// and for Blackwell and Ampere what their calls and steps take longer
-/// than Hopper's (blackwell-latency.toml, fitted on a GB200 tray's public
-/// tables, so that HGX B200 stays a prediction; ampere-latency.toml, fitted
-/// on A100's tables of 2 and 4 GPUs, so that 8 stay one). The overlays'
-/// keys are disjoint.
-pub fn preset_models(_name: &str) -> &'static [&'static str] {
-    CALIBRATED
-}
-
-/// The calibrated overlays every preset loads: what the thread blocks,
-/// protocols and host-memory paths measured on real H200s carry to any
-/// board, the architectures' own latencies, and the compute of the GPUs.
-const CALIBRATED: &[&str] = &["h200-fit", "blackwell-latency", "ampere-latency", "h200-compute", "h200-forward"];
+/// The calibrated hardware model overlays every preset loads, by shipped
+/// name. Compute and callers are properties of the GPU and the software,
+/// not of the board: the compute curves fitted to the runner's kernels on
+/// one H200 (h200-compute.toml: H200 keys, which GPUs of its die take) and
+/// what the profiled PyTorch forward measured (h200-forward.toml: the
+/// CUDA-graph gap of every stack, the H200's sustained clock and PyTorch's
+/// kernels on it). The collective overlay (h200-fit.toml: thread blocks,
+/// protocols, host-memory paths) is fitted on H200 NVSwitch boards; every
+/// other board takes it as a prediction: what differs is its datasheet
+/// (links, hosts, NCCL's per-architecture constants, thread blocks scaled
+/// by NCCL's own ratios), and for Blackwell and Ampere what their calls and
+/// steps take longer than Hopper's (blackwell-latency.toml, fitted on a
+/// GB200 tray's public tables, so that HGX B200 stays a prediction;
+/// ampere-latency.toml, fitted on A100's tables of 2 and 4 GPUs, so that 8
+/// stay one). The overlays' keys are disjoint.
+pub const PRESET_MODELS: &[&str] = &["h200-fit", "blackwell-latency", "ampere-latency", "h200-compute", "h200-forward"];
 
 /// What a user may change about a preset.
 #[derive(Debug, Clone, Default)]

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::presets::PresetOptions;
-use super::{Topology, TopologyError, build_from_file, import, preset, preset_models};
+use super::{PRESET_MODELS, Topology, TopologyError, build_from_file, import, preset};
 use crate::config::hardware::{self, HardwareModel, ModelSource};
 use crate::config::topology::TopologyFile;
 use crate::config::{ConfigError, parse_toml, read_text};
@@ -120,7 +120,7 @@ pub(super) fn blueprint_with(spec: &TopologySpec, last: Option<ModelSource>) -> 
         }
         return Ok((blueprint, model));
     }
-    let mut overlays: Vec<ModelSource> = preset_models(&spec.name)
+    let mut overlays: Vec<ModelSource> = PRESET_MODELS
         .iter()
         .map(|name| hardware::shipped(name).unwrap_or_else(|| panic!("preset {} names model {name}, which is not shipped", spec.name)))
         .collect();
