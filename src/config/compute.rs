@@ -203,8 +203,9 @@ pub(super) fn resolve_compute(merged: &mut toml::Table, prior: toml::Table, path
     for name in gpus.keys() {
         // Follow the chain of `compute_like` to its end, refusing loops.
         let mut chain = vec![name.clone()];
-        while let Some(like) = gpus.get(chain.last().expect("the chain starts with the GPU")).and_then(|g| g.get("compute_like")) {
-            let key = format!("gpu.{}.compute_like", chain.last().expect("non-empty"));
+        let mut at = name.clone();
+        while let Some(like) = gpus.get(&at).and_then(|g| g.get("compute_like")) {
+            let key = format!("gpu.{at}.compute_like");
             let Some(like) = like.as_str() else {
                 return Err(ConfigError::invalid(path, key, format!("expected a GPU's name, found {}", like.type_str())));
             };
@@ -219,7 +220,8 @@ pub(super) fn resolve_compute(merged: &mut toml::Table, prior: toml::Table, path
                     format!("{like:?} leads back to {name:?}: a GPU's compute cannot be like itself"),
                 ));
             }
-            chain.push(like.to_string());
+            at = like.to_string();
+            chain.push(at.clone());
         }
         let mut compute = prior.clone();
         for link in chain.iter().rev() {

@@ -63,6 +63,12 @@ impl HostPlatform {
         self.socket_link_lane_rate.scaled(f64::from(self.socket_links) * f64::from(self.socket_link_lanes) * self.socket_link_efficiency)
     }
 
+    /// The sockets a server of this platform has: two, or one where no
+    /// link joins sockets.
+    pub fn sockets(&self) -> u32 {
+        if self.socket_links == 0 { 1 } else { 2 }
+    }
+
     /// The x16 root ports of one socket.
     pub fn root_ports(&self) -> u32 {
         self.pcie_lanes / 16

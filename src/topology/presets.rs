@@ -261,7 +261,7 @@ fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, St
 
     // Host: its sockets (two, or one on a one-socket platform), each with
     // its memory, joined by the socket link.
-    let socket_count: u32 = if host.socket_links == 0 { 1 } else { 2 };
+    let socket_count = host.sockets();
     let sockets: Vec<NodeId> = (0..socket_count).map(|s| topo.add_node(format!("cpu{s}"), NodeKind::CpuSocket, s)).collect();
     let (memory_rate, channels) = rates.memory(&board.host)?;
     for (s, &socket) in sockets.iter().enumerate() {

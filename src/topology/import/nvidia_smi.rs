@@ -348,7 +348,7 @@ pub(super) fn parse(path: &Path, text: &str, options: &ImportOptions, model: &Ha
     let (domains, socket_source) = domains(&matrix);
     let (gpu, host) =
         (options.gpu.clone().unwrap_or_else(|| DEFAULT_GPU.into()), options.host.clone().unwrap_or_else(|| DEFAULT_HOST.into()));
-    let sockets = sockets_of(&domains, model.host(&host).map_or(2, |h| if h.socket_links == 0 { 1 } else { 2 }));
+    let sockets = sockets_of(&domains, model.host(&host).map_or(2, |h| h.sockets()));
     let one_switch = groups(n, |i, j| matrix.cells[i][j] == Cell::Pix);
     let switch_tree = groups(n, |i, j| matches!(matrix.cells[i][j], Cell::Pix | Cell::Pxb));
 
