@@ -1,25 +1,45 @@
-//! The README's examples, run. Every command in its code blocks (`icsim ...`,
-//! `$ icsim ...`, `cargo run --release -- ...`; usage synopses with `[` or
-//! `|` and script templates with `${VAR}`, a glob or a continued line aside)
-//! runs here, and where the README shows its output, the output's shape is compared with it: section titles, table headers (column names),
-//! each table's row labels, other lines' first words; a `...` line in the
-//! README stands for any lines. Placeholders are filled in: `$OUT` and
+//! The documentation's examples, run: the front page (README.md) and every
+//! page of docs/, each its own test, so that no command a page shows can
+//! drift. Every command in a page's code blocks (`icsim ...`, `$ icsim ...`,
+//! `cargo run --release -- ...`; usage synopses with `[` or `|` and script
+//! templates with `${VAR}`, a glob or a continued line aside) runs here, and
+//! where the page shows its output, the output is compared with it: section
+//! titles, table headers (column names), every table row word for word (so
+//! a shown number cannot drift), other lines' first words; a `...` line on
+//! the page stands for any lines. Placeholders are filled in: `$OUT` and
 //! `--out` folders become temporary ones, measurement files that exist only
 //! on a measured machine become the shared H200 file (a vLLM result, one
-//! written here as vLLM writes it), and a fit runs 10
-//! evaluations instead of its default. Without a GPU (as on CI) the runner's
-//! commands must fail for want of a GPU, not of a flag.
+//! written here as vLLM writes it), and a fit runs 10 evaluations instead of
+//! its default. Without a GPU (as on CI) the runner's commands must fail for
+//! want of a GPU, not of a flag. The figures the prose quotes from shipped
+//! results are checked in `figures`.
+
+mod figures;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::common::{h200_measurements_path, icsim_in, stderr, stdout};
 
-fn readme() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap()
+/// The pages whose examples run: the front page, then every page of docs/
+/// (`every_page_of_docs_is_checked` holds this list to the folder).
+const PAGES: &[&str] = &[
+    "README.md",
+    "docs/guide.md",
+    "docs/reference.md",
+    "docs/model.md",
+    "docs/validation.md",
+    "docs/calibration.md",
+    "docs/performance.md",
+];
+
+/// A page of the documentation, by its path in the repository.
+pub fn page(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-/// The README's fenced code blocks, in order, as lines.
+/// A page's fenced code blocks, in order, as lines.
 fn code_blocks(text: &str) -> Vec<Vec<String>> {
     let mut blocks = Vec::new();
     let mut current: Option<Vec<String>> = None;
@@ -36,10 +56,11 @@ fn code_blocks(text: &str) -> Vec<Vec<String>> {
     blocks
 }
 
-/// What a shown output looks like, line by line, to compare with a run's.
+/// What a shown output looks like, line by line, to compare with a run's:
+/// titles, table headers and rows whole, the first word of other lines.
 fn shape(text: &str) -> Vec<String> {
     let identifier =
-        |w: &str| w.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        |w: &str| w.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
     let mut out = Vec::new();
     let mut in_table = false;
     for line in text.lines().map(str::trim_end) {
@@ -55,7 +76,7 @@ fn shape(text: &str) -> Vec<String> {
             in_table = true;
             out.push(format!("header {}", words.join(" ")));
         } else if in_table {
-            out.push(format!("row {}", words[0]));
+            out.push(format!("row {}", words.join(" ")));
         } else if words[0] == "wrote" || words[0] == "notice:" {
             out.push(words[0].to_string());
         } else {
@@ -75,15 +96,16 @@ fn matches(expected: &[String], actual: &[String]) -> bool {
     }
 }
 
-/// A README command with its placeholders filled in.
+/// A page's command with its placeholders filled in.
 struct Example {
+    /// The page and the command as it shows it, for messages.
     shown: String,
     args: Vec<String>,
     /// The runner measures GPUs: without one it must say so.
     needs_gpu: bool,
 }
 
-fn example(shown: &str, scratch: &Path) -> Example {
+fn example(page: &str, shown: &str, scratch: &Path) -> Example {
     let command = shown.split(" # ").next().unwrap_or(shown).trim();
     let command = command.strip_prefix("$ ").unwrap_or(command);
     let command = command.strip_prefix("cargo run --release -- ").or_else(|| command.strip_prefix("icsim ")).unwrap_or(command);
@@ -123,7 +145,7 @@ fn example(shown: &str, scratch: &Path) -> Example {
     if command.starts_with("calibrate fit") {
         args.extend(["--evaluations".to_string(), "10".to_string()]);
     }
-    Example { shown: shown.to_string(), needs_gpu: command.starts_with("calibrate run"), args }
+    Example { shown: format!("{page}: {shown}"), needs_gpu: command.starts_with("calibrate run"), args }
 }
 
 fn run(example: &Example) -> Output {
@@ -141,26 +163,27 @@ fn check(example: &Example, shown_output: Option<&str>) {
     assert!(output.status.success(), "{} failed: {}", example.shown, stderr(&output));
     if let Some(shown) = shown_output {
         let (expected, actual) = (shape(shown), shape(&stdout(&output)));
-        assert!(matches(&expected, &actual), "{}: the README shows\n{expected:#?}\nthe command prints\n{actual:#?}", example.shown);
+        assert!(matches(&expected, &actual), "{}: the page shows\n{expected:#?}\nthe command prints\n{actual:#?}", example.shown);
     }
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("icsim-readme-{name}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("icsim-readme-{}-{}", name.replace('/', "-"), std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
-#[test]
-fn every_readme_example_runs_and_prints_what_the_readme_shows() {
-    let text = readme();
+/// Runs every example of a page (checking what it prints where the page
+/// shows it) and returns how many ran.
+fn run_examples(name: &str) -> usize {
+    let text = page(name);
     let blocks = code_blocks(&text);
-    let dir = scratch("examples");
+    let dir = scratch(name);
     let mut ran = 0;
     for (index, block) in blocks.iter().enumerate() {
         let Some(first) = block.first() else { continue };
         if let Some(command) = first.strip_prefix("$ ") {
-            check(&example(command, &dir), Some(&block[1..].join("\n")));
+            check(&example(name, command, &dir), Some(&block[1..].join("\n")));
             ran += 1;
             continue;
         }
@@ -170,25 +193,68 @@ fn every_readme_example_runs_and_prints_what_the_readme_shows() {
             if !is_command || is_template {
                 continue;
             }
-            check(&example(line, &dir), None);
+            check(&example(name, line, &dir), None);
             ran += 1;
         }
-        // The default run's output is the block after the one that says
-        // what `cargo run --release` prints.
+        // The default run's output: a block that begins as `icsim run` does.
         if block.iter().any(|l| l.starts_with("Llama-3.1-70B: one query")) && index > 0 {
-            check(&example("icsim run", &dir), Some(&block.join("\n")));
+            check(&example(name, "icsim run", &dir), Some(&block.join("\n")));
             ran += 1;
         }
     }
-    assert!(ran >= 10, "only {ran} README examples found");
     let _ = std::fs::remove_dir_all(&dir);
+    ran
 }
 
 #[test]
-fn the_shape_comparison_sees_a_changed_column_or_a_missing_row() {
+fn readme_examples_run_and_print_what_the_front_page_shows() {
+    let ran = run_examples("README.md");
+    assert!(ran >= 3, "README.md: only {ran} examples found (the default run and three questions)");
+}
+
+#[test]
+fn readme_guide_examples_run_and_print_what_the_guide_shows() {
+    let ran = run_examples("docs/guide.md");
+    assert!(ran >= 6, "docs/guide.md: only {ran} examples found");
+}
+
+#[test]
+fn readme_reference_model_and_performance_examples_run() {
+    for name in ["docs/reference.md", "docs/model.md", "docs/performance.md"] {
+        run_examples(name);
+    }
+}
+
+#[test]
+fn readme_validation_and_calibration_examples_run() {
+    let ran: usize = ["docs/validation.md", "docs/calibration.md"].into_iter().map(run_examples).sum();
+    assert!(ran >= 5, "docs/validation.md and docs/calibration.md: only {ran} examples found");
+}
+
+#[test]
+fn readme_every_page_of_docs_is_checked() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let mut found: Vec<String> = std::fs::read_dir(&docs)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    found.sort();
+    let mut listed: Vec<String> = PAGES.iter().filter(|p| p.starts_with("docs/")).map(|p| p.to_string()).collect();
+    listed.sort();
+    assert_eq!(found, listed, "every page of docs/ must be in PAGES, so that its examples run");
+    for name in ["docs/reference.md", "docs/model.md", "docs/performance.md"] {
+        assert!(PAGES.contains(&name), "{name} has a test that runs its examples");
+    }
+}
+
+#[test]
+fn readme_shape_comparison_sees_a_changed_column_a_changed_number_or_a_missing_row() {
     let shown = "label  pass  time_us\nnvswitch  prefill  5\nnvlink  decode  6\n";
-    assert!(matches(&shape(shown), &shape("label  pass  time_us\nnvswitch  prefill  7\nnvlink  decode  8\n")));
-    assert!(!matches(&shape(shown), &shape("label  pass  time_ms\nnvswitch  prefill  7\nnvlink  decode  8\n")));
-    assert!(!matches(&shape(shown), &shape("label  pass  time_us\nnvswitch  prefill  7\n")));
+    assert!(matches(&shape(shown), &shape("label  pass    time_us\nnvswitch  prefill   5\nnvlink  decode  6\n")));
+    assert!(!matches(&shape(shown), &shape("label  pass  time_us\nnvswitch  prefill  7\nnvlink  decode  6\n")));
+    assert!(!matches(&shape(shown), &shape("label  pass  time_ms\nnvswitch  prefill  5\nnvlink  decode  6\n")));
+    assert!(!matches(&shape(shown), &shape("label  pass  time_us\nnvswitch  prefill  5\n")));
     assert!(matches(&shape("...\nfastest by size:\n  ring  from\n"), &shape("a  b  c\n1 2 3\n\nfastest by size:\n  ring  from\n")));
 }

@@ -1,0 +1,353 @@
+//! The figures the documentation's prose quotes from results, checked against
+//! those results: each quote is written here as its page writes it, with its
+//! numbers computed from the result it comes from (a shipped sweep's
+//! `results.csv`, a sweep file's published series, or a run of the default
+//! experiment), so that a page and what it quotes cannot drift apart. A
+//! failure names the page, the passage it should hold and where the numbers
+//! come from.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::page;
+use crate::common::icsim_json;
+
+/// A passage a page must hold (whitespace as on one line) and its source.
+struct Quote {
+    page: &'static str,
+    text: String,
+    from: &'static str,
+}
+
+fn quote(page: &'static str, from: &'static str, text: String) -> Quote {
+    Quote { page, text, from }
+}
+
+/// Fails for every quote its page does not hold, naming each.
+fn check(quotes: &[Quote]) {
+    let mut missing = Vec::new();
+    for q in quotes {
+        let text = page(q.page).split_whitespace().collect::<Vec<_>>().join(" ");
+        if !text.contains(&q.text) {
+            missing.push(format!("{}: should say `{}` (computed from {})", q.page, q.text, q.from));
+        }
+    }
+    assert!(missing.is_empty(), "the docs quote figures their results no longer give:\n{}", missing.join("\n"));
+}
+
+type Row = BTreeMap<String, String>;
+
+/// One line of a CSV file as fields; a quoted field may hold commas and `""`.
+fn fields(line: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let (mut quoted, mut chars) = (false, line.chars().peekable());
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                chars.next();
+                out.last_mut().unwrap().push('"');
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(String::new()),
+            c => out.last_mut().unwrap().push(c),
+        }
+    }
+    out
+}
+
+/// The rows of a shipped CSV file, by column name.
+fn csv(name: &str) -> Vec<Row> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut lines = text.lines();
+    let header = fields(lines.next().unwrap_or_default());
+    lines.map(|line| header.iter().cloned().zip(fields(line)).collect()).collect()
+}
+
+/// The one row whose columns hold these values.
+fn row<'a>(rows: &'a [Row], from: &str, want: &[(&str, &str)]) -> &'a Row {
+    let found: Vec<&Row> =
+        rows.iter().filter(|r| want.iter().all(|(column, value)| r.get(*column).map(String::as_str) == Some(*value))).collect();
+    assert_eq!(found.len(), 1, "{from}: {} rows have {want:?}", found.len());
+    found[0]
+}
+
+fn num(row: &Row, column: &str) -> f64 {
+    row.get(column).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no number in column {column}: {row:?}"))
+}
+
+/// A share as a whole percentage (`0.8028` -> `80%`).
+fn percent(share: f64) -> String {
+    format!("{:.0}%", 100.0 * share)
+}
+
+/// A share as a percentage with one decimal (`0.1378` -> `13.8%`).
+fn percent1(share: f64) -> String {
+    format!("{:.1}%", 100.0 * share)
+}
+
+#[test]
+fn readme_figures_of_the_machines_sweep_match_its_results() {
+    const FROM: &str = "plots/sweeps/machines/results.csv";
+    let rows = csv(FROM);
+    let ranked = |rank: &str| row(&rows, FROM, &[("rank", rank)]);
+    let (first, second) = (ranked("1"), ranked("2"));
+    assert_eq!(first["topology"], "h20-nvlink-mesh", "{FROM}: the pages say the mesh ranks first");
+    assert_eq!(second["topology"], "hgx-h20", "{FROM}: the pages say the HGX board ranks second");
+    let cheapest = num(first, "usd_per_million_tokens");
+    let best = |label: &str| {
+        rows.iter()
+            .filter(|r| r["label"] == label && r["meets_goal"] == "true")
+            .map(|r| num(r, "usd_per_million_tokens"))
+            .fold(f64::INFINITY, f64::min)
+    };
+    let mut quotes = Vec::new();
+    for page in ["README.md", "docs/guide.md"] {
+        quotes.push(quote(page, FROM, format!("mesh at batch {} first (${:.2})", first["query.batch"], cheapest)));
+        quotes.push(quote(page, FROM, format!("at batch {} next (${:.2})", second["query.batch"], num(second, "usd_per_million_tokens"))));
+        quotes.push(quote(
+            page,
+            FROM,
+            format!("cost {:.1}x (P2P) and {:.1}x (SHM) as much per token as the cheapest", best("p2p") / cheapest, best("shm") / cheapest),
+        ));
+    }
+    check(&quotes);
+}
+
+#[test]
+fn readme_figures_of_the_pcie_sweep_match_its_results() {
+    const FROM: &str = "plots/sweeps/pcie-vs-prompt/results.csv";
+    let rows = csv(FROM);
+    let at = |label: &str, generation: &str| {
+        row(&rows, FROM, &[("label", label), ("topology.pcie_generation", generation), ("query.prompt", "8192")])
+    };
+    let share = |label: &str, generation: &str| percent(num(at(label, generation), "prefill_comm_share"));
+    let saved = |label: &str| {
+        let (gen4, gen5) = (num(at(label, "gen4"), "ttft_ms"), num(at(label, "gen5"), "ttft_ms"));
+        percent1((gen4 - gen5) / gen4)
+    };
+    let bound = |label: &str, generation: &str, link: &str, says: &str| {
+        let busiest = &at(label, generation)["busiest_link"];
+        if busiest.contains(link) { says.to_string() } else { format!("where {busiest} binds") }
+    };
+    let gen6_gain = {
+        let (gen5, gen6) = (num(at("shm", "gen5"), "ttft_ms"), num(at("shm", "gen6"), "ttft_ms"));
+        if gen6 == gen5 { "Gen6 gains nothing".to_string() } else { format!("Gen6 gains {}", percent1((gen5 - gen6) / gen5)) }
+    };
+    let meeting = rows.iter().filter(|r| r["meets_goal"] == "true").count();
+    let memory = bound("shm", "gen5", "memory bus", "where host memory binds");
+    let quotes = vec![
+        quote("README.md", FROM, format!("saves SHM {} of its time to first token (P2P {})", saved("shm"), saved("p2p"))),
+        quote(
+            "README.md",
+            FROM,
+            format!("SHM's share goes from {} on Gen3 to {} on Gen5, {memory} and {gen6_gain}", share("shm", "gen3"), share("shm", "gen5")),
+        ),
+        quote("docs/guide.md", FROM, format!("Gen5 saves SHM {} of its time to first token and P2P {}", saved("shm"), saved("p2p"))),
+        quote(
+            "docs/guide.md",
+            FROM,
+            format!("SHM goes from {} of it on Gen3 to {} on Gen5, {memory} and {gen6_gain}", share("shm", "gen3"), share("shm", "gen5")),
+        ),
+        quote(
+            "docs/guide.md",
+            FROM,
+            format!(
+                "P2P from {} to {} on Gen5 (the switch uplinks bind) and {} on Gen6, {}",
+                share("p2p", "gen3"),
+                share("p2p", "gen5"),
+                share("p2p", "gen6"),
+                bound("p2p", "gen6", "socket link", "where the socket link binds")
+            ),
+        ),
+        quote(
+            "docs/guide.md",
+            FROM,
+            if meeting == 0 { "(the goal is met by no point)".to_string() } else { format!("(the goal is met by {meeting} points)") },
+        ),
+    ];
+    assert!(at("p2p", "gen5")["busiest_link"].contains("pcie-sw0 -> cpu0"), "{FROM}: the guide says the switch uplinks bind P2P on Gen5");
+    check(&quotes);
+}
+
+#[test]
+fn readme_figures_of_the_nvlink_sweep_match_its_results() {
+    const FROM: &str = "plots/sweeps/nvlink-vs-tp/results.csv";
+    let rows = csv(FROM);
+    let at = |tp: &str, rate: &str| row(&rows, FROM, &[("tp", tp), ("topology.nvlink_bandwidth", rate)]);
+    let within_2s: Vec<&str> = rows.iter().filter(|r| num(r, "ttft_ms") <= 2000.0).map(|r| r["tp"].as_str()).collect();
+    assert!(within_2s.iter().all(|tp| *tp == "8"), "{FROM}: the guide says only TP=8 reaches the first token within 2 s");
+    let gain = ["2", "4"]
+        .iter()
+        .map(|tp| {
+            let (at50, at100) = (num(at(tp, "50GB/s"), "ttft_ms"), num(at(tp, "100GB/s"), "ttft_ms"));
+            (at50 - at100) / at50
+        })
+        .fold(0.0, f64::max);
+    let prefill = |rate: &str| format!("{:.0}", num(at("2", rate), "prefill_allreduce_us"));
+    let quotes = vec![
+        quote(
+            "docs/guide.md",
+            FROM,
+            format!(
+                "at TP=8 communication is {} of the query at 6.25 GB/s and {} at 100 GB/s",
+                percent1(num(at("8", "6.25GB/s"), "comm_share")),
+                percent1(num(at("8", "100GB/s"), "comm_share"))
+            ),
+        ),
+        quote(
+            "docs/guide.md",
+            FROM,
+            if gain < 0.004 { "TP=2 and 4 gain under 0.4%".to_string() } else { format!("TP=2 and 4 gain {}", percent1(gain)) },
+        ),
+        quote(
+            "docs/reference.md",
+            FROM,
+            format!(
+                "a TP=2 prefill allreduce takes {} us at 25 GB/s a link, {} us at 50 and {} us at 100",
+                prefill("25GB/s"),
+                prefill("50GB/s"),
+                prefill("100GB/s")
+            ),
+        ),
+    ];
+    check(&quotes);
+}
+
+#[test]
+fn readme_vendor_comparison_matches_the_sweep_and_the_published_series() {
+    const FROM: &str = "plots/sweeps/vendor-tp2-batch/results.csv and configs/sweeps/vendor-tp2-batch.toml";
+    let rows = csv("plots/sweeps/vendor-tp2-batch/results.csv");
+    let sweep: toml::Value = toml::from_str(&page("configs/sweeps/vendor-tp2-batch.toml")).unwrap();
+    // The published series, by the sweep's line each is drawn like.
+    let published = |like: &str| -> Vec<(i64, i64)> {
+        let plots = sweep["plot"].as_array().unwrap();
+        let series = plots
+            .iter()
+            .filter_map(|plot| plot.get("reference").and_then(toml::Value::as_array))
+            .flatten()
+            .find(|r| r["like"].as_str() == Some(like))
+            .unwrap_or_else(|| panic!("{FROM}: no published series like {like}"));
+        series["points"].as_array().unwrap().iter().map(|p| (p[0].as_integer().unwrap(), p[1].as_integer().unwrap())).collect()
+    };
+    let (switch, direct) = (published("nvswitch"), published("point-to-point"));
+    let ours = |label: &str, batch: i64| num(row(&rows, FROM, &[("label", label), ("query.batch", &batch.to_string())]), "tokens_per_s_per_gpu");
+    let mut quotes = Vec::new();
+    let (mut switch_gaps, mut direct_gaps) = (Vec::new(), Vec::new());
+    for (&(batch, vendor_switch), &(_, vendor_direct)) in switch.iter().zip(&direct) {
+        let (s, d) = (ours("nvswitch", batch), ours("point-to-point", batch));
+        switch_gaps.push(1.0 - s / vendor_switch as f64);
+        direct_gaps.push(1.0 - d / vendor_direct as f64);
+        quotes.push(quote(
+            "docs/guide.md",
+            FROM,
+            format!(
+                "| {batch} | {vendor_switch} | {s:.1} | {vendor_direct} | {d:.1} | {:.2} | {:.2} |",
+                vendor_switch as f64 / vendor_direct as f64,
+                s / d
+            ),
+        ));
+    }
+    let span = |gaps: &[f64]| {
+        let (low, high) = (gaps.iter().cloned().fold(f64::INFINITY, f64::min), gaps.iter().cloned().fold(0.0, f64::max));
+        format!("{:.0}-{}", 100.0 * low, percent(high))
+    };
+    let (last, _) = *switch.last().unwrap();
+    quotes.push(quote(
+        "docs/guide.md",
+        FROM,
+        format!(
+            "to {:.2}x against {:.2}x at batch {last}",
+            ours("nvswitch", last) / ours("point-to-point", last),
+            switch.last().unwrap().1 as f64 / direct.last().unwrap().1 as f64
+        ),
+    ));
+    let all: Vec<f64> = switch_gaps.iter().chain(&direct_gaps).cloned().collect();
+    quotes.push(quote("docs/guide.md", FROM, format!("icsim's absolute figures are {} below the vendor's", span(&all))));
+    quotes.push(quote(
+        "docs/guide.md",
+        FROM,
+        format!(
+            "({} at batch 1, {} at 32; point-to-point {} below at every batch",
+            percent(switch_gaps[0]),
+            percent(*switch_gaps.last().unwrap()),
+            span(&direct_gaps)
+        ),
+    ));
+    assert!(switch_gaps.windows(2).all(|w| w[1] > w[0]), "{FROM}: the guide says the NVSwitch gap grows with the batch");
+    check(&quotes);
+}
+
+#[test]
+fn readme_figures_of_the_default_run_match_it() {
+    const FROM: &str = "icsim run --format json (configs/default.toml)";
+    let json = icsim_json(&["run", "--format", "json"]);
+    let rows = json["results"].as_array().unwrap();
+    let mode = |label: &str| rows.iter().find(|r| r["label"] == label).unwrap_or_else(|| panic!("{FROM}: no mode {label}"));
+    let get = |label: &str, field: &str| mode(label)[field].as_f64().unwrap_or_else(|| panic!("{FROM}: no {field} in {label}"));
+    let ms = |label: &str, field: &str| format!("{:.0}", get(label, field));
+    let compute: Vec<String> = rows.iter().map(|r| format!("{:.0}", r["compute_ms"].as_f64().unwrap())).collect();
+    assert!(compute.windows(2).all(|w| w[0] == w[1]), "{FROM}: the pages say every mode computes alike: {compute:?}");
+    let slower = |label: &str| format!("{:.1}x", get(label, "total_ms") / get("nvswitch", "total_ms"));
+    let ahead = |field: &str| percent((get("nvlink", field) - get("nvswitch", field)) / get("nvswitch", field));
+    let quotes = vec![
+        quote("README.md", FROM, format!("compute is {} ms of every mode's query", compute[0])),
+        quote(
+            "README.md",
+            FROM,
+            format!("NVSwitch reaches the first token in {} ms, the NVLink mesh in {}", ms("nvswitch", "ttft_ms"), ms("nvlink", "ttft_ms")),
+        ),
+        quote(
+            "README.md",
+            FROM,
+            format!(
+                "P2P and SHM take {} and {} as long over the whole query ({} and {} ms against {})",
+                slower("p2p"),
+                slower("shm"),
+                ms("p2p", "total_ms"),
+                ms("shm", "total_ms"),
+                ms("nvswitch", "total_ms")
+            ),
+        ),
+        quote("docs/guide.md", FROM, format!("Compute is {} ms of the {}", compute[0], ms("nvswitch", "total_ms"))),
+        quote(
+            "docs/guide.md",
+            FROM,
+            format!(
+                "Here that is {} ms; at the per-direction rate {} ms. The simulation says {} ms",
+                ms("nvswitch", "naive_comm_ms"),
+                ms("nvswitch", "naive_comm_ms_per_direction"),
+                ms("nvswitch", "comm_ms")
+            ),
+        ),
+        quote(
+            "docs/guide.md",
+            FROM,
+            format!(
+                "run at {} GB/s bus bandwidth (NVLS, {} of the GPUs' links)",
+                ms("nvswitch", "prefill_busbw_gbps"),
+                percent(get("nvswitch", "prefill_gpu_link_util"))
+            ),
+        ),
+        quote(
+            "docs/guide.md",
+            FROM,
+            format!("NVSwitch is fastest to the first token (by {}) and over the query (by {})", ahead("ttft_ms"), ahead("total_ms")),
+        ),
+        quote(
+            "docs/guide.md",
+            FROM,
+            format!("P2P and SHM over PCIe Gen4 are {} and {} slower over the whole query", slower("p2p"), slower("shm")),
+        ),
+        quote("docs/guide.md", FROM, format!("P2P is limited by the switch uplinks ({} busy)", percent(get("p2p", "busiest_link_util")))),
+        quote(
+            "docs/guide.md",
+            FROM,
+            format!(
+                "Its prefill communication is {:.0}x NVSwitch's",
+                get("shm", "prefill_comm_ms") / get("nvswitch", "prefill_comm_ms")
+            ),
+        ),
+    ];
+    check(&quotes);
+}
