@@ -1,4 +1,4 @@
-//! Speed of the simulator (the README's Performance section records the
+//! Speed of the simulator (docs/performance.md records the
 //! figures): events per second of the engine alone and driving the flow
 //! network; the prefill's 160 allreduces of 128 MiB and the seed query's
 //! 40,960 decode allreduces, each simulated on its own; a 1 GiB ring

@@ -1,8 +1,8 @@
-//! Points per second of `icsim sweep`: 32 points spread over the README's
+//! Points per second of `icsim sweep`: 32 points spread over docs/guide.md's
 //! 10,000-point sweep (configs/sweeps/capacity-10k.toml: Llama-3.1-70B at
 //! TP=8 on the default experiment's four machines, prompts of 2K to 14K
 //! tokens, batches of 1 to 5), each resolved and replayed on one thread.
-//! `cargo bench --bench sweep` prints the rate; the README records it.
+//! `cargo bench --bench sweep` prints the rate; docs/performance.md records it.
 
 use std::hint::black_box;
 use std::path::Path;

@@ -8,7 +8,7 @@ use super::change::{Change, Key, Kind, Origin};
 use crate::config::{ConfigError, ConfigResult};
 use crate::units::Bandwidth;
 
-/// Most points a sweep may have: a hundred times the README's 10,000-point
+/// Most points a sweep may have: a hundred times docs/guide.md's 10,000-point
 /// sweep, and a bound on the time and memory a sweep file takes to check.
 pub const MAX_POINTS: usize = 1_000_000;
 

@@ -82,8 +82,8 @@ fn phase_errors(rows: &[(Measurement, Row)], phase: &str, transport: &str) -> Op
 
 /// The bounds (median 5%, max 10%) on the rows of each phase and
 /// transport. The one miss: prefills with SHM allreduces, which do not add
-/// up with the same machines' standalone SHM allreduces (the README's
-/// fidelity section); held at today's 13% so that it cannot grow unseen.
+/// up with the same machines' standalone SHM allreduces (docs/validation.md,
+/// A whole Llama forward); held at today's 13% so that it cannot grow unseen.
 fn assert_forward_bounds(rows: &[(Measurement, Row)]) {
     for phase in ["prefill", "decode_step"] {
         for transport in ["none", "nvswitch", "shm"] {
@@ -110,7 +110,7 @@ fn the_shared_forward_is_within_5_percent_a_row_but_the_shm_prefill() {
         let (phase, transport) = (m.phase.as_deref().unwrap_or("?"), m.transport.as_deref().unwrap_or("?"));
         let error = r.error.expect("predicted");
         // The miss: 160 allreduces of 128 MiB through host memory (+12.0% on
-        // the whole prefill; the README says why).
+        // the whole prefill; docs/validation.md says why).
         let bound = if (phase, transport) == ("prefill", "shm") { 0.13 } else { BOUND };
         assert!(error.abs() <= bound, "{phase}, allreduce {transport}: {:+.1}% over {:.0}%", error * 100.0, bound * 100.0);
     }

@@ -59,8 +59,9 @@ fn code_blocks(text: &str) -> Vec<Vec<String>> {
 /// What a shown output looks like, line by line, to compare with a run's:
 /// titles, table headers and rows whole, the first word of other lines.
 fn shape(text: &str) -> Vec<String> {
-    let identifier =
-        |w: &str| w.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    let identifier = |w: &str| {
+        w.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+    };
     let mut out = Vec::new();
     let mut in_table = false;
     for line in text.lines().map(str::trim_end) {
@@ -257,4 +258,55 @@ fn readme_shape_comparison_sees_a_changed_column_a_changed_number_or_a_missing_r
     assert!(!matches(&shape(shown), &shape("label  pass  time_ms\nnvswitch  prefill  5\nnvlink  decode  6\n")));
     assert!(!matches(&shape(shown), &shape("label  pass  time_us\nnvswitch  prefill  5\n")));
     assert!(matches(&shape("...\nfastest by size:\n  ring  from\n"), &shape("a  b  c\n1 2 3\n\nfastest by size:\n  ring  from\n")));
+}
+
+/// The anchor a heading gets on GitHub: lower case, punctuation dropped but
+/// for `-` and `_`, spaces as `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a page's headings (outside code blocks).
+fn anchors(text: &str) -> Vec<String> {
+    let mut in_code = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("```") {
+            in_code = !in_code;
+        } else if !in_code && line.starts_with('#') {
+            out.push(anchor(line.trim_start_matches('#').trim()));
+        }
+    }
+    out
+}
+
+#[test]
+fn readme_links_between_pages_resolve() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut broken = Vec::new();
+    for name in PAGES.iter().copied().chain(["CHANGELOG.md"]) {
+        let text = page(name);
+        let folder = Path::new(name).parent().unwrap_or(Path::new(""));
+        for link in text.split("](").skip(1).filter_map(|rest| rest.split(')').next()) {
+            if link.starts_with("http") {
+                continue;
+            }
+            let (file, fragment) = link.split_once('#').unwrap_or((link, ""));
+            let target = if file.is_empty() { PathBuf::from(name) } else { folder.join(file) };
+            if !root.join(&target).exists() {
+                broken.push(format!("{name}: {link} (no {})", target.display()));
+            } else if !fragment.is_empty() && target.extension().is_some_and(|e| e == "md") {
+                let text = std::fs::read_to_string(root.join(&target)).unwrap();
+                if !anchors(&text).iter().any(|a| a == fragment) {
+                    broken.push(format!("{name}: {link} (no heading #{fragment} in {})", target.display()));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "links that lead nowhere:\n{}", broken.join("\n"));
 }

@@ -321,7 +321,7 @@ fn pcie_switches(gpus: usize) -> String {
 
 #[test]
 fn a_1_mib_allreduce_on_4096_gpus_under_pcie_switches_finishes() {
-    // A hang guard, not a speed target: the README's Performance section
+    // A hang guard, not a speed target: docs/performance.md
     // says how long it takes.
     let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("pcie-4096.toml");
     std::fs::write(&file, pcie_switches(4096)).unwrap();

@@ -166,7 +166,7 @@ fn every_shipped_sweep_loads_and_the_small_ones_run_with_their_plots() {
         let sweep = icsim::sweep::Sweep::load(file).unwrap_or_else(|e| panic!("{e}"));
         let name = file.file_stem().unwrap().to_string_lossy().into_owned();
         if name == "capacity-10k" {
-            assert_eq!(sweep.len(), 10_000, "the README's sweep");
+            assert_eq!(sweep.len(), 10_000, "docs/guide.md's sweep");
             continue;
         }
         let out = dir.join(&name);

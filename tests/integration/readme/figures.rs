@@ -231,7 +231,8 @@ fn readme_vendor_comparison_matches_the_sweep_and_the_published_series() {
         series["points"].as_array().unwrap().iter().map(|p| (p[0].as_integer().unwrap(), p[1].as_integer().unwrap())).collect()
     };
     let (switch, direct) = (published("nvswitch"), published("point-to-point"));
-    let ours = |label: &str, batch: i64| num(row(&rows, FROM, &[("label", label), ("query.batch", &batch.to_string())]), "tokens_per_s_per_gpu");
+    let ours =
+        |label: &str, batch: i64| num(row(&rows, FROM, &[("label", label), ("query.batch", &batch.to_string())]), "tokens_per_s_per_gpu");
     let mut quotes = Vec::new();
     let (mut switch_gaps, mut direct_gaps) = (Vec::new(), Vec::new());
     for (&(batch, vendor_switch), &(_, vendor_direct)) in switch.iter().zip(&direct) {
@@ -343,11 +344,71 @@ fn readme_figures_of_the_default_run_match_it() {
         quote(
             "docs/guide.md",
             FROM,
-            format!(
-                "Its prefill communication is {:.0}x NVSwitch's",
-                get("shm", "prefill_comm_ms") / get("nvswitch", "prefill_comm_ms")
-            ),
+            format!("Its prefill communication is {:.0}x NVSwitch's", get("shm", "prefill_comm_ms") / get("nvswitch", "prefill_comm_ms")),
         ),
     ];
     check(&quotes);
+}
+
+/// The names of a JSON object's fields, and of the objects in its arrays.
+fn keys(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, inner) in map {
+                out.push(key.clone());
+                keys(inner, out);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|item| keys(item, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn readme_reference_lists_every_output_column() {
+    let inputs = crate::common::Inputs::new("readme-columns");
+    let storage = inputs.file(
+        "storage.toml",
+        "model = \"llama-3.1-8b\"\ntp = 2\ntopology = \"hgx-h200\"\ngpus = 2\n[query]\nprompt = 1024\noutput = 4\nbatch = 1\n\
+         [storage]\ndrives = 2\npaths = [\"gds\", \"bounce\"]\nload = \"shard\"\nsweep = [2]\nkv_offload = \"drive\"\n\
+         [[mode]]\ntransport = \"nvswitch\"\n",
+    );
+    let out = inputs.0.join("out");
+    let mut columns = Vec::new();
+    for args in [
+        vec!["run", "--format", "json", "--out", out.to_str().unwrap()],
+        vec!["run", &storage, "--format", "json", "--out", out.to_str().unwrap()],
+        vec!["collective", "--topology", "hgx-h200", "--sizes", "1MiB", "--format", "json"],
+        vec!["diff", "configs/sweeps/base/h20-pcie.toml", "--set", "topology.pcie_generation=gen5", "--format", "json"],
+    ] {
+        keys(&icsim_json(&args)["results"], &mut columns);
+    }
+    // A sweep's own columns: those of its results that a run has not, but
+    // for its axes (dotted keys, listed in the reference as "one per axis").
+    let sweep = csv("plots/sweeps/machines/results.csv");
+    columns.extend(sweep[0].keys().filter(|k| !k.contains('.')).cloned());
+    let reference = page("docs/reference.md");
+    let mut missing: Vec<String> = columns
+        .into_iter()
+        .map(|c| c.replace("_gds_", "_<path>_").replace("_bounce_", "_<path>_"))
+        .map(|c| if c.ends_with("_used") { "<name>_used".to_string() } else { c })
+        .filter(|c| !reference.contains(&format!("`{c}`")))
+        .collect();
+    missing.sort();
+    missing.dedup();
+    assert!(missing.is_empty(), "docs/reference.md, Output columns, does not list: {missing:?}");
+}
+
+#[test]
+fn readme_trust_table_quotes_the_validation_page() {
+    let readme = page("README.md");
+    let validation = page("docs/validation.md").split_whitespace().collect::<Vec<_>>().join(" ");
+    let section = readme.split("## How far to trust it").nth(1).expect("README.md has `## How far to trust it`");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let rows: Vec<&str> = section.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| what") && !l.starts_with("| ---")).collect();
+    assert_eq!(rows.len(), 5, "README.md: the trust table has five lines");
+    for row in rows {
+        let figure = row.split(" | ").nth(1).unwrap_or_default().trim();
+        assert!(validation.contains(figure), "README.md quotes `{figure}`, which docs/validation.md does not say");
+    }
 }
