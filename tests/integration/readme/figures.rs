@@ -412,3 +412,82 @@ fn readme_trust_table_quotes_the_validation_page() {
         assert!(validation.contains(figure), "README.md quotes `{figure}`, which docs/validation.md does not say");
     }
 }
+
+#[test]
+fn readme_figures_of_the_gds_experiment_match_its_run() {
+    const FROM: &str = "icsim run configs/gds-model-load.toml (its tables and results.json)";
+    let out = std::env::temp_dir().join(format!("icsim-readme-gds-{}", std::process::id()));
+    let output = crate::common::icsim(&["run", "configs/gds-model-load.toml", "--out", out.to_str().unwrap()]);
+    let printed = crate::common::succeeded(&output);
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    let mode = |label: &str| json["results"].as_array().unwrap().iter().find(|r| r["label"] == label).unwrap().clone();
+    let get = |label: &str, field: &str| mode(label)[field].as_f64().unwrap_or_else(|| panic!("{FROM}: no {field} in {label}"));
+    // The drive-count table: label, path, transport, drives, s, gbps, then
+    // what bound it (words) and the busiest link's use.
+    let table: Vec<Vec<&str>> = printed
+        .split("load time against the drive count")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{FROM}: no drive-count table"))
+        .lines()
+        .skip(2)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let point = |label: &str, path: &str, drives: &str| -> (f64, f64, f64) {
+        let row = table
+            .iter()
+            .find(|r| r[0] == label && r[1] == path && r[3] == drives)
+            .unwrap_or_else(|| panic!("{FROM}: no drive-count row {label} {path} {drives}"));
+        (row[4].parse().unwrap(), row[5].parse().unwrap(), row[row.len() - 1].parse().unwrap())
+    };
+    let (gds32, bounce16, bounce32) =
+        (point("nvswitch", "gds", "32"), point("nvswitch", "bounce", "16"), point("nvswitch", "bounce", "32"));
+    let (shm_bounce16, shm_gds32) = (point("shm", "bounce", "16"), point("shm", "gds", "32"));
+    assert_eq!(format!("{:.2}", bounce16.0), format!("{:.2}", bounce32.0), "{FROM}: the guide says the bounce path stops from 16 drives");
+    let quotes = vec![
+        quote(
+            "docs/guide.md",
+            FROM,
+            format!(
+                "({:.2} s on the HGX board); the bounce path pays in CPU ({:.2} cores against {:.2}) and host memory ({:.0} GB/s",
+                get("nvswitch", "load_gds_s"),
+                get("nvswitch", "load_bounce_cpu_cores"),
+                get("nvswitch", "load_gds_cpu_cores"),
+                get("nvswitch", "load_bounce_host_memory_gbps")
+            ),
+        ),
+        quote(
+            "docs/guide.md",
+            FROM,
+            format!(
+                "({:.2} s, {:.0} GB/s), while the bounce path stops at {:.2} s from 16 drives and at 32: its reads up and copies down the switch uplinks ({} busy)",
+                gds32.0,
+                gds32.1,
+                bounce16.0,
+                percent(bounce32.2)
+            ),
+        ),
+        quote("docs/guide.md", FROM, format!("drives ({:.2} s, {:.0} GB/s: two GPUs a Gen4 x16 uplink)", shm_bounce16.0, shm_bounce16.1)),
+        quote("docs/guide.md", FROM, format!("links at 32 ({:.2} s, {:.0} GB/s)", shm_gds32.0, shm_gds32.1)),
+        quote(
+            "docs/guide.md",
+            FROM,
+            format!(
+                "({:.1} MB of KV cache a GPU for the 8192-token prompt, written while the {} decode steps it overlaps run)",
+                1000.0 * get("shm", "kv_offload_gb_per_gpu"),
+                get("shm", "kv_gds_decode_steps")
+            ),
+        ),
+        quote(
+            "docs/guide.md",
+            FROM,
+            format!(
+                "lose {:.1}% (GDS) and {:.0}% (bounce)",
+                100.0 * get("shm", "kv_gds_decode_slowdown"),
+                100.0 * get("shm", "kv_bounce_decode_slowdown")
+            ),
+        ),
+    ];
+    check(&quotes);
+}
