@@ -14,10 +14,19 @@ use crate::workload::tp::{AllreduceUse, Query};
 
 use super::Record;
 
-/// Every mode's row, with its storage fields where the experiment has
-/// `[storage]`.
-pub fn records(result: &ExperimentResult) -> Vec<Record> {
-    let mut records: Vec<Record> = result.modes.iter().map(|m| mode_record(m, &result.model, &result.query)).collect();
+/// Every mode's row and what its query yields and costs (`economics`, one
+/// a mode), with its storage fields where the experiment has `[storage]`.
+pub fn records(result: &ExperimentResult, economics: &[impl Serialize]) -> Vec<Record> {
+    let mut records: Vec<Record> = result
+        .modes
+        .iter()
+        .zip(economics)
+        .map(|(m, e)| {
+            let mut record = mode_record(m, &result.model, &result.query);
+            record.extend(super::record_of(e));
+            record
+        })
+        .collect();
     for (record, (storage, mode)) in records.iter_mut().zip(result.storage.iter().zip(&result.modes)) {
         record.extend(storage_fields(storage, mode.replay.ttft()));
     }
@@ -191,7 +200,7 @@ mod tests {
         let text = "model = \"llama-3.1-8b\"\ntp = 4\ntopology = \"hgx-h20\"\ngpus = 4\n[query]\nprompt = 512\noutput = 4\n[[mode]]\ntransport = \"nvswitch\"\n[[mode]]\ntransport = \"shm\"\n";
         let experiment = Experiment::parse(Path::new("t.toml"), text).unwrap();
         let result = run(&experiment, &RunOptions::replay_only(), &|| {}).unwrap();
-        let record = &super::records(&result)[1];
+        let record = &super::mode_record(&result.modes[1], &result.model, &result.query);
         assert_eq!(record["mode"], "shm");
         assert_eq!(record["prefill_allreduce"], "4MiB");
         assert_eq!(record["headline_gbps"].as_f64().map(f64::round), Some(126.0), "PCIe Gen5 x16: 2 x 63 GB/s");
