@@ -3,6 +3,7 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use rayon::prelude::*;
+use serde::Serialize;
 use serde_json::json;
 
 use super::{BadInput, TopologyArgs, checks, notices, parse_format};
@@ -181,7 +182,29 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
         })
         .collect();
     checks::flag_doubts(&mut records, |_| Some(&topo));
-    print!("{}", report::render(&records, args.format));
+    let call = Call {
+        op: args.op.to_string(),
+        dtype: args.dtype.name,
+        topology: &topo.name,
+        gpu: &topo.gpu_model,
+        host: &topo.host,
+        gpus,
+        stack: args.stack.name(),
+    };
+    if args.format == Format::Table {
+        println!("{}", call.title());
+        print!("{}", report::render(&records, args.format));
+    } else {
+        let records: Vec<Record> = records
+            .into_iter()
+            .map(|record| {
+                let mut row = report::record_of(&call);
+                row.extend(record);
+                row
+            })
+            .collect();
+        print!("{}", report::render(&records, args.format));
+    }
     if comparing && args.format == Format::Table {
         let winners: Vec<(Bytes, String)> = sizes
             .iter()
@@ -196,6 +219,28 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// What every row of one run shares: the call, and the GPUs it ran on
+/// (leading each JSON and CSV row; a title above the table).
+#[derive(Serialize)]
+struct Call<'a> {
+    op: String,
+    dtype: &'a str,
+    topology: &'a str,
+    gpu: &'a str,
+    host: &'a str,
+    gpus: usize,
+    stack: &'static str,
+}
+
+impl Call<'_> {
+    fn title(&self) -> String {
+        format!(
+            "{} of {} on {}: {} GPUs ({}, host {}), called as {}",
+            self.op, self.dtype, self.topology, self.gpus, self.gpu, self.host, self.stack
+        )
+    }
 }
 
 fn outcome_record(topo: &topology::Topology, o: &Outcome) -> Record {

@@ -17,7 +17,6 @@ use icsim::config::experiment::{RawExperiment, Source};
 use icsim::config::{parse_toml, read_text};
 use icsim::report::{self, Format, Record, cell};
 use icsim::sweep::change::{Change, Origin};
-use icsim::sweep::cost::CostModel;
 use icsim::sweep::diff::{self, Side, Subject};
 
 #[derive(Debug, Args)]
@@ -33,10 +32,8 @@ pub struct DiffArgs {
     /// hardware.<a key of models/hardware/base.toml>=VALUE.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
-    /// A cost file (the keys of a sweep's [cost] table) over
-    /// models/cost/default.toml.
-    #[arg(long, value_name = "FILE")]
-    cost: Option<PathBuf>,
+    #[command(flatten)]
+    cost: super::CostArgs,
     /// How many links to list per comparison, busiest first.
     #[arg(long, default_value_t = 8)]
     links: usize,
@@ -84,10 +81,7 @@ pub fn run(args: DiffArgs) -> Result<()> {
         ))
         .into());
     }
-    let cost = match &args.cost {
-        Some(path) => CostModel::from_file(path)?,
-        None => CostModel::load(None, Path::new("models/cost/default.toml"), "")?,
-    };
+    let cost = args.cost.model()?;
     let (before_source, after_source) = (Source::File(args.before.clone()), Source::File(after_path.clone()));
     let before = Subject { raw: &before_raw, source: &before_source, changes: &[] };
     let after = Subject { raw: &after_raw, source: &after_source, changes: &changes };

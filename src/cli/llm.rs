@@ -11,7 +11,9 @@ use clap::Args;
 
 use super::{checks, figures, notices, parse_format, progress_bar};
 use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
+use icsim::report::experiment::ModeRow;
 use icsim::report::{self, Format, Record};
+use icsim::sweep::cost::{Bill, Economics};
 use icsim::workload::experiment::{self, Experiment, ExperimentResult, RunOptions};
 
 /// The experiment a plain `icsim` (or `cargo run`) runs.
@@ -31,7 +33,10 @@ pub struct RunArgs {
 impl RunArgs {
     /// What `icsim` with no subcommand does.
     pub fn default_run() -> RunArgs {
-        RunArgs { experiment: PathBuf::from(DEFAULT_EXPERIMENT), output: OutputArgs { out: None, plots: None, format: Format::Table } }
+        RunArgs {
+            experiment: PathBuf::from(DEFAULT_EXPERIMENT),
+            output: OutputArgs { out: None, plots: None, format: Format::Table, cost: super::CostArgs::default() },
+        }
     }
 }
 
@@ -47,6 +52,8 @@ struct OutputArgs {
     /// table, json or csv.
     #[arg(long, default_value = "table", value_parser = parse_format)]
     format: Format,
+    #[command(flatten)]
+    cost: super::CostArgs,
 }
 
 impl OutputArgs {
@@ -218,7 +225,17 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
     for (run, mode) in experiment.modes.iter().zip(&result.modes) {
         checks::within_clock(mode.replay.total(), &format!("the query under {}", run.label), &run.topology)?;
     }
-    let mut records = report::experiment::records(&result);
+    let cost = output.cost.model()?;
+    let economics: Vec<Economics> = experiment
+        .modes
+        .iter()
+        .zip(&result.modes)
+        .map(|(run, mode)| Economics::of(&ModeRow::of(mode, &result.model, &result.query), &Bill::of(&run.topology), &cost))
+        .collect();
+    for error in economics.iter().filter_map(|e| e.cost_error.as_ref()) {
+        notices::warn(format!("no cost per token: {error}"));
+    }
+    let mut records = report::experiment::records(&result, &economics);
     checks::flag_doubts(&mut records, |record| {
         let run = experiment.modes.iter().find(|run| record.get("label").and_then(|l| l.as_str()) == Some(run.label.as_str()))?;
         Some(&run.topology)
@@ -352,6 +369,10 @@ fn table(result: &ExperimentResult, records: &[Record]) -> String {
     section(
         "the busiest link: most bytes for its capacity over the communication time",
         project(records, &["label", "busiest_link", "busiest_link_util"]),
+    );
+    section(
+        "what a query yields and costs (generated tokens; $ and energy of the TP group's GPUs and their share of the server, models/cost/default.toml or --cost)",
+        project(records, &["label", "tokens_per_s", "tokens_per_s_per_gpu", "usd_per_million_tokens", "joules_per_token"]),
     );
     text + &super::storage::sections(result, records)
 }

@@ -123,6 +123,26 @@ pub fn resolve_topology(spec: &TopologySpec, overlay_flag: &str) -> Result<(Topo
 
 /// `--gpus` and `--tp`: a count of GPUs, from 1 to the most a topology
 /// holds, so that a refusal says the real range.
+/// `--cost FILE`: prices and power over the shipped cost model.
+#[derive(Debug, Default, Args)]
+pub struct CostArgs {
+    /// A cost file (the keys of a sweep's [cost] table) over
+    /// models/cost/default.toml: what tokens/s cost in $ and joules.
+    #[arg(long, value_name = "FILE")]
+    cost: Option<std::path::PathBuf>,
+}
+
+impl CostArgs {
+    /// The cost model: the file over the shipped one, or the shipped one.
+    pub fn model(&self) -> Result<icsim::sweep::cost::CostModel> {
+        use icsim::sweep::cost::CostModel;
+        Ok(match &self.cost {
+            Some(path) => CostModel::from_file(path)?,
+            None => CostModel::load(None, Path::new("models/cost/default.toml"), "")?,
+        })
+    }
+}
+
 pub fn gpu_count() -> clap::builder::RangedI64ValueParser<u32> {
     clap::value_parser!(u32).range(1..=topology::MAX_GPUS as i64)
 }

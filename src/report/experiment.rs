@@ -4,6 +4,7 @@
 //! CSV columns, sweeps' columns). Reads the workload's results; computes
 //! nothing.
 
+use serde::Serialize;
 use serde_json::json;
 
 use crate::units::Time;
@@ -13,74 +14,138 @@ use crate::workload::tp::{AllreduceUse, Query};
 
 use super::Record;
 
-/// Every mode's row, with its storage fields where the experiment has
-/// `[storage]`.
-pub fn records(result: &ExperimentResult) -> Vec<Record> {
-    let mut records: Vec<Record> = result.modes.iter().map(|m| mode_record(m, &result.model, &result.query)).collect();
+/// Every mode's row and what its query yields and costs (`economics`, one
+/// a mode), with its storage fields where the experiment has `[storage]`.
+pub fn records(result: &ExperimentResult, economics: &[impl Serialize]) -> Vec<Record> {
+    let mut records: Vec<Record> = result
+        .modes
+        .iter()
+        .zip(economics)
+        .map(|(m, e)| {
+            let mut record = mode_record(m, &result.model, &result.query);
+            record.extend(super::record_of(e));
+            record
+        })
+        .collect();
     for (record, (storage, mode)) in records.iter_mut().zip(result.storage.iter().zip(&result.modes)) {
         record.extend(storage_fields(storage, mode.replay.ttft()));
     }
     records
 }
 
-/// One mode's row of results, with `query` and `model` for context. The field
-/// names are an interface (`--format json`).
+/// One mode's row of results, with its query and LLM for context: the
+/// workload's typed result flattened under the names of the interface
+/// (`--format json`, CSV columns, sweeps' columns), in their order. Unit
+/// conversions only; nothing here is computed from other fields.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModeRow {
+    pub label: String,
+    pub mode: String,
+    pub transport: Option<String>,
+    pub topology: String,
+    pub gpu: String,
+    pub host: String,
+    pub gpus: usize,
+    pub tp: u32,
+    pub model: String,
+    pub prompt: u64,
+    pub output: u64,
+    pub batch: u64,
+    pub prefill_allreduce_bytes: Option<u64>,
+    pub prefill_allreduce: Option<String>,
+    pub prefill_allreduces: u64,
+    pub prefill_algo: Option<String>,
+    pub prefill_allreduce_us: Option<f64>,
+    pub prefill_busbw_gbps: Option<f64>,
+    pub prefill_gpu_link_util: Option<f64>,
+    pub decode_allreduce_bytes: Option<u64>,
+    pub decode_allreduce: Option<String>,
+    pub decode_allreduces: u64,
+    pub decode_algo: Option<String>,
+    pub decode_allreduce_us: Option<f64>,
+    pub decode_busbw_gbps: Option<f64>,
+    pub decode_gpu_link_util: Option<f64>,
+    pub tp_bytes_per_gpu: u64,
+    pub tp_gb_per_gpu: f64,
+    pub prefill_compute_ms: f64,
+    pub decode_compute_ms: f64,
+    pub compute_ms: f64,
+    pub prefill_comm_ms: f64,
+    pub decode_comm_ms: f64,
+    pub comm_ms: f64,
+    pub ttft_ms: f64,
+    pub total_ms: f64,
+    pub comm_share: f64,
+    pub busiest_link: Option<String>,
+    pub busiest_link_util: Option<f64>,
+    pub headline_gbps: Option<f64>,
+    pub naive_comm_ms: Option<f64>,
+    pub naive_comm_ms_per_direction: Option<f64>,
+    pub launch_wait_ms: f64,
+    pub stack: &'static str,
+    pub scope: &'static str,
+    pub fusion: String,
+}
+
+impl ModeRow {
+    pub fn of(mode: &ModeResult, model: &str, query: &Query) -> ModeRow {
+        let r = &mode.replay;
+        let (prefill, decode) = (r.prefill_allreduce.as_ref(), r.decode_allreduce.as_ref());
+        let algo = |u: &AllreduceUse| format!("{}/{}", u.algorithm, u.protocol);
+        ModeRow {
+            label: mode.label.clone(),
+            mode: mode.mode.to_string(),
+            transport: prefill.map(|u| u.transport.clone()),
+            topology: mode.topology.clone(),
+            gpu: mode.gpu_model.clone(),
+            host: mode.host.clone(),
+            gpus: mode.gpus,
+            tp: mode.tp,
+            model: model.to_string(),
+            prompt: query.prompt,
+            output: query.output,
+            batch: query.batch,
+            prefill_allreduce_bytes: prefill.map(|u| u.bytes.0),
+            prefill_allreduce: prefill.map(|u| u.bytes.to_string()),
+            prefill_allreduces: prefill.map_or(0, |u| u.calls),
+            prefill_algo: prefill.map(algo),
+            prefill_allreduce_us: prefill.map(|u| u.time.as_us()),
+            prefill_busbw_gbps: prefill.map(|u| u.busbw_gbps),
+            prefill_gpu_link_util: prefill.map(|u| u.gpu_link_util),
+            decode_allreduce_bytes: decode.map(|u| u.bytes.0),
+            decode_allreduce: decode.map(|u| u.bytes.to_string()),
+            decode_allreduces: decode.map_or(0, |u| u.calls),
+            decode_algo: decode.map(algo),
+            decode_allreduce_us: decode.map(|u| u.time.as_us()),
+            decode_busbw_gbps: decode.map(|u| u.busbw_gbps),
+            decode_gpu_link_util: decode.map(|u| u.gpu_link_util),
+            tp_bytes_per_gpu: r.tp_bytes_per_gpu.0,
+            tp_gb_per_gpu: r.tp_bytes_per_gpu.as_f64() / 1e9,
+            prefill_compute_ms: r.prefill.compute.as_ms(),
+            decode_compute_ms: r.decode.compute.as_ms(),
+            compute_ms: r.compute().as_ms(),
+            prefill_comm_ms: r.prefill.comm.as_ms(),
+            decode_comm_ms: r.decode.comm.as_ms(),
+            comm_ms: r.comm().as_ms(),
+            ttft_ms: r.ttft().as_ms(),
+            total_ms: r.total().as_ms(),
+            comm_share: r.comm_share(),
+            busiest_link: mode.busiest_link.as_ref().map(|(name, _)| name.clone()),
+            busiest_link_util: mode.busiest_link.as_ref().map(|(_, util)| *util),
+            headline_gbps: mode.headline.map(|rate| 2.0 * rate.as_gbps()),
+            naive_comm_ms: mode.naive_comm(2).map(Time::as_ms),
+            naive_comm_ms_per_direction: mode.naive_comm(1).map(Time::as_ms),
+            launch_wait_ms: r.launch_wait().as_ms(),
+            stack: mode.stack.name(),
+            scope: mode.scope.name(),
+            fusion: mode.fusion.clone(),
+        }
+    }
+}
+
+/// One mode's row as a record (the form tables, CSV and sweeps' rows take).
 pub fn mode_record(mode: &ModeResult, model: &str, query: &Query) -> Record {
-    let r = &mode.replay;
-    let algo = |u: &Option<AllreduceUse>| u.as_ref().map(|u| format!("{}/{}", u.algorithm, u.protocol));
-    let value = json!({
-        "label": mode.label,
-        "mode": mode.mode.to_string(),
-        "transport": r.prefill_allreduce.as_ref().map(|u| u.transport.clone()),
-        "topology": mode.topology,
-        "gpu": mode.gpu_model,
-        "host": mode.host,
-        "gpus": mode.gpus,
-        "tp": mode.tp,
-        "model": model,
-        "prompt": query.prompt,
-        "output": query.output,
-        "batch": query.batch,
-        "prefill_allreduce_bytes": r.prefill_allreduce.as_ref().map(|u| u.bytes.0),
-        "prefill_allreduce": r.prefill_allreduce.as_ref().map(|u| u.bytes.to_string()),
-        "prefill_allreduces": r.prefill_allreduce.as_ref().map_or(0, |u| u.calls),
-        "prefill_algo": algo(&r.prefill_allreduce),
-        "prefill_allreduce_us": r.prefill_allreduce.as_ref().map(|u| u.time.as_us()),
-        "prefill_busbw_gbps": r.prefill_allreduce.as_ref().map(|u| u.busbw_gbps),
-        "prefill_gpu_link_util": r.prefill_allreduce.as_ref().map(|u| u.gpu_link_util),
-        "decode_allreduce_bytes": r.decode_allreduce.as_ref().map(|u| u.bytes.0),
-        "decode_allreduce": r.decode_allreduce.as_ref().map(|u| u.bytes.to_string()),
-        "decode_allreduces": r.decode_allreduce.as_ref().map_or(0, |u| u.calls),
-        "decode_algo": algo(&r.decode_allreduce),
-        "decode_allreduce_us": r.decode_allreduce.as_ref().map(|u| u.time.as_us()),
-        "decode_busbw_gbps": r.decode_allreduce.as_ref().map(|u| u.busbw_gbps),
-        "decode_gpu_link_util": r.decode_allreduce.as_ref().map(|u| u.gpu_link_util),
-        "tp_bytes_per_gpu": r.tp_bytes_per_gpu.0,
-        "tp_gb_per_gpu": r.tp_bytes_per_gpu.as_f64() / 1e9,
-        "prefill_compute_ms": r.prefill.compute.as_ms(),
-        "decode_compute_ms": r.decode.compute.as_ms(),
-        "compute_ms": r.compute().as_ms(),
-        "prefill_comm_ms": r.prefill.comm.as_ms(),
-        "decode_comm_ms": r.decode.comm.as_ms(),
-        "comm_ms": r.comm().as_ms(),
-        "ttft_ms": r.ttft().as_ms(),
-        "total_ms": r.total().as_ms(),
-        "comm_share": r.comm_share(),
-        "busiest_link": mode.busiest_link.as_ref().map(|(name, _)| name.clone()),
-        "busiest_link_util": mode.busiest_link.as_ref().map(|(_, util)| *util),
-        "headline_gbps": mode.headline.map(|rate| 2.0 * rate.as_gbps()),
-        "naive_comm_ms": mode.naive_comm(2).map(Time::as_ms),
-        "naive_comm_ms_per_direction": mode.naive_comm(1).map(Time::as_ms),
-    });
-    let mut record = value.as_object().cloned().expect("a JSON object");
-    let forward = json!({
-        "launch_wait_ms": r.launch_wait().as_ms(),
-        "stack": mode.stack.name(),
-        "scope": mode.scope.name(),
-        "fusion": mode.fusion,
-    });
-    record.extend(forward.as_object().cloned().expect("a JSON object"));
-    record
+    super::record_of(&ModeRow::of(mode, model, query))
 }
 
 /// Record fields of one mode's storage results (the names are part of the
@@ -135,7 +200,7 @@ mod tests {
         let text = "model = \"llama-3.1-8b\"\ntp = 4\ntopology = \"hgx-h20\"\ngpus = 4\n[query]\nprompt = 512\noutput = 4\n[[mode]]\ntransport = \"nvswitch\"\n[[mode]]\ntransport = \"shm\"\n";
         let experiment = Experiment::parse(Path::new("t.toml"), text).unwrap();
         let result = run(&experiment, &RunOptions::replay_only(), &|| {}).unwrap();
-        let record = &super::records(&result)[1];
+        let record = &super::mode_record(&result.modes[1], &result.model, &result.query);
         assert_eq!(record["mode"], "shm");
         assert_eq!(record["prefill_allreduce"], "4MiB");
         assert_eq!(record["headline_gbps"].as_f64().map(f64::round), Some(126.0), "PCIe Gen5 x16: 2 x 63 GB/s");

@@ -13,6 +13,14 @@ use serde_json::{Map, Value};
 /// One row of results: ordered field names and values.
 pub type Record = Map<String, Value>;
 
+/// A typed row as a record: its fields in declaration order, `None` as null.
+pub fn record_of(row: &impl serde::Serialize) -> Record {
+    match serde_json::to_value(row) {
+        Ok(Value::Object(record)) => record,
+        other => unreachable!("a row serializes as a JSON object, not {other:?}"),
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Table,

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::hardware::HardwareModel;
 use crate::config::{ConfigError, ConfigResult, check_range, parse_toml, read_text};
+use crate::report::experiment::ModeRow;
 use crate::topology::{NodeKind, Topology};
 
 /// The shipped cost model.
@@ -237,6 +238,57 @@ impl PerGpu {
             usd_per_million_tokens: per_token(usd_per_hour / 3600.0 * seconds * 1e6),
             joules_per_token: per_token(watts * seconds),
         }
+    }
+}
+
+/// What one replayed query yields and costs on its TP group under a cost
+/// model, computed once from the typed row: the communication share of the
+/// time to first token, generated tokens per second (of the group and per
+/// GPU), $ and watts of the group, $ per million and joules per generated
+/// token. Its field names are columns of sweeps, diffs and `--format json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Economics {
+    pub prefill_comm_share: Option<f64>,
+    pub tokens_per_s: Option<f64>,
+    pub tokens_per_s_per_gpu: Option<f64>,
+    pub usd_per_gpu_hour: Option<f64>,
+    pub usd_per_hour: Option<f64>,
+    pub watts: Option<f64>,
+    pub usd_per_million_tokens: Option<f64>,
+    pub joules_per_token: Option<f64>,
+    /// Why there is no price (a GPU the cost model does not list).
+    pub cost_error: Option<String>,
+}
+
+impl Economics {
+    /// The economics of `mode`'s query on a server of `bill` under `cost`.
+    pub fn of(mode: &ModeRow, bill: &Bill, cost: &CostModel) -> Economics {
+        let tokens = mode.batch * mode.output;
+        let seconds = mode.total_ms / 1000.0;
+        let rate = (seconds > 0.0).then(|| tokens as f64 / seconds);
+        let mut economics = Economics {
+            prefill_comm_share: (mode.ttft_ms > 0.0).then(|| mode.prefill_comm_ms / mode.ttft_ms),
+            tokens_per_s: rate,
+            tokens_per_s_per_gpu: rate.map(|r| r / f64::from(mode.tp)),
+            usd_per_gpu_hour: None,
+            usd_per_hour: None,
+            watts: None,
+            usd_per_million_tokens: None,
+            joules_per_token: None,
+            cost_error: None,
+        };
+        match cost.per_gpu(bill) {
+            Ok(per_gpu) => {
+                let query = per_gpu.query(mode.tp, tokens, seconds);
+                economics.usd_per_gpu_hour = Some(per_gpu.usd_per_hour);
+                economics.usd_per_hour = Some(query.usd_per_hour);
+                economics.watts = Some(query.watts);
+                economics.usd_per_million_tokens = query.usd_per_million_tokens;
+                economics.joules_per_token = query.joules_per_token;
+            }
+            Err(message) => economics.cost_error = Some(message),
+        }
+        economics
     }
 }
 

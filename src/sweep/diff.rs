@@ -9,21 +9,30 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::change::Change;
-use super::cost::{Bill, CostModel};
-use super::run::{derived, reason, replay, resolve};
+use super::cost::{Bill, CostModel, Economics};
+use super::run::{reason, replay, resolve};
 use crate::config::experiment::{RawExperiment, Source};
 use crate::config::{ConfigError, ConfigResult};
 use crate::report::Record;
+use crate::report::experiment::ModeRow;
 
 /// One side of a comparison: a mode of an experiment, replayed.
 #[derive(Debug, Clone)]
 pub struct Side {
     pub label: String,
-    /// The replay's record with throughput and cost, and each link's use;
-    /// or why the mode cannot run.
-    pub outcome: Result<(Record, Vec<LinkUse>), String>,
+    /// The replay's row, its throughput and cost, and each link's use; or
+    /// why the mode cannot run.
+    pub outcome: Result<Replayed, String>,
     /// Its topology's links far outside shipped hardware, and why.
     pub unusual: Vec<String>,
+}
+
+/// A side's mode, replayed.
+#[derive(Debug, Clone)]
+pub struct Replayed {
+    pub mode: ModeRow,
+    pub economics: Economics,
+    pub links: Vec<LinkUse>,
 }
 
 /// How busy one link was: bytes over its capacity times the query's
@@ -65,8 +74,8 @@ impl Subject<'_> {
                 let (run, mode) = (&experiment.modes[0], &result.modes[0]);
                 let unusual = crate::topology::plausible::unusual_links(&run.topology);
                 let unusual = unusual.into_iter().map(|u| format!("{}: {}", run.topology.name, u.why)).collect();
-                let mut record = crate::report::experiment::mode_record(mode, &result.model, &result.query);
-                record.extend(derived(&record, &Bill::of(&run.topology), cost));
+                let row = ModeRow::of(mode, &result.model, &result.query);
+                let economics = Economics::of(&row, &Bill::of(&run.topology), cost);
                 let comm = mode.replay.comm();
                 let links = run
                     .topology
@@ -80,10 +89,10 @@ impl Subject<'_> {
                         utilisation: usage.bytes.as_f64() / (link.bandwidth.bytes_per_sec() * comm.as_secs()),
                     })
                     .collect();
-                (record, links, unusual)
+                (Replayed { mode: row, economics, links }, unusual)
             });
         let (outcome, unusual) = match outcome {
-            Ok((record, links, unusual)) => (Ok((record, links)), unusual),
+            Ok((replayed, unusual)) => (Ok(replayed), unusual),
             Err(why) => (Err(why), Vec::new()),
         };
         Side { label: self.label(mode), outcome, unusual }
@@ -119,21 +128,22 @@ pub fn check_same_workload(before: &RawExperiment, after: &RawExperiment, after_
     found.map_or(Ok(()), Err)
 }
 
-/// The phases a diff reports, as (name, the record fields summed).
-const PHASES: [(&str, &[&str]); 5] = [
-    ("prefill (time to first token)", &["ttft_ms"]),
-    ("prefill communication", &["prefill_comm_ms"]),
-    ("decode", &["decode_compute_ms", "decode_comm_ms"]),
-    ("decode communication", &["decode_comm_ms"]),
-    ("whole query", &["total_ms"]),
+/// The phases a diff reports: a name and the phase's time (ms) in a row.
+const PHASES: [(&str, fn(&ModeRow) -> f64); 5] = [
+    ("prefill (time to first token)", |r| r.ttft_ms),
+    ("prefill communication", |r| r.prefill_comm_ms),
+    ("decode", |r| r.decode_compute_ms + r.decode_comm_ms),
+    ("decode communication", |r| r.decode_comm_ms),
+    ("whole query", |r| r.total_ms),
 ];
 
 /// Per-token figures compared (higher is better only for the first).
-const RATES: [&str; 4] = ["tokens_per_s", "tokens_per_s_per_gpu", "usd_per_million_tokens", "joules_per_token"];
-
-fn number(record: &Record, field: &str) -> Option<f64> {
-    record.get(field).and_then(Value::as_f64)
-}
+const RATES: [(&str, fn(&Economics) -> Option<f64>); 4] = [
+    ("tokens_per_s", |e| e.tokens_per_s),
+    ("tokens_per_s_per_gpu", |e| e.tokens_per_s_per_gpu),
+    ("usd_per_million_tokens", |e| e.usd_per_million_tokens),
+    ("joules_per_token", |e| e.joules_per_token),
+];
 
 /// One comparison as a JSON object (the `--format json` interface).
 pub fn compare(before: &Side, after: &Side, change: &str) -> Record {
@@ -146,36 +156,40 @@ pub fn compare(before: &Side, after: &Side, change: &str) -> Record {
             return out;
         }
     };
-    let ((a, a_links), (b, b_links)) = (a, b);
-    for side in ["mode", "topology", "transport", "gpu"] {
-        out.insert(format!("{side}_before"), a.get(side).cloned().unwrap_or_default());
-        out.insert(format!("{side}_after"), b.get(side).cloned().unwrap_or_default());
+    let sides: [(&str, fn(&ModeRow) -> Value); 4] = [
+        ("mode", |r| json!(r.mode)),
+        ("topology", |r| json!(r.topology)),
+        ("transport", |r| json!(r.transport)),
+        ("gpu", |r| json!(r.gpu)),
+    ];
+    for (side, value) in sides {
+        out.insert(format!("{side}_before"), value(&a.mode));
+        out.insert(format!("{side}_after"), value(&b.mode));
     }
     let phases: Vec<Value> = PHASES
         .iter()
-        .map(|(name, fields)| {
-            let sum = |r: &Record| fields.iter().map(|f| number(r, f).unwrap_or(0.0)).sum::<f64>();
-            let (x, y) = (sum(a), sum(b));
+        .map(|(name, time)| {
+            let (x, y) = (time(&a.mode), time(&b.mode));
             json!({ "phase": name, "before_ms": x, "after_ms": y, "saved_ms": x - y, "saved_share": (x > 0.0).then(|| (x - y) / x) })
         })
         .collect();
     out.insert("phases".into(), Value::Array(phases));
     let rates: Vec<Value> = RATES
         .iter()
-        .map(|field| {
-            let (x, y) = (number(a, field), number(b, field));
-            json!({ "metric": field, "before": x, "after": y, "change": x.zip(y).map(|(x, y)| y - x) })
+        .map(|(name, rate)| {
+            let (x, y) = (rate(&a.economics), rate(&b.economics));
+            json!({ "metric": name, "before": x, "after": y, "change": x.zip(y).map(|(x, y)| y - x) })
         })
         .collect();
     out.insert("rates".into(), Value::Array(rates));
-    let busiest = |r: &Record| (r.get("busiest_link").and_then(Value::as_str).map(String::from), number(r, "busiest_link_util"));
-    let ((a_link, a_util), (b_link, b_util)) = (busiest(a), busiest(b));
+    let (a_link, a_util, a_links) = (&a.mode.busiest_link, a.mode.busiest_link_util, &a.links);
+    let (b_link, b_util, b_links) = (&b.mode.busiest_link, b.mode.busiest_link_util, &b.links);
     let ends_of = |label: &Option<String>| label.as_ref().map(|l| l.split(" (").next().unwrap_or(l).to_string());
     out.insert("bottleneck_before".into(), json!(a_link));
     out.insert("bottleneck_before_util".into(), json!(a_util));
     out.insert("bottleneck_after".into(), json!(b_link));
     out.insert("bottleneck_after_util".into(), json!(b_util));
-    out.insert("bottleneck_moved".into(), json!(ends_of(&a_link) != ends_of(&b_link)));
+    out.insert("bottleneck_moved".into(), json!(ends_of(a_link) != ends_of(b_link)));
     let mut ends: Vec<&str> = Vec::new();
     for link in a_links.iter().chain(b_links) {
         if !ends.contains(&link.ends.as_str()) {
@@ -188,7 +202,7 @@ pub fn compare(before: &Side, after: &Side, change: &str) -> Record {
         entry.1.map_or(0.0, |l| l.utilisation).max(entry.2.map_or(0.0, |l| l.utilisation))
     };
     // The two bottlenecks first, then the busiest.
-    let bottlenecks = [ends_of(&a_link), ends_of(&b_link)];
+    let bottlenecks = [ends_of(a_link), ends_of(b_link)];
     let rank = |entry: &(&str, Option<&LinkUse>, Option<&LinkUse>)| !bottlenecks.contains(&Some(entry.0.to_string()));
     links.sort_by(|p, q| rank(p).cmp(&rank(q)).then(peak(q).total_cmp(&peak(p))).then(p.0.cmp(q.0)));
     let links: Vec<Value> = links

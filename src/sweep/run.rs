@@ -3,17 +3,19 @@
 //! rayon (`jobs` threads, or all cores), each alone, and rows come back in
 //! point order whatever the thread count. A point that cannot run is a row
 //! with its reason. Rows carry the experiment's result fields and what the
-//! sweep adds: throughput, cost, energy and whether the goal is met.
+//! sweep adds: throughput, cost and energy (`Economics`) and whether the
+//! goal is met.
 
 use rayon::prelude::*;
 use serde_json::{Value, json};
 
 use super::change::{self, Change};
-use super::cost::{Bill, CostModel};
+use super::cost::{Bill, Economics};
 use super::{LABEL, Point, Sweep, axes::Shard};
 use crate::config::ConfigError;
 use crate::config::experiment::{RawExperiment, Source};
-use crate::report::Record;
+use crate::report::experiment::ModeRow;
+use crate::report::{Record, record_of};
 use crate::workload::experiment::{self, Experiment, ExperimentResult, RunOptions};
 
 /// The base experiment `base` (read from `source`) with `changes`, named
@@ -87,7 +89,9 @@ pub fn row(sweep: &Sweep, point: &Point) -> Record {
             row.insert("error".into(), json!(reason(&error)));
         }
         Ok((experiment, result)) => {
-            for (name, value) in crate::report::experiment::mode_record(&result.modes[0], &result.model, &result.query) {
+            let mode = ModeRow::of(&result.modes[0], &result.model, &result.query);
+            let economics = Economics::of(&mode, &Bill::of(&experiment.modes[0].topology), &sweep.cost);
+            for (name, value) in record_of(&mode) {
                 match name.as_str() {
                     LABEL => {}
                     taken if row.contains_key(taken) => {
@@ -98,45 +102,9 @@ pub fn row(sweep: &Sweep, point: &Point) -> Record {
                     }
                 }
             }
-            let extra = derived(&row, &Bill::of(&experiment.modes[0].topology), &sweep.cost);
-            row.extend(extra);
+            row.extend(record_of(&economics));
             row.insert("meets_goal".into(), json!(sweep.goal.meets(&row)));
         }
     }
     row
-}
-
-/// What a replay's record (its times, `tp`, `batch` and `output`) gives
-/// under `cost` on a server of `bill`: the communication share of the time
-/// to first token, generated tokens per second, $ and watts of the TP group,
-/// $ per million and joules per generated token.
-pub fn derived(record: &Record, bill: &Bill, cost: &CostModel) -> Record {
-    let number = |name: &str| record.get(name).and_then(Value::as_f64).unwrap_or(0.0);
-    let tp = ["tp", "tp_used"].iter().find_map(|name| record.get(*name).and_then(Value::as_u64)).unwrap_or(1) as u32;
-    let tokens = number("batch") as u64 * number("output") as u64;
-    let seconds = number("total_ms") / 1000.0;
-    let rate = (seconds > 0.0).then(|| tokens as f64 / seconds);
-    let mut out = Record::new();
-    let ttft = number("ttft_ms");
-    out.insert("prefill_comm_share".into(), json!((ttft > 0.0).then(|| number("prefill_comm_ms") / ttft)));
-    out.insert("tokens_per_s".into(), json!(rate));
-    out.insert("tokens_per_s_per_gpu".into(), json!(rate.map(|r| r / f64::from(tp))));
-    match cost.per_gpu(bill) {
-        Ok(per_gpu) => {
-            let query = per_gpu.query(tp, tokens, seconds);
-            out.insert("usd_per_gpu_hour".into(), json!(per_gpu.usd_per_hour));
-            out.insert("usd_per_hour".into(), json!(query.usd_per_hour));
-            out.insert("watts".into(), json!(query.watts));
-            out.insert("usd_per_million_tokens".into(), json!(query.usd_per_million_tokens));
-            out.insert("joules_per_token".into(), json!(query.joules_per_token));
-            out.insert("cost_error".into(), Value::Null);
-        }
-        Err(message) => {
-            for name in ["usd_per_gpu_hour", "usd_per_hour", "watts", "usd_per_million_tokens", "joules_per_token"] {
-                out.insert(name.into(), Value::Null);
-            }
-            out.insert("cost_error".into(), json!(message));
-        }
-    }
-    out
 }

@@ -33,11 +33,12 @@ fn collective_prints_the_json_interface() {
 #[test]
 fn tables_and_csv_carry_the_same_rows() {
     let table = stdout(&icsim(&["collective", "--sizes", "1MiB,16MiB"]));
-    assert_eq!(table.lines().count(), 3, "{table}");
-    assert!(table.lines().next().unwrap().contains("busbw_gbps"));
+    assert_eq!(table.lines().count(), 4, "a title, a header and two rows: {table}");
+    assert_eq!(table.lines().next(), Some("allreduce of float32 on hgx-h200: 8 GPUs (h200, host spr-2s), called as nccl-graph"));
+    assert!(table.lines().nth(1).unwrap().contains("busbw_gbps"));
     let csv = stdout(&icsim(&["collective", "--sizes", "1MiB,16MiB", "--format", "csv"]));
     assert_eq!(csv.lines().count(), 3, "{csv}");
-    assert!(csv.starts_with("bytes,size,time_us,"));
+    assert!(csv.starts_with("op,dtype,topology,gpu,host,gpus,stack,bytes,size,time_us,"), "every row names its call: {csv}");
 }
 
 #[test]

@@ -294,3 +294,26 @@ fn bad_experiments_name_the_file_the_key_and_what_is_allowed() {
     let stderr = stderr_of(&output);
     assert!(!output.status.success() && stderr.contains("command line: key `--tp`") && stderr.contains("allowed: 1, 2, 4, 8"), "{stderr}");
 }
+
+#[test]
+fn llm_prices_its_query_and_a_cost_file_changes_the_price() {
+    let folder = scratch("cost");
+    let args = ["llm", "--tp", "8", "--prompt", "1024", "--output", "16", "--transport", "nvswitch"];
+    let json = |extra: &[&str]| {
+        let all: Vec<&str> = args.iter().chain(extra).copied().collect();
+        results(&succeed(&all, &folder)).remove(0)
+    };
+    let shipped = json(&["--format", "json"]);
+    let tokens_per_s = number(&shipped, "tokens_per_s");
+    assert!((tokens_per_s - 16.0 / (number(&shipped, "total_ms") / 1e3)).abs() < 1e-9, "{shipped}");
+    assert!((number(&shipped, "tokens_per_s_per_gpu") - tokens_per_s / 8.0).abs() < 1e-9);
+    let usd = number(&shipped, "usd_per_million_tokens");
+    assert!(usd > 0.0 && shipped["cost_error"].is_null(), "{shipped}");
+    std::fs::write(folder.join("rent.toml"), "usd_per_gpu_hour = 2.0\n").unwrap();
+    let rented = json(&["--format", "json", "--cost", "rent.toml"]);
+    let expected = 2.0 * 8.0 / 3600.0 * (number(&rented, "total_ms") / 1e3) / 16.0 * 1e6;
+    assert!((number(&rented, "usd_per_million_tokens") - expected).abs() < 1e-6 * expected, "{rented}");
+    assert_ne!(number(&rented, "usd_per_million_tokens"), usd);
+    let table = succeed(&args, &folder);
+    assert!(table.contains("what a query yields and costs") && table.contains("usd_per_million_tokens"), "{table}");
+}
