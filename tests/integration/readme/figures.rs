@@ -346,6 +346,17 @@ fn readme_figures_of_the_default_run_match_it() {
             FROM,
             format!("Its prefill communication is {:.0}x NVSwitch's", get("shm", "prefill_comm_ms") / get("nvswitch", "prefill_comm_ms")),
         ),
+        quote(
+            "docs/guide.md",
+            FROM,
+            format!(
+                "the NVLink mesh is the cheapest per token ({:.1} $/M against NVSwitch's {:.1}: the same speed within {} without switch chips), SHM the dearest ({:.1} $/M)",
+                get("nvlink", "usd_per_million_tokens"),
+                get("nvswitch", "usd_per_million_tokens"),
+                ahead("total_ms"),
+                get("shm", "usd_per_million_tokens")
+            ),
+        ),
     ];
     check(&quotes);
 }
