@@ -293,6 +293,10 @@ pub struct StackModel {
     /// Added to every compute kernel: the gap between kernels of a graph, or
     /// the host's launch cost when eager (short kernels wait for it).
     pub kernel_launch: Time,
+    /// Eager only: the GPU's gap between kernels a stream has queued (the
+    /// host ahead), which a graph's replay shortens to its `kernel_launch`.
+    #[serde(default)]
+    pub kernel_gap: Time,
     /// Added to every memory copy the caller issues (NCCL's one-rank
     /// collective is one): a copy node's start in a graph, the host's
     /// cudaMemcpyAsync when eager.

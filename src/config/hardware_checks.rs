@@ -54,6 +54,7 @@ impl HardwareModel {
             out.push((format!("stack.{name}.collective_call"), stack.collective_call));
             out.push((format!("stack.{name}.collective_step"), stack.collective_step));
             out.push((format!("stack.{name}.kernel_launch"), stack.kernel_launch));
+            out.push((format!("stack.{name}.kernel_gap"), stack.kernel_gap));
             out.push((format!("stack.{name}.copy_launch"), stack.copy_launch));
         }
         for (arch, cta) in &self.cta {

@@ -170,27 +170,40 @@ pub enum Launch {
     Graph { gap: Time },
     /// Launched from the host one at a time: the host spends `host` on each
     /// launch (a kernel's, or a collective call's), and a kernel starts once
-    /// it is launched and the GPU is free. What a caller adds to a
-    /// collective on the GPU's timeline is its `collective_call`, inside the
-    /// collective, in either regime.
-    Eager { host: Time },
+    /// it is launched and the GPU is free, then takes `gap` more (the
+    /// stream's own gap between queued kernels, longer than a graph's). What
+    /// a caller adds to a collective on the GPU's timeline is its
+    /// `collective_call`, inside the collective, in either regime.
+    Eager { host: Time, gap: Time },
 }
 
 impl Launch {
     /// The regime of `stack` with its costs from the model's `[stack.*]`.
     pub fn of(model: &HardwareModel, stack: Stack) -> Result<Launch, String> {
-        let cost = model.stack(stack)?.kernel_launch;
-        Ok(if stack.in_graph() { Launch::Graph { gap: cost } } else { Launch::Eager { host: cost } })
+        let costs = model.stack(stack)?;
+        Ok(if stack.in_graph() {
+            Launch::Graph { gap: costs.kernel_launch }
+        } else {
+            Launch::Eager { host: costs.kernel_launch, gap: costs.kernel_gap }
+        })
+    }
+
+    /// The GPU time a kernel taking `kernel` occupies in a pass: the kernel
+    /// and the gap before it.
+    pub fn on_gpu(self, kernel: Time) -> Time {
+        match self {
+            Launch::Graph { gap } | Launch::Eager { gap, .. } => gap + kernel,
+        }
     }
 
     /// Time per kernel of a kernel taking `kernel` on the GPU issued back to
     /// back many times, as kernels are timed: in a graph the gap and the
-    /// kernel; eager the longer of the launch and the kernel (the host runs
-    /// ahead of long kernels, short ones wait for it).
+    /// kernel; eager the longer of the launch and the kernel with its gap
+    /// (the host runs ahead of long kernels, short ones wait for it).
     pub fn repeated(self, kernel: Time) -> Time {
         match self {
-            Launch::Graph { gap } => gap + kernel,
-            Launch::Eager { host } => host.max(kernel),
+            Launch::Graph { .. } => self.on_gpu(kernel),
+            Launch::Eager { host, .. } => host.max(self.on_gpu(kernel)),
         }
     }
 }
@@ -278,7 +291,21 @@ mod tests {
         let gap = model.stack(Stack::NcclGraph).unwrap().kernel_launch;
         let host = model.stack(Stack::TorchEager).unwrap().kernel_launch;
         assert_eq!(graph.repeated(Time::from_us(2)), gap + Time::from_us(2));
+        let stream_gap = model.stack(Stack::TorchEager).unwrap().kernel_gap;
         assert_eq!(eager.repeated(Time::from_us(1)), host);
-        assert_eq!(eager.repeated(Time::from_us(1000)), Time::from_us(1000));
+        assert_eq!(eager.repeated(Time::from_us(1000)), stream_gap + Time::from_us(1000));
+    }
+
+    #[test]
+    fn a_kernel_launched_eagerly_never_takes_less_of_the_gpu_than_in_a_graph() {
+        let shipped = crate::config::hardware::ModelSource::Shipped;
+        let model = HardwareModel::load(&[shipped("h200-forward")]).unwrap();
+        let graph = Launch::of(&model, Stack::NcclGraph).unwrap();
+        for stack in crate::stack::STACKS.iter().filter(|s| !s.in_graph()) {
+            let eager = Launch::of(&model, *stack).unwrap();
+            for us in [1, 10, 1000] {
+                assert!(eager.on_gpu(Time::from_us(us)) >= graph.on_gpu(Time::from_us(us)), "{stack}");
+            }
+        }
     }
 }

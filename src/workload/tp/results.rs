@@ -11,7 +11,7 @@ use crate::units::{Bytes, Time};
 /// Where the time of one kind of pass went over the query, on every GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PassTotals {
-    /// In kernels (with the gaps between them in a graph).
+    /// In kernels, with the gap before each (a graph's, or an eager stream's).
     pub compute: Time,
     /// In collectives.
     pub comm: Time,
