@@ -35,6 +35,12 @@ pub enum Error {
     Transport(#[from] transport::TransportError),
     #[error(transparent)]
     Storage(#[from] storage::StorageError),
+    /// A query ran to the end of the simulated clock: no result to rank.
+    #[error(
+        "{what} on {topology} takes longer than the simulated clock's range ({end}, about 213 days); its slowest link runs at {slowest}",
+        end = units::Time::END
+    )]
+    BeyondClock { what: String, topology: String, slowest: units::Bandwidth },
 }
 
 /// The position of the first item of `items` that repeats an earlier one:

@@ -2,8 +2,8 @@
 //! warnings about links far outside known hardware and about measurements
 //! of another GPU than the topology's, a `warning` field on
 //! each result such a link limits or whose link utilisation passes 1 (which
-//! a correct simulation never gives), and a refusal of times that reached
-//! the end of the simulated clock. Computes no result.
+//! a correct simulation never gives). Computes no result (times that reach
+//! the end of the simulated clock are refused where they are simulated).
 
 use std::collections::BTreeMap;
 
@@ -11,11 +11,10 @@ use icsim::calibrate::schema::Measurement;
 use icsim::config::hardware::HardwareModel;
 use icsim::report::Record;
 use icsim::topology::{Topology, plausible};
-use icsim::units::Time;
 use icsim::workload::gpu_key;
 use serde_json::Value;
 
-use super::{BadInput, notices};
+use super::notices;
 
 /// Utilisation above 1 by more than rounding is a bug, not a busy link.
 const UTILISATION_TOLERANCE: f64 = 1e-6;
@@ -90,17 +89,4 @@ pub fn flag_doubts<'t>(records: &mut [Record], topology_of: impl Fn(&Record) -> 
             record.insert("warning".into(), Value::String(warning));
         }
     }
-}
-
-/// Refuses a simulated time that reached the end of the clock.
-pub fn within_clock(time: Time, what: &str, topo: &Topology) -> Result<(), BadInput> {
-    if time.is_end() {
-        let slowest = topo.links().iter().map(|l| l.bandwidth).min().map(|b| b.to_string()).unwrap_or_default();
-        return Err(BadInput(format!(
-            "{what} on {} takes longer than the simulated clock's range ({}, about 213 days); its slowest link runs at {slowest}",
-            topo.name,
-            Time::END
-        )));
-    }
-    Ok(())
 }

@@ -34,7 +34,7 @@ use crate::network::LinkUsage;
 use crate::stack::Stack;
 use crate::topology::{NodeId, Topology};
 use crate::transport::{Mode, TransportError};
-use crate::units::{Bytes, Time};
+use crate::units::{Bandwidth, Bytes, Time};
 
 pub use crate::config::protocol::{PROTOCOLS, Protocol};
 pub use element::{DataType, Element};
@@ -191,6 +191,13 @@ pub enum CollectiveError {
     Unsupported(String),
     #[error("hardware model: {0}")]
     Model(String),
+    /// The call ran to the end of the simulated clock: a result nobody may
+    /// rank or compare (sweeps and diffs get it as a point's error).
+    #[error(
+        "{op} of {bytes} on {topology} takes longer than the simulated clock's range ({end}, about 213 days); its slowest link runs at {slowest}",
+        end = Time::END
+    )]
+    BeyondClock { op: Op, bytes: Bytes, topology: String, slowest: Bandwidth },
 }
 
 /// The result of simulating one collective.
@@ -329,6 +336,10 @@ pub fn simulate_plan_with(topo: &Topology, model: &HardwareModel, plan: &Plan, s
     let (_, mirrored) = plan.build_alone(topo, model, &mut graph, symmetry)?;
     let mut network = topo.network();
     let schedule = engine::run(&graph, &mut network);
+    if schedule.makespan().is_end() {
+        let (op, bytes) = (plan.request.op, plan.request.bytes);
+        return Err(CollectiveError::BeyondClock { op, bytes, topology: topo.name.clone(), slowest: topo.slowest_link_rate() });
+    }
     let mut usage = network.usage();
     for (simulated, mirror) in mirrored {
         usage[mirror.index()] = usage[simulated.index()];

@@ -211,3 +211,16 @@ fn a_link_key_gives_what_rebuilding_the_board_from_an_edited_model_gives() {
         assert_ne!(rescaled["ttft_ms"], run::row(&sweep, &sweep.point(0))["ttft_ms"], "{link_key} changes the time");
     }
 }
+
+#[test]
+fn a_point_whose_query_outruns_the_clock_is_an_error_not_a_ranked_row() {
+    // 64 MiB prefill allreduces over NVLinks of 1 B/s: each takes weeks, the
+    // query's 64 of them run past the clock (and once panicked there).
+    let sweep =
+        sweep("[[axis]]\nkey = \"topology.nvlink_bandwidth\"\nvalues = [\"1B/s\"]\n[[axis]]\nkey = \"query.prompt\"\nvalues = [8192]")
+            .unwrap();
+    let row = run::row(&sweep, &sweep.point(0));
+    let error = row["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("the query under nvswitch on hgx-h20 takes longer than the simulated clock's range"), "{row:?}");
+    assert!(row.get("ttft_ms").is_none() && row.get("meets_goal").is_none(), "{row:?}");
+}

@@ -212,6 +212,12 @@ impl fmt::Display for Relation {
 }
 
 impl Topology {
+    /// The rate of its slowest link (what bounds a run that outlasts the
+    /// clock), or zero without links.
+    pub fn slowest_link_rate(&self) -> crate::units::Bandwidth {
+        self.links().iter().map(|l| l.bandwidth).min().unwrap_or(crate::units::Bandwidth(0))
+    }
+
     pub fn new(name: impl Into<String>, gpu_model: impl Into<String>, host: impl Into<String>, policy: Policy) -> Topology {
         Topology {
             name: name.into(),

@@ -204,6 +204,13 @@ fn sweep_point(experiment: &Experiment, setup: &TensorParallel, index: usize, by
 
 fn mode_result(experiment: &Experiment, setup: &TensorParallel, index: usize, replay: QueryReplay) -> Result<ModeResult, crate::Error> {
     let run = &experiment.modes[index];
+    if replay.total().is_end() {
+        return Err(crate::Error::BeyondClock {
+            what: format!("the query under {}", run.label),
+            topology: run.topology.name.clone(),
+            slowest: run.topology.slowest_link_rate(),
+        });
+    }
     let busiest_link = collective::busiest_link(&run.topology, &replay.link_usage, replay.comm())
         .map(|(link, util)| (run.topology.link_label(link), util));
     let headline =

@@ -164,7 +164,8 @@ impl LastRun {
             return None;
         }
         let origin = i128::from(start.gpu.iter().copied().min().unwrap_or(Time::ZERO).0);
-        let gpu = self.gpu_end.iter().map(|offset| Time(u64::try_from(origin + offset).expect("a segment ends after it starts"))).collect();
+        // Past the clock's end a time stays at the end, as Time's sums do.
+        let gpu = self.gpu_end.iter().map(|offset| Time(u64::try_from(origin + offset).unwrap_or(u64::MAX))).collect();
         Some(Clocks { gpu, host: start.host.iter().map(|&h| h + host_cost).collect() })
     }
 }
