@@ -8,6 +8,7 @@ use clap::Subcommand;
 
 use super::{BadInput, TopologyArgs};
 use icsim::config::hardware::HardwareModel;
+use icsim::report::Format;
 use icsim::topology::{self, import};
 
 #[derive(Debug, Subcommand)]
@@ -29,6 +30,10 @@ pub enum TopoCommand {
         /// Hardware model overlay: a shipped one or a .toml file; repeatable.
         #[arg(long = "hardware", value_name = "NAME|FILE")]
         hardware: Vec<String>,
+        /// table (a description to read) or json (every part, link and GPU
+        /// relation).
+        #[arg(long, default_value = "table", value_parser = parse_show_format)]
+        format: Format,
     },
     /// Turn `nvidia-smi topo -m` output or NCCL's topology dump
     /// (NCCL_TOPO_DUMP_FILE) into a topology file.
@@ -53,13 +58,28 @@ pub enum TopoCommand {
     },
 }
 
+/// `topo show`'s formats: a table (the description) or JSON; CSV has no
+/// one table to hold parts, links and relations.
+fn parse_show_format(text: &str) -> Result<Format, String> {
+    match super::parse_format(text)? {
+        Format::Csv => Err("topo show prints table or json; csv has no one table for parts, links and relations".into()),
+        format => Ok(format),
+    }
+}
+
 pub fn run(command: TopoCommand) -> Result<()> {
     match command {
-        TopoCommand::Show { topology, gpus, gpu, host, hardware } => {
+        TopoCommand::Show { topology, gpus, gpu, host, hardware, format } => {
             let args = TopologyArgs { topology, gpus, gpu, host, hardware };
             let (topo, _) = args.resolve()?;
             super::checks::warn_unusual_links(&topo);
-            print!("{}", topology::describe(&topo));
+            match format {
+                Format::Json => {
+                    let view = topology::TopologyView::of(&topo);
+                    println!("{}", serde_json::to_string_pretty(&view).expect("a topology view is plain JSON"));
+                }
+                _ => print!("{}", topology::describe(&topo)),
+            }
             Ok(())
         }
         TopoCommand::Import { file, gpu, host, out, hardware } => {

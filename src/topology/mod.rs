@@ -26,7 +26,7 @@ pub use file::{build as build_from_file, load_file};
 pub use presets::{PRESET_MODELS, PRESETS, PresetOptions, preset};
 pub(crate) use rates::LinkRates;
 pub use resolve::{Blueprint, TopologySpec, blueprint, model_source, model_sources, resolve};
-pub use show::describe;
+pub use show::{TopologyView, describe};
 
 use crate::network::{LinkId, Network, Path};
 use crate::units::{Bandwidth, Time};

@@ -1,7 +1,10 @@
 //! A readable description of a topology: its parts, its links and the GPU
-//! relation matrix in the words of `nvidia-smi topo -m`.
+//! relation matrix in the words of `nvidia-smi topo -m`; and the same as a
+//! typed view for `topo show --format json`.
 
 use std::fmt::Write;
+
+use serde::Serialize;
 
 use super::{LinkKind, NodeKind, Topology};
 
@@ -91,4 +94,72 @@ pub fn describe(topo: &Topology) -> String {
         let _ = writeln!(out);
     }
     out
+}
+
+/// A topology as `topo show --format json` prints it: every part, every
+/// directed link, and the GPUs' relations where the matrix is printed.
+#[derive(Debug, Serialize)]
+pub struct TopologyView {
+    pub name: String,
+    pub description: String,
+    pub gpu: String,
+    pub host: String,
+    pub p2p_across_sockets: bool,
+    pub root_complex_p2p_factor: f64,
+    pub nvls: bool,
+    pub nodes: Vec<NodeView>,
+    pub links: Vec<LinkView>,
+    /// `nvidia-smi topo -m`'s words, row by row in GPU order; empty past
+    /// [`MATRIX_GPUS`] GPUs.
+    pub gpu_relations: Vec<Vec<String>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct NodeView {
+    pub name: String,
+    pub kind: String,
+    pub socket: u32,
+}
+
+/// One direction of a link (a memory bus: its one shared capacity).
+#[derive(Debug, Serialize)]
+pub struct LinkView {
+    pub from: String,
+    pub to: String,
+    pub kind: String,
+    pub gbps: f64,
+    pub latency_us: f64,
+}
+
+impl TopologyView {
+    pub fn of(topo: &Topology) -> TopologyView {
+        let gpus = topo.gpus();
+        let gpu_relations = if gpus.len() > MATRIX_GPUS {
+            Vec::new()
+        } else {
+            gpus.iter().map(|&a| gpus.iter().map(|&b| topo.relation(a, b).to_string()).collect()).collect()
+        };
+        TopologyView {
+            name: topo.name.clone(),
+            description: topo.description.clone(),
+            gpu: topo.gpu_model.clone(),
+            host: topo.host.clone(),
+            p2p_across_sockets: topo.policy.p2p_across_sockets,
+            root_complex_p2p_factor: topo.policy.root_complex_p2p_factor,
+            nvls: topo.policy.nvls,
+            nodes: topo.nodes().map(|(_, n)| NodeView { name: n.name.clone(), kind: n.kind.to_string(), socket: n.socket }).collect(),
+            links: topo
+                .links()
+                .iter()
+                .map(|l| LinkView {
+                    from: topo.node(l.from).name.clone(),
+                    to: topo.node(l.to).name.clone(),
+                    kind: l.kind.to_string(),
+                    gbps: l.bandwidth.as_gbps(),
+                    latency_us: l.latency.as_us(),
+                })
+                .collect(),
+            gpu_relations,
+        }
+    }
 }

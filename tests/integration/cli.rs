@@ -255,3 +255,21 @@ fn every_pcie_gpu_runs_collective_and_llm_on_a_pcie_board_and_the_table_names_gp
         assert!(row.contains(&format!(" {gpu} ")) && row.contains(" epyc-genoa "), "{gpu}: {row}");
     }
 }
+
+#[test]
+fn topo_show_prints_every_part_link_and_relation_as_json() {
+    let view = icsim_json(&["topo", "show", "hgx-h200", "--format", "json"]);
+    assert_eq!(view["gpu"], "h200");
+    let nodes = view["nodes"].as_array().unwrap();
+    assert_eq!(nodes.iter().filter(|n| n["kind"] == "GPU").count(), 8, "{view}");
+    let links = view["links"].as_array().unwrap();
+    let nvlink = links.iter().find(|l| l["from"] == "GPU0" && l["to"] == "nvswitch").expect("GPU0's NVLinks");
+    assert_eq!(nvlink["kind"], "NVLink gen4 x18");
+    assert!(nvlink["gbps"].as_f64().unwrap() > 0.0 && nvlink["latency_us"].as_f64().is_some());
+    let relations = view["gpu_relations"].as_array().unwrap();
+    assert_eq!(relations.len(), 8);
+    assert_eq!(relations[0][0], "X");
+    assert_eq!(relations[0][1], "NV18");
+    let csv = icsim(&["topo", "show", "hgx-h200", "--format", "csv"]);
+    assert_eq!(csv.status.code(), Some(2), "{}", stderr(&csv));
+}
