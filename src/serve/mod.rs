@@ -68,7 +68,7 @@ impl KvCapacity {
             return Err(ServeError::Invalid {
                 key: "--gpu-memory-utilization",
                 message: format!(
-                    "{utilization}: {:.1} GB of {}'s weights on each GPU at TP={tp} leave no block of KV cache in {:.1} of a {}'s {:.1} GB; raise it or --tp",
+                    "{utilization}: {:.1} GB of {}'s weights on each GPU at TP={tp} leave no block of KV cache in {:.1} GB of each {}'s {:.1} GB; raise it or --tp",
                     weights.as_f64() / 1e9,
                     llm.name,
                     usable as f64 / 1e9,
