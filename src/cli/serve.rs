@@ -362,16 +362,17 @@ fn table(r: &ServeReport) -> String {
         section("cost at this load (models/cost/default.toml or --cost)", vec![report::flattened(cost)]);
     }
     let windows = &r.timeline;
-    let peak = |f: fn(&results::Window) -> f64| windows.iter().map(f).fold(0.0, f64::max);
     text += &format!("\nover time ({} windows of {:.2} s):\n", windows.len(), windows.first().map_or(0.0, |w| w.end_s - w.start_s));
-    let lines: [(&str, fn(&results::Window) -> f64, f64); 4] = [
-        ("kv use", |w| w.kv_use_peak, 1.0),
-        ("running", |w| f64::from(w.running_peak), peak(|w| f64::from(w.running_peak))),
-        ("waiting", |w| f64::from(w.waiting_peak), peak(|w| f64::from(w.waiting_peak))),
-        ("preempted", |w| w.preemptions as f64, peak(|w| w.preemptions as f64)),
+    let series: [(&str, Vec<f64>); 4] = [
+        ("kv use", windows.iter().map(|w| w.kv_use_peak).collect()),
+        ("running", windows.iter().map(|w| f64::from(w.running_peak)).collect()),
+        ("waiting", windows.iter().map(|w| f64::from(w.waiting_peak)).collect()),
+        ("preempted", windows.iter().map(|w| w.preemptions as f64).collect()),
     ];
-    for (name, value, top) in lines {
-        text += &format!("  {name:<10} {} (top {top:.2})\n", sparkline(windows.iter().map(value), top));
+    for (name, values) in series {
+        // KV use is a share: its bars are scaled to the whole cache.
+        let top = if name == "kv use" { 1.0 } else { values.iter().copied().fold(0.0, f64::max) };
+        text += &format!("  {name:<10} {} (top {top:.2})\n", sparkline(values.into_iter(), top));
     }
     text
 }
