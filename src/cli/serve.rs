@@ -18,6 +18,7 @@ use icsim::serve::results::{self, ServeReport, Setup, Slo};
 use icsim::serve::scheduler::Limits;
 use icsim::serve::{self, Engine, KvCapacity};
 use icsim::sweep::cost::{Bill, CostModel};
+use icsim::transport::{self, Mode};
 use icsim::units::Time;
 use icsim::workload::experiment::{self, Experiment};
 use icsim::workload::tp::CollectiveCache;
@@ -56,8 +57,8 @@ pub struct ServeArgs {
     /// Arrival times in seconds, comma-separated (instead of --rate).
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     at: Option<Vec<f64>>,
-    /// Requests to serve (default: 1000 at a --rate, every one listed by
-    /// --at or a trace's timestamps).
+    /// Requests to serve (default: every one --at or a trace lists, else
+    /// 1000).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     requests: Option<u64>,
     /// Prompt tokens: N, LOW..HIGH (uniform) or lognormal:MEAN,CV.
@@ -158,7 +159,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         topology: run.topology.name.clone(),
         gpu: gpu.name.clone(),
         host: run.topology.host.clone(),
-        transport: run.mode.to_string(),
+        transport: transport_name(run),
         tp: args.tp,
         stack: run.stack.to_string(),
         arrivals: describe_arrivals(&arrivals),
@@ -214,17 +215,18 @@ fn requests_of(args: &ServeArgs) -> Result<(Arrivals, Lengths, usize)> {
             return Err(BadInput(format!("--rate: give a rate, --at times, or a --trace with timestamps{trace_hint}")).into());
         }
     };
-    let count = match (&arrivals, args.requests) {
-        (Arrivals::At(times), Some(asked)) if asked as usize > times.len() => {
-            return Err(BadInput(format!("--requests {asked}: only {} arrival times are listed", times.len())).into());
-        }
-        (_, Some(asked)) => asked as usize,
-        (Arrivals::At(times), None) => times.len(),
-        (Arrivals::Rate { .. }, None) => DEFAULT_REQUESTS as usize,
-    };
     let lengths = match trace {
         Some(trace) => trace.lengths,
         None => Lengths::Drawn { prompt: args.prompt, output: args.output },
+    };
+    let count = match (&arrivals, args.requests, &lengths) {
+        (Arrivals::At(times), Some(asked), _) if asked as usize > times.len() => {
+            return Err(BadInput(format!("--requests {asked}: only {} arrival times are listed", times.len())).into());
+        }
+        (_, Some(asked), _) => asked as usize,
+        (Arrivals::At(times), None, _) => times.len(),
+        (Arrivals::Rate { .. }, None, Lengths::Listed(rows)) => rows.len(),
+        (Arrivals::Rate { .. }, None, Lengths::Drawn { .. }) => DEFAULT_REQUESTS as usize,
     };
     Ok((arrivals, lengths, count))
 }
@@ -268,6 +270,20 @@ fn cost_per_gpu(args: &ServeArgs, topology: &icsim::topology::Topology) -> Resul
             None
         }
     })
+}
+
+/// The mode the collectives run in: what `auto` picks between the first
+/// two GPUs, said as such; none at TP=1.
+fn transport_name(run: &icsim::workload::experiment::ModeRun) -> String {
+    let gpus = run.topology.gpus();
+    match (run.mode, &gpus[..]) {
+        _ if run.tp == 1 => "none at TP=1".into(),
+        (Mode::Auto, [a, b, ..]) => match transport::connect(&run.topology, *a, *b, Mode::Auto) {
+            Ok(connection) => format!("{} (auto)", connection.mode(&run.topology)),
+            Err(_) => Mode::Auto.to_string(),
+        },
+        (mode, _) => mode.to_string(),
+    }
 }
 
 fn describe_arrivals(arrivals: &Arrivals) -> String {
