@@ -304,3 +304,106 @@ pub fn request_rows(run: &ServiceRun, slo: Slo) -> Vec<RequestRow> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::IterationRecord;
+    use crate::serve::iteration::IterationTime;
+    use crate::serve::requests::Request;
+
+    fn ms(ms: u64) -> Time {
+        Time::from_us(ms * 1000)
+    }
+
+    fn setup() -> Setup {
+        Setup {
+            model: "m".into(),
+            topology: "t".into(),
+            gpu: "g".into(),
+            host: "h".into(),
+            transport: "nvswitch".into(),
+            tp: 2,
+            stack: "nccl-graph".into(),
+            arrivals: "listed".into(),
+            prompt: "10".into(),
+            output: "-".into(),
+            seed: 0,
+            max_num_seqs: 8,
+            max_num_batched_tokens: 64,
+            block_size: 16,
+            kv_blocks: 100,
+            kv_gb_per_gpu: 1.0,
+        }
+    }
+
+    /// Request i arrives at i s, has its first token 100(i+1) ms later and
+    /// then 11 more tokens 10(i+1) ms apart.
+    fn run(count: u64) -> ServiceRun {
+        let served: Vec<Served> = (0..count)
+            .map(|i| {
+                let arrival = ms(1000 * i);
+                let first_token = arrival + ms(100 * (i + 1));
+                Served {
+                    request: Request { arrival, prompt: 10, output: 12 },
+                    first_token,
+                    finished: first_token + ms(110 * (i + 1)),
+                    preemptions: u32::from(i == 0),
+                }
+            })
+            .collect();
+        let iteration = |start: u64, blocks: u64| IterationRecord {
+            start: ms(start),
+            time: IterationTime { total: ms(100), comm: ms(25) },
+            prefill_tokens: 10,
+            decodes: 2,
+            kv_blocks: blocks,
+            running: 2,
+            waiting: 1,
+            preempted: 0,
+            sampled: 3,
+        };
+        ServiceRun { served, iterations: vec![iteration(0, 10), iteration(100, 30)], token_gaps: vec![ms(10), ms(30)], recomputed: 7 }
+    }
+
+    #[test]
+    fn latencies_throughput_and_goodput_come_from_the_requests_served() {
+        let slo = Slo { ttft: Some(ms(500)), tpot: Some(ms(30)) };
+        let report = report(&run(10), setup(), slo, None, (1, 1));
+        // First tokens after 100..1000 ms: nearest rank.
+        assert_eq!((report.ttft.p50_ms, report.ttft.p90_ms, report.ttft.p99_ms, report.ttft.mean_ms), (500.0, 900.0, 1000.0, 550.0));
+        let tpot = report.tpot.unwrap();
+        assert_eq!((tpot.p50_ms, tpot.p99_ms), (50.0, 100.0), "110(i+1) ms over 11 gaps");
+        // The last request finishes at 9 s + 1 s + 1.1 s.
+        assert!((report.duration_s - 11.1).abs() < 1e-12);
+        assert!((report.throughput.requests_per_s - 10.0 / 11.1).abs() < 1e-12);
+        assert!((report.throughput.total_tokens_per_s_per_gpu - 220.0 / 11.1 / 2.0).abs() < 1e-12);
+        // TTFT within 500 ms: the first five, whose TPOT (10..50 ms) the
+        // first three meet.
+        assert_eq!(report.goodput.met, 3);
+        assert!((report.goodput.requests_per_s - 3.0 / 11.1).abs() < 1e-12);
+        let kv = report.kv_cache;
+        assert_eq!((kv.peak_blocks, kv.peak_use, kv.mean_use, kv.preemptions, kv.recomputed_tokens), (30, 0.3, 0.2, 1, 7));
+        assert_eq!((report.iterations.count, report.iterations.comm_share, report.iterations.mean_tokens), (2, 0.25, 12.0));
+        let windows = &report.timeline;
+        assert_eq!(windows.len(), 2, "no more windows than iterations");
+        assert_eq!(windows.iter().map(|w| w.output_tokens).sum::<u64>(), 6);
+        assert_eq!(windows[0].iterations, 2, "both start in the first half");
+        assert!((windows[1].end_s - report.duration_s).abs() < 1e-12);
+    }
+
+    #[test]
+    fn without_objectives_every_request_counts_and_cost_is_per_output_token() {
+        let per_gpu = PerGpu { usd_per_hour: 2.0, watts: 500.0, server_usd: 1.0 };
+        let report = report(&run(4), setup(), Slo::default(), Some(per_gpu), (0, 0));
+        assert_eq!(report.goodput.met, 4);
+        let cost = report.cost.unwrap();
+        // 2 GPUs x 2 $/h for 3 + 0.4 + 0.44 s, over 48 output tokens.
+        let seconds = 3.84;
+        assert!((cost.usd_per_million_output_tokens.unwrap() - 4.0 / 3600.0 * seconds / 48.0 * 1e6).abs() < 1e-9);
+        assert!((cost.joules_per_output_token.unwrap() - 1000.0 * seconds / 48.0).abs() < 1e-9);
+        let rows = request_rows(&run(4), Slo { ttft: Some(ms(200)), tpot: None });
+        assert_eq!(rows.iter().map(|r| r.met_slo).collect::<Vec<_>>(), [true, true, false, false]);
+        assert_eq!((rows[1].ttft_ms, rows[1].tpot_ms, rows[1].e2e_ms), (200.0, Some(20.0), 420.0));
+    }
+}
