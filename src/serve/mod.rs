@@ -207,10 +207,21 @@ pub fn simulate(
     Ok(run)
 }
 
-/// Refuses a request longer than the model's context, or that the cache
-/// cannot hold alone.
+/// Refuses requests arriving beyond the clock's range, and a request
+/// longer than the model's context or that the cache cannot hold alone.
 fn check_fits(requests: &[Request], engine: Engine) -> Result<(), ServeError> {
     let limits = engine.limits;
+    if let Some(last) = requests.last().filter(|r| r.arrival.as_secs() > requests::MAX_SECONDS) {
+        return Err(ServeError::Invalid {
+            key: "--requests",
+            message: format!(
+                "{}: the last arrives after {:.0} days, more than the {:.0} a run may span; serve fewer requests or at a higher rate",
+                requests.len(),
+                last.arrival.as_secs() / 86400.0,
+                requests::MAX_SECONDS / 86400.0
+            ),
+        });
+    }
     if let Some((index, r)) = requests.iter().enumerate().find(|(_, r)| r.prompt.saturating_add(r.output) > engine.max_model_len) {
         return Err(ServeError::Invalid {
             key: "--prompt",

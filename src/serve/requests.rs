@@ -65,8 +65,9 @@ impl Arrivals {
     }
 }
 
-/// The latest arrival a file or list may give: a year.
-const MAX_SECONDS: f64 = 365.25 * 86400.0;
+/// The latest arrival a file, a list or a rate may give: 100 days, well
+/// inside the simulated clock's range (about 213 days of picoseconds).
+pub const MAX_SECONDS: f64 = 100.0 * 86400.0;
 
 fn seconds_to_time(seconds: f64) -> Time {
     Time::from_us_f64(seconds * 1e6)
@@ -305,13 +306,8 @@ pub fn read_trace(path: &Path, unit: TimeUnit) -> Result<Trace, RequestError> {
 pub fn parse_trace(path: &Path, text: &str, unit: TimeUnit) -> Result<Trace, RequestError> {
     let fail = |place: String, message: String| RequestError::Trace { path: path.to_path_buf(), place, message };
     let rows: Vec<(String, RawTraceRow)> = if text.trim_start().starts_with('[') {
-        let values: Vec<serde_json::Value> = serde_json::from_str(text).map_err(|e| fail("the array".into(), e.to_string()))?;
-        let mut rows = Vec::with_capacity(values.len());
-        for (index, value) in values.into_iter().enumerate() {
-            let place = format!("entry {index}");
-            rows.push((place.clone(), serde_json::from_value(value).map_err(|e| fail(place, e.to_string()))?));
-        }
-        rows
+        let rows: Vec<RawTraceRow> = serde_json::from_str(text).map_err(|e| fail("the array".into(), e.to_string()))?;
+        rows.into_iter().enumerate().map(|(index, row)| (format!("entry {index}"), row)).collect()
     } else {
         let mut rows = Vec::new();
         for (index, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
@@ -450,6 +446,9 @@ mod tests {
         let e = error("{\"prompt_tokens\": 0, \"output_tokens\": 1}");
         assert!(e.contains("line 1") && e.contains("at least 1"), "{e}");
         assert!(error("{nope").contains("line 1"));
+        let e = error("[{\"prompt_tokens\": 1, \"output_tokens\": 1}, {\"prompt_tokens\": \"many\", \"output_tokens\": 1}]");
+        assert!(e.contains("the array") && e.contains("column"), "{e}");
+        assert!(error("[{\"prompt_tokens\": 1}]").contains("entry 0"));
         assert!(error("").contains("no request"));
     }
 }
