@@ -68,8 +68,9 @@ pub struct ServeArgs {
     #[arg(long, default_value = "128", conflicts_with = "trace")]
     output: Length,
     /// JSON Lines or a JSON array of requests: timestamp (optional),
-    /// prompt_tokens/input_length, output_tokens/output_length; or ShareGPT
-    /// conversations (tokens counted at 4 characters each).
+    /// prompt_tokens/input_length, output_tokens/output_length; ShareGPT
+    /// conversations (tokens counted at 4 characters each); or a `vllm
+    /// bench serve --save-result` file (its input_lens and output_lens).
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
     /// Unit of a trace's timestamps: s or ms.
@@ -194,13 +195,17 @@ fn requests_of(args: &ServeArgs) -> Result<(Arrivals, Lengths, usize)> {
             let trace = requests::read_trace(path, args.trace_time_unit)?;
             if trace.estimated > 0 {
                 notices::note(format!(
-                    "{}: the tokens of {} conversations are counted at 4 characters a token, not by the model's tokenizer",
+                    "{}: the tokens of {} prompts given as text are counted at 4 characters a token, not by the model's tokenizer",
                     path.display(),
                     trace.estimated
                 ));
             }
             if trace.skipped > 0 {
-                notices::note(format!("{}: {} conversations of fewer than two turns left out", path.display(), trace.skipped));
+                notices::note(format!(
+                    "{}: {} rows left out (conversations of one turn, or requests that failed in the benchmark)",
+                    path.display(),
+                    trace.skipped
+                ));
             }
             Some(trace)
         }

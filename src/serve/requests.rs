@@ -272,6 +272,17 @@ struct RawTraceRow {
     /// the reply.
     #[serde(default)]
     conversations: Option<Vec<Turn>>,
+    /// A prompt as text (vLLM's custom dataset rows), with `output_tokens`.
+    #[serde(default)]
+    prompt: Option<String>,
+}
+
+/// What `vllm bench serve --save-result` writes about each request: the
+/// lengths it sent and got, in order (other fields ignored).
+#[derive(Debug, Deserialize)]
+struct BenchResult {
+    input_lens: Vec<u64>,
+    output_lens: Vec<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -287,7 +298,8 @@ pub struct Trace {
     pub lengths: Lengths,
     /// ShareGPT conversations whose tokens were counted from their text.
     pub estimated: usize,
-    /// Conversations of fewer than two turns, left out.
+    /// Rows left out: conversations of one turn, requests that failed in
+    /// a benchmark.
     pub skipped: usize,
 }
 
@@ -296,7 +308,9 @@ pub struct Trace {
 /// tokens (`prompt_tokens`, `input_length`, `input_len` or `prompt_len`)
 /// and the output's (`output_tokens`, `output_length` or `output_len`),
 /// or a ShareGPT `conversations` list whose first two turns' text is
-/// counted at four characters a token.
+/// counted at four characters a token (as is a `prompt` given as text);
+/// or the result `vllm bench serve --save-result` writes (its
+/// `input_lens` and `output_lens`, without times).
 pub fn read_trace(path: &Path, unit: TimeUnit) -> Result<Trace, RequestError> {
     let text = std::fs::read_to_string(path).map_err(|source| RequestError::Io { path: path.to_path_buf(), source })?;
     parse_trace(path, &text, unit)
@@ -305,6 +319,9 @@ pub fn read_trace(path: &Path, unit: TimeUnit) -> Result<Trace, RequestError> {
 /// [`read_trace`] of `text`, read from `path`.
 pub fn parse_trace(path: &Path, text: &str, unit: TimeUnit) -> Result<Trace, RequestError> {
     let fail = |place: String, message: String| RequestError::Trace { path: path.to_path_buf(), place, message };
+    if let Ok(result) = serde_json::from_str::<BenchResult>(text) {
+        return bench_result_lengths(result).map_err(|message| fail("input_lens and output_lens".into(), message));
+    }
     let rows: Vec<(String, RawTraceRow)> = if text.trim_start().starts_with('[') {
         let rows: Vec<RawTraceRow> = serde_json::from_str(text).map_err(|e| fail("the array".into(), e.to_string()))?;
         rows.into_iter().enumerate().map(|(index, row)| (format!("entry {index}"), row)).collect()
@@ -327,21 +344,24 @@ pub fn parse_trace(path: &Path, text: &str, unit: TimeUnit) -> Result<Trace, Req
         if row.timestamp.is_some() != timed {
             return Err(fail(place, "give a timestamp in every row or in none".into()));
         }
-        let pair = match (row.prompt_tokens, row.output_tokens, &row.conversations) {
-            (Some(prompt), Some(output), _) => (prompt, output),
-            (None, None, Some(turns)) => {
+        let pair = match (row.prompt_tokens, row.output_tokens, &row.conversations, &row.prompt) {
+            (Some(prompt), Some(output), None, None) => (prompt, output),
+            (None, None, Some(turns), None) => {
                 let [prompt, reply, ..] = &turns[..] else {
                     skipped += 1;
                     continue;
                 };
                 estimated += 1;
-                let tokens = |turn: &Turn| (turn.value.chars().count() as u64).div_ceil(CHARACTERS_PER_TOKEN);
-                (tokens(prompt), tokens(reply))
+                (tokens_of(&prompt.value), tokens_of(&reply.value))
+            }
+            (None, Some(output), None, Some(text)) => {
+                estimated += 1;
+                (tokens_of(text), output)
             }
             _ => {
                 return Err(fail(
                     place,
-                    "give prompt_tokens and output_tokens (or input_length and output_length), or a ShareGPT conversations list".into(),
+                    "give prompt_tokens and output_tokens (or input_length and output_length), a prompt's text and output_tokens, or a ShareGPT conversations list".into(),
                 ));
             }
         };
@@ -368,6 +388,25 @@ pub fn parse_trace(path: &Path, text: &str, unit: TimeUnit) -> Result<Trace, Req
         Arrivals::At(order.iter().map(|&i| times[i]).collect())
     });
     Ok(Trace { arrivals, lengths: Lengths::Listed(lengths), estimated, skipped })
+}
+
+/// Tokens of `text` at [`CHARACTERS_PER_TOKEN`].
+fn tokens_of(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(CHARACTERS_PER_TOKEN)
+}
+
+/// The lengths a vLLM benchmark sent and got, request by request.
+fn bench_result_lengths(result: BenchResult) -> Result<Trace, String> {
+    if result.input_lens.len() != result.output_lens.len() || result.input_lens.is_empty() {
+        return Err(format!("{} and {} entries: give as many of each, at least one", result.input_lens.len(), result.output_lens.len()));
+    }
+    let sent = result.input_lens.len();
+    // A request that failed in the benchmark got no output: left out.
+    let rows: Vec<(u64, u64)> = result.input_lens.into_iter().zip(result.output_lens).filter(|&(i, o)| i > 0 && o > 0).collect();
+    if rows.is_empty() {
+        return Err("no request with both a prompt and an output".into());
+    }
+    Ok(Trace { arrivals: None, skipped: sent - rows.len(), lengths: Lengths::Listed(rows), estimated: 0 })
 }
 
 #[cfg(test)]
@@ -433,6 +472,19 @@ mod tests {
                            {"id": "b", "conversations": [{"from": "human", "value": "alone"}]}]"#;
         let trace = parse_trace(path, sharegpt, TimeUnit::Seconds).unwrap();
         assert_eq!((trace.lengths, trace.arrivals, trace.estimated, trace.skipped), (Lengths::Listed(vec![(2, 2)]), None, 1, 1));
+    }
+
+    #[test]
+    fn a_vllm_benchmark_result_gives_its_lengths_and_custom_rows_their_text() {
+        let path = Path::new("result.json");
+        let result =
+            r#"{"duration": 10.0, "completed": 2, "input_lens": [100, 7, 50], "output_lens": [20, 0, 5], "ttfts": [0.1, 0.0, 0.2]}"#;
+        let trace = parse_trace(path, result, TimeUnit::Seconds).unwrap();
+        assert_eq!((trace.lengths, trace.arrivals, trace.skipped), (Lengths::Listed(vec![(100, 20), (50, 5)]), None, 1));
+        let error = parse_trace(path, r#"{"input_lens": [1, 2], "output_lens": [3]}"#, TimeUnit::Seconds).unwrap_err().to_string();
+        assert!(error.contains("input_lens and output_lens") && error.contains("as many"), "{error}");
+        let custom = parse_trace(path, "{\"prompt\": \"abcdefghi\", \"output_tokens\": 3}", TimeUnit::Seconds).unwrap();
+        assert_eq!((custom.lengths, custom.estimated), (Lengths::Listed(vec![(3, 3)]), 1));
     }
 
     #[test]
