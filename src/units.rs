@@ -305,12 +305,6 @@ impl AddAssign for Time {
         *self = *self + other;
     }
 }
-impl std::iter::Sum for Time {
-    /// Saturates at [`Time::END`], as `Add` does.
-    fn sum<I: Iterator<Item = Time>>(iter: I) -> Time {
-        iter.fold(Time::ZERO, |sum, t| sum + t)
-    }
-}
 impl Sub for Time {
     type Output = Time;
     fn sub(self, other: Time) -> Time {

@@ -200,8 +200,8 @@ pub fn report(run: &ServiceRun, setup: Setup, slo: Slo, per_gpu: Option<PerGpu>,
     let gpus = f64::from(setup.tp);
     let met = served.iter().filter(|s| slo.met(s)).count() as u64;
     let requests = served.len() as u64;
-    let busy: Time = run.iterations.iter().map(|i| i.time.total).sum();
-    let comm: Time = run.iterations.iter().map(|i| i.time.comm).sum();
+    let busy = run.iterations.iter().fold(Time::ZERO, |sum, i| sum + i.time.total);
+    let comm = run.iterations.iter().fold(Time::ZERO, |sum, i| sum + i.time.comm);
     let weighted_blocks: f64 = run.iterations.iter().map(|i| i.kv_blocks as f64 * i.time.total.as_secs()).sum();
     let blocks = setup.kv_blocks as f64;
     let count = run.iterations.len().max(1) as f64;

@@ -123,7 +123,7 @@ fn bad_serving_input_is_refused_by_flag() {
     );
     refused("an SLO of 0", &with(&["--rate", "1", "--slo-ttft", "0s"]), &["--slo-ttft"]);
     refused("a transport the board lacks", &with(&["--rate", "1", "--transport", "nvlink"]), &["--transport"]);
-    refused("arrivals beyond the clock", &with(&["--rate", "0.00001", "--requests", "100"]), &["--requests 100", "days"]);
+    refused("arrivals beyond the clock", &with(&["--rate", "0.000001", "--requests", "100"]), &["--requests 100", "days"]);
     refused("more requests than times", &with(&["--at", "0,1", "--requests", "3"]), &["--requests 3", "2 arrival times"]);
     let trace = inputs.file("bad.jsonl", "{\"input_length\": 3, \"output_length\": 1}\n{\"input_length\": 3}\n");
     refused("a trace row without its output", &with(&["--trace", &trace, "--rate", "1"]), &[&trace, "line 2", "output_tokens"]);
