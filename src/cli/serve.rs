@@ -281,7 +281,7 @@ fn cost_per_gpu(args: &ServeArgs, topology: &icsim::topology::Topology) -> Resul
 /// two GPUs, said as such; none at TP=1.
 fn transport_name(run: &icsim::workload::experiment::ModeRun) -> String {
     let gpus = run.topology.gpus();
-    match (run.mode, &gpus[..]) {
+    match (run.mode, gpus) {
         _ if run.tp == 1 => "none at TP=1".into(),
         (Mode::Auto, [a, b, ..]) => match transport::connect(&run.topology, *a, *b, Mode::Auto) {
             Ok(connection) => format!("{} (auto)", connection.mode(&run.topology)),
