@@ -12,11 +12,12 @@ use icsim::collective::Selection;
 use icsim::config::llm::{LlmModel, Scope};
 use icsim::serve::iteration::SimulatedIterations;
 use icsim::serve::requests::{self, Arrivals, Length, Lengths};
-use icsim::serve::scheduler::Limits;
+use icsim::serve::scheduler::{Limits, Preemption};
 use icsim::serve::{self, Engine, KvCapacity};
 use icsim::stack::Stack;
 use icsim::topology::{PresetOptions, TopologySpec};
 use icsim::transport::Mode;
+use icsim::units::Bytes;
 use icsim::workload::tp::{CollectiveCache, TensorParallel};
 
 const REQUESTS: usize = 10_000;
@@ -32,7 +33,8 @@ fn ten_thousand_requests(c: &mut Criterion) {
         .expect("the vLLM fusion");
     let gpu = model.gpu(&topo.gpu_model).expect("the board's GPU");
     let kv = KvCapacity::of(&llm, gpu, 8, 0.9, 16).expect("room for a KV cache");
-    let limits = Limits { max_num_seqs: 256, max_num_batched_tokens: 8192, block_size: 16, kv_blocks: kv.blocks };
+    let limits =
+        Limits { max_num_seqs: 256, max_num_batched_tokens: 8192, block_size: 16, kv_blocks: kv.blocks, preemption: Preemption::Recompute };
     let engine = Engine { limits, tp: 8, max_model_len: llm.context_length };
     let arrivals = Arrivals::rate(20.0, 1.0).expect("a rate");
     let lengths =
@@ -43,7 +45,7 @@ fn ten_thousand_requests(c: &mut Criterion) {
     group.throughput(Throughput::Elements(REQUESTS as u64));
     group.bench_function("10,000 requests, Llama-3.1-70B TP=8 on hgx-h200, one thread (requests/s)", |b| {
         b.iter(|| {
-            let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&topo, &model));
+            let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&topo, &model), Bytes(16 * kv.bytes_per_token));
             black_box(serve::simulate(&requests, engine, &mut times, &|| {}).expect("the service runs"))
         })
     });

@@ -15,11 +15,11 @@ use icsim::report::{self, Format, Record};
 use icsim::serve::iteration::{IterationTimes, SimulatedIterations};
 use icsim::serve::requests::{self, Arrivals, Length, Lengths, TimeUnit};
 use icsim::serve::results::{self, ServeReport, Setup, Slo};
-use icsim::serve::scheduler::Limits;
+use icsim::serve::scheduler::{Limits, Preemption};
 use icsim::serve::{self, Engine, KvCapacity};
 use icsim::sweep::cost::{Bill, CostModel};
 use icsim::transport::{self, Mode};
-use icsim::units::Time;
+use icsim::units::{Bytes, Time};
 use icsim::workload::experiment::{self, Experiment};
 use icsim::workload::tp::CollectiveCache;
 
@@ -91,6 +91,13 @@ pub struct ServeArgs {
     /// Share of each GPU's memory the engine takes (weights and KV cache).
     #[arg(long, default_value_t = 0.9)]
     gpu_memory_utilization: f64,
+    /// What a preempted sequence's KV cache becomes: recompute (dropped, as
+    /// vLLM's V1 engine does) or swap (copied to host memory and back).
+    #[arg(long, default_value = "recompute", value_parser = ["recompute", "swap"])]
+    preemption: String,
+    /// Host memory for swapped KV blocks, per GPU (with --preemption swap).
+    #[arg(long, default_value = "4GiB", value_name = "BYTES")]
+    swap_space: Bytes,
     /// Time to first token a request must meet to count as goodput (2s, 500ms).
     #[arg(long, value_name = "TIME")]
     slo_ttft: Option<Time>,
@@ -137,16 +144,22 @@ pub fn run(args: ServeArgs) -> Result<()> {
     checks::warn_unusual_links(&run.topology);
     let gpu = run.hardware.gpu(&run.topology.gpu_model).map_err(BadInput)?;
     let kv = KvCapacity::of(&experiment.llm, gpu, args.tp, args.gpu_memory_utilization, args.block_size)?;
+    let block_bytes = Bytes(args.block_size * kv.bytes_per_token);
+    let preemption = match args.preemption.as_str() {
+        "swap" => Preemption::Swap { host_blocks: args.swap_space.0 / block_bytes.0 },
+        _ => Preemption::Recompute,
+    };
     let limits = Limits {
         max_num_seqs: args.max_num_seqs,
         max_num_batched_tokens: args.max_num_batched_tokens,
         block_size: args.block_size,
         kv_blocks: kv.blocks,
+        preemption,
     };
     let engine = Engine { limits, tp: u64::from(args.tp), max_model_len: experiment.llm.context_length };
     let per_gpu = cost_per_gpu(&args, &run.topology)?;
 
-    let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&run.topology, &run.hardware));
+    let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&run.topology, &run.hardware), block_bytes);
     let bar = progress_bar(requests.len() as u64, "serving {bar:40} {pos}/{len} requests, {elapsed}");
     let served = serve::simulate(&requests, engine, &mut times, &|| bar.inc(1));
     bar.finish_and_clear();
@@ -172,6 +185,10 @@ pub fn run(args: ServeArgs) -> Result<()> {
         block_size: args.block_size,
         kv_blocks: kv.blocks,
         kv_gb_per_gpu: kv.bytes_per_gpu.as_f64() / 1e9,
+        preemption: match preemption {
+            Preemption::Recompute => "recompute".into(),
+            Preemption::Swap { .. } => format!("swap, {} of host memory a GPU", args.swap_space),
+        },
     };
     let report = results::report(&served, description, slo, per_gpu, times.counts());
     match format {
@@ -374,7 +391,7 @@ fn table(r: &ServeReport) -> String {
     section("latency per request (tpot: (end - first token) / (output - 1); itl: every gap between tokens)", latency);
     section(&format!("throughput over {:.1} s", r.duration_s), vec![report::flattened(&r.throughput)]);
     section("goodput: requests meeting every objective given", vec![report::flattened(&r.goodput)]);
-    section("KV cache and preemptions (recompute)", vec![report::flattened(&r.kv_cache)]);
+    section(&format!("KV cache and preemptions ({})", s.preemption), vec![report::flattened(&r.kv_cache)]);
     section(
         "iterations (each a forward of the whole model on every GPU, collectives simulated; counts rounded up to 6 binary digits, see docs/serving.md)",
         vec![report::flattened(&r.iterations)],

@@ -15,6 +15,7 @@ pub mod scheduler;
 use crate::collective::CollectiveError;
 use crate::config::hardware::GpuModel;
 use crate::config::llm::LlmModel;
+use crate::storage::Direction;
 use crate::units::{Bytes, Time};
 use crate::workload::storage::shard_bytes;
 
@@ -32,6 +33,8 @@ pub enum ServeError {
     Invalid { key: &'static str, message: String },
     #[error(transparent)]
     Collective(#[from] CollectiveError),
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
 }
 
 /// The KV cache the GPUs hold beside the weights.
@@ -115,6 +118,8 @@ pub struct ServiceRun {
     pub token_gaps: Vec<Time>,
     /// Tokens computed again after preemptions.
     pub recomputed: u64,
+    /// Blocks swapped out to host memory (each came back in).
+    pub swapped_blocks: u64,
 }
 
 /// The engine serving: its scheduler's limits, its TP degree and the
@@ -141,7 +146,7 @@ pub fn simulate(
     let mut last_token = vec![Time::ZERO; requests.len()];
     let mut finished = vec![Time::ZERO; requests.len()];
     let mut preemptions = vec![0u32; requests.len()];
-    let mut run = ServiceRun { served: Vec::new(), iterations: Vec::new(), token_gaps: Vec::new(), recomputed: 0 };
+    let mut run = ServiceRun { served: Vec::new(), iterations: Vec::new(), token_gaps: Vec::new(), recomputed: 0, swapped_blocks: 0 };
     let mut now = Time::ZERO;
     let mut arrived = 0;
     loop {
@@ -160,7 +165,10 @@ pub fn simulate(
         }
         let iteration = scheduler.schedule();
         assert!(!iteration.scheduled.is_empty(), "a request that fits alone always runs when the engine is idle");
-        let time = times.time(iteration.tokens(engine.tp))?;
+        let mut time = times.time(iteration.tokens(engine.tp))?;
+        // Blocks move to host memory or back before the forward runs.
+        time.swap = times.swap(iteration.swapped_out, Direction::Write)? + times.swap(iteration.swapped_in, Direction::Read)?;
+        time.total += time.swap;
         let (prefill_tokens, decodes) = iteration.prefill_and_decodes();
         let mut record = IterationRecord {
             start: now,
@@ -177,6 +185,7 @@ pub fn simulate(
             preemptions[request] += 1;
         }
         run.recomputed += iteration.discarded;
+        run.swapped_blocks += iteration.swapped_out;
         now += time.total;
         let sampled_tokens = scheduler.complete(&iteration);
         record.sampled = sampled_tokens.len() as u32;
@@ -251,6 +260,7 @@ fn check_fits(requests: &[Request], engine: Engine) -> Result<(), ServeError> {
 mod tests {
     use super::iteration::IterationTime;
     use super::requests::{Arrivals, Length, Lengths, generate};
+    use super::scheduler::Preemption;
     use super::*;
     use crate::workload::forward::PassTokens;
 
@@ -259,8 +269,11 @@ mod tests {
     struct LinearTimes;
 
     impl IterationTimes for LinearTimes {
-        fn time(&mut self, tokens: PassTokens) -> Result<IterationTime, CollectiveError> {
-            Ok(IterationTime { total: Time::from_us(1000 + 10 * tokens.rows), comm: Time::ZERO })
+        fn time(&mut self, tokens: PassTokens) -> Result<IterationTime, ServeError> {
+            Ok(IterationTime { total: Time::from_us(1000 + 10 * tokens.rows), comm: Time::ZERO, swap: Time::ZERO })
+        }
+        fn swap(&mut self, blocks: u64, _: Direction) -> Result<Time, ServeError> {
+            Ok(Time::from_us(blocks))
         }
         fn counts(&self) -> (u64, u64) {
             (0, 0)
@@ -268,7 +281,8 @@ mod tests {
     }
 
     fn engine(kv_blocks: u64) -> Engine {
-        Engine { limits: Limits { max_num_seqs: 8, max_num_batched_tokens: 256, block_size: 16, kv_blocks }, tp: 1, max_model_len: 4096 }
+        let limits = Limits { max_num_seqs: 8, max_num_batched_tokens: 256, block_size: 16, kv_blocks, preemption: Preemption::Recompute };
+        Engine { limits, tp: 1, max_model_len: 4096 }
     }
 
     #[test]
@@ -298,6 +312,13 @@ mod tests {
         let tokens: u64 = run.iterations.iter().map(|i| u64::from(i.sampled)).sum();
         assert_eq!(tokens, requests.iter().map(|r| r.output).sum::<u64>());
         assert_eq!(run, simulate(&requests, engine(60), &mut LinearTimes, &|| {}).unwrap());
+        // With swap space, preempted sequences keep their tokens: nothing is
+        // computed again, and each swap's time is in its iteration's.
+        let swapping = Engine { limits: Limits { preemption: Preemption::Swap { host_blocks: 1000 }, ..engine(60).limits }, ..engine(60) };
+        let swapped = simulate(&requests, swapping, &mut LinearTimes, &|| {}).unwrap();
+        assert!(swapped.swapped_blocks > 0 && swapped.recomputed == 0);
+        let swap_time: Time = swapped.iterations.iter().fold(Time::ZERO, |sum, i| sum + i.time.swap);
+        assert_eq!(swap_time, Time::from_us(2 * swapped.swapped_blocks), "out and back in, 1 us a block");
     }
 
     #[test]

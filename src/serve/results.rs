@@ -46,6 +46,8 @@ pub struct Setup {
     pub block_size: u64,
     pub kv_blocks: u64,
     pub kv_gb_per_gpu: f64,
+    /// Recompute, or swap with its space.
+    pub preemption: String,
 }
 
 /// A latency's distribution over requests (or gaps), in milliseconds.
@@ -102,6 +104,10 @@ pub struct KvUse {
     pub preempted_requests: u64,
     /// Tokens thrown away by preemptions and computed again.
     pub recomputed_tokens: u64,
+    /// Blocks swapped out to host memory (and back), and the share of the
+    /// iterations' time spent moving them.
+    pub swapped_blocks: u64,
+    pub swap_share: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -202,6 +208,7 @@ pub fn report(run: &ServiceRun, setup: Setup, slo: Slo, per_gpu: Option<PerGpu>,
     let requests = served.len() as u64;
     let busy = run.iterations.iter().fold(Time::ZERO, |sum, i| sum + i.time.total);
     let comm = run.iterations.iter().fold(Time::ZERO, |sum, i| sum + i.time.comm);
+    let swap = run.iterations.iter().fold(Time::ZERO, |sum, i| sum + i.time.swap);
     let weighted_blocks: f64 = run.iterations.iter().map(|i| i.kv_blocks as f64 * i.time.total.as_secs()).sum();
     let blocks = setup.kv_blocks as f64;
     let count = run.iterations.len().max(1) as f64;
@@ -235,6 +242,8 @@ pub fn report(run: &ServiceRun, setup: Setup, slo: Slo, per_gpu: Option<PerGpu>,
             preemptions: served.iter().map(|s| u64::from(s.preemptions)).sum(),
             preempted_requests: served.iter().filter(|s| s.preemptions > 0).count() as u64,
             recomputed_tokens: run.recomputed,
+            swapped_blocks: run.swapped_blocks,
+            swap_share: swap.as_secs() / busy.as_secs().max(f64::MIN_POSITIVE),
         },
         iterations: IterationStats {
             count: run.iterations.len() as u64,
@@ -334,6 +343,7 @@ mod tests {
             block_size: 16,
             kv_blocks: 100,
             kv_gb_per_gpu: 1.0,
+            preemption: "recompute".into(),
         }
     }
 
@@ -354,7 +364,7 @@ mod tests {
             .collect();
         let iteration = |start: u64, blocks: u64| IterationRecord {
             start: ms(start),
-            time: IterationTime { total: ms(100), comm: ms(25) },
+            time: IterationTime { total: ms(100), comm: ms(25), swap: ms(10) },
             prefill_tokens: 10,
             decodes: 2,
             kv_blocks: blocks,
@@ -363,7 +373,13 @@ mod tests {
             preempted: 0,
             sampled: 3,
         };
-        ServiceRun { served, iterations: vec![iteration(0, 10), iteration(100, 30)], token_gaps: vec![ms(10), ms(30)], recomputed: 7 }
+        ServiceRun {
+            served,
+            iterations: vec![iteration(0, 10), iteration(100, 30)],
+            token_gaps: vec![ms(10), ms(30)],
+            recomputed: 7,
+            swapped_blocks: 3,
+        }
     }
 
     #[test]
@@ -384,6 +400,8 @@ mod tests {
         assert!((report.goodput.requests_per_s - 3.0 / 11.1).abs() < 1e-12);
         let kv = report.kv_cache;
         assert_eq!((kv.peak_blocks, kv.peak_use, kv.mean_use, kv.preemptions, kv.recomputed_tokens), (30, 0.3, 0.2, 1, 7));
+        assert_eq!(kv.swapped_blocks, 3);
+        assert!((kv.swap_share - 0.1).abs() < 1e-12, "{}", kv.swap_share);
         assert_eq!((report.iterations.count, report.iterations.comm_share, report.iterations.mean_tokens), (2, 0.25, 12.0));
         let windows = &report.timeline;
         assert_eq!(windows.len(), 2, "no more windows than iterations");

@@ -5,13 +5,25 @@
 //! arrival order (a prompt may be cut into chunks), up to `max_num_seqs`
 //! running at once. Every sequence holds KV-cache blocks of `block_size`
 //! tokens for the tokens it has computed; when a running sequence needs a
-//! block and none is free, the latest to have started is preempted (its
-//! blocks freed, all its tokens computed again when it runs next). Owns
-//! the queues and the blocks; knows nothing of time or hardware.
+//! block and none is free, the latest to have started is preempted: its
+//! blocks freed and all its tokens computed again when it runs next
+//! (recompute), or its blocks copied out to host memory and back in when
+//! it runs next (swap, while the host's swap space has room; recompute
+//! when it has not). Owns the queues and the blocks; knows nothing of time
+//! or hardware.
 
 use std::collections::VecDeque;
 
 use crate::workload::forward::PassTokens;
+
+/// What a preempted sequence's KV cache becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preemption {
+    /// Dropped, computed again.
+    Recompute,
+    /// Copied to host memory holding at most `host_blocks` blocks.
+    Swap { host_blocks: u64 },
+}
 
 /// What bounds the scheduler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +33,7 @@ pub struct Limits {
     pub block_size: u64,
     /// KV-cache blocks the GPUs hold (each GPU its share of every block).
     pub kv_blocks: u64,
+    pub preemption: Preemption,
 }
 
 impl Limits {
@@ -47,6 +60,8 @@ struct Sequence {
     /// Tokens still to generate.
     remaining: u64,
     blocks: u64,
+    /// Whether its blocks are in host memory.
+    swapped: bool,
 }
 
 /// One sequence's part of an iteration.
@@ -69,6 +84,9 @@ pub struct Iteration {
     pub preempted: Vec<usize>,
     /// Tokens the preempted had in the cache: computed again later.
     pub discarded: u64,
+    /// Blocks copied to host memory before the iteration runs, and back.
+    pub swapped_out: u64,
+    pub swapped_in: u64,
 }
 
 impl Iteration {
@@ -107,17 +125,19 @@ pub struct Scheduler {
     /// In the order they started running.
     running: Vec<Sequence>,
     free_blocks: u64,
+    /// Blocks of swapped sequences in host memory.
+    host_blocks: u64,
 }
 
 impl Scheduler {
     pub fn new(limits: Limits) -> Scheduler {
-        Scheduler { limits, waiting: VecDeque::new(), running: Vec::new(), free_blocks: limits.kv_blocks }
+        Scheduler { limits, waiting: VecDeque::new(), running: Vec::new(), free_blocks: limits.kv_blocks, host_blocks: 0 }
     }
 
     /// Queues a request that has arrived.
     pub fn arrive(&mut self, request: usize, prompt: u64, output: u64) {
         assert!(prompt >= 1 && output >= 1, "a request has a prompt and an output");
-        self.waiting.push_back(Sequence { request, tokens: prompt, computed: 0, remaining: output, blocks: 0 });
+        self.waiting.push_back(Sequence { request, tokens: prompt, computed: 0, remaining: output, blocks: 0, swapped: false });
     }
 
     pub fn is_idle(&self) -> bool {
@@ -136,6 +156,11 @@ impl Scheduler {
         self.limits.kv_blocks - self.free_blocks
     }
 
+    /// Blocks swapped out to host memory now.
+    pub fn host_blocks(&self) -> u64 {
+        self.host_blocks
+    }
+
     /// Chooses the next iteration's work and takes the blocks it needs.
     pub fn schedule(&mut self) -> Iteration {
         let mut budget = self.limits.max_num_batched_tokens;
@@ -150,9 +175,19 @@ impl Scheduler {
             while needed > self.free_blocks && index < self.running.len() {
                 let victim = self.running.pop().expect("index is inside running");
                 iteration.preempted.push(victim.request);
-                iteration.discarded += victim.computed;
                 self.free_blocks += victim.blocks;
-                self.waiting.push_front(Sequence { computed: 0, blocks: 0, ..victim });
+                let swap_room = match self.limits.preemption {
+                    Preemption::Swap { host_blocks } => host_blocks - self.host_blocks,
+                    Preemption::Recompute => 0,
+                };
+                if victim.blocks <= swap_room {
+                    iteration.swapped_out += victim.blocks;
+                    self.host_blocks += victim.blocks;
+                    self.waiting.push_front(Sequence { swapped: true, ..victim });
+                } else {
+                    iteration.discarded += victim.computed;
+                    self.waiting.push_front(Sequence { computed: 0, blocks: 0, ..victim });
+                }
             }
             if index == self.running.len() {
                 break;
@@ -172,19 +207,26 @@ impl Scheduler {
         if iteration.preempted.is_empty() {
             while budget > 0 && (self.running.len() as u64) < self.limits.max_num_seqs {
                 let Some(sequence) = self.waiting.front() else { break };
-                let new_tokens = sequence.tokens.min(budget);
-                let needed = self.limits.blocks_for(new_tokens);
-                if needed > self.free_blocks {
+                // A swapped sequence takes its blocks back and more for its
+                // new tokens; another starts from nothing.
+                let new_tokens = (sequence.tokens - sequence.computed).min(budget);
+                let blocks = self.limits.blocks_for(sequence.computed + new_tokens);
+                if blocks > self.free_blocks {
                     break;
                 }
                 let mut sequence = self.waiting.pop_front().expect("a front");
-                self.free_blocks -= needed;
-                sequence.blocks = needed;
+                self.free_blocks -= blocks;
+                if sequence.swapped {
+                    iteration.swapped_in += sequence.blocks;
+                    self.host_blocks -= sequence.blocks;
+                    sequence.swapped = false;
+                }
+                sequence.blocks = blocks;
                 iteration.scheduled.push(Scheduled {
                     request: sequence.request,
                     new_tokens,
-                    context: 0,
-                    samples: new_tokens == sequence.tokens,
+                    context: sequence.computed,
+                    samples: sequence.computed + new_tokens == sequence.tokens,
                 });
                 budget -= new_tokens;
                 self.running.push(sequence);
@@ -230,7 +272,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn limits(max_num_seqs: u64, max_num_batched_tokens: u64, kv_blocks: u64) -> Limits {
-        Limits { max_num_seqs, max_num_batched_tokens, block_size: 16, kv_blocks }
+        Limits { max_num_seqs, max_num_batched_tokens, block_size: 16, kv_blocks, preemption: Preemption::Recompute }
     }
 
     /// Runs `requests` (prompt, output, arriving before iteration N) to the
@@ -250,6 +292,9 @@ mod tests {
             step += 1;
             let iteration = scheduler.schedule();
             assert!(scheduler.used_blocks() <= limits.kv_blocks, "blocks within capacity");
+            if let Preemption::Swap { host_blocks } = limits.preemption {
+                assert!(scheduler.host_blocks() <= host_blocks, "swap space within capacity");
+            }
             assert!(scheduler.running() as u64 <= limits.max_num_seqs);
             let tokens: u64 = iteration.scheduled.iter().map(|s| s.new_tokens).sum();
             assert!(tokens <= limits.max_num_batched_tokens, "the budget holds");
@@ -293,6 +338,23 @@ mod tests {
         assert!(recompute.is_some(), "{iterations:?}");
     }
 
+    #[test]
+    fn with_swap_space_a_preempted_sequence_comes_back_without_computing_again() {
+        let swap = Limits { preemption: Preemption::Swap { host_blocks: 5 }, ..limits(8, 1000, 9) };
+        let (iterations, sampled) = run_all(swap, &[(64, 20, 0), (64, 20, 0)]);
+        assert_eq!(sampled, [20, 20]);
+        assert_eq!(iterations.iter().map(|i| i.discarded).sum::<u64>(), 0, "nothing thrown away");
+        // Its 4 blocks of 64 tokens went out at token 65 and came back.
+        assert_eq!(iterations.iter().map(|i| (i.swapped_out, i.swapped_in)).filter(|&m| m != (0, 0)).collect::<Vec<_>>(), [(4, 0), (0, 4)]);
+        let back = iterations.iter().find(|i| i.swapped_in > 0).unwrap();
+        assert_eq!(back.scheduled.iter().find(|s| s.request == 1).map(|s| (s.new_tokens, s.context)), Some((1, 64)), "a decode step again");
+        // Swap space too small for its blocks: recompute.
+        let small = Limits { preemption: Preemption::Swap { host_blocks: 3 }, ..swap };
+        let (iterations, _) = run_all(small, &[(64, 20, 0), (64, 20, 0)]);
+        assert_eq!(iterations.iter().map(|i| i.swapped_out).sum::<u64>(), 0);
+        assert_eq!(iterations.iter().map(|i| i.discarded).sum::<u64>(), 64);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
@@ -301,12 +363,14 @@ mod tests {
             max_num_seqs in 1u64..10,
             max_num_batched_tokens in 1u64..600,
             spare_blocks in 0u64..60,
+            swap_blocks in proptest::option::of(0u64..40),
         ) {
             let mut requests = requests;
             requests.sort_by_key(|r| r.2);
             let base = limits(max_num_seqs, max_num_batched_tokens, 0);
             let largest = requests.iter().map(|&(p, o, _)| base.peak_blocks(p, o)).max().unwrap_or(0);
-            let limits = Limits { kv_blocks: largest + spare_blocks, ..base };
+            let preemption = swap_blocks.map_or(Preemption::Recompute, |host_blocks| Preemption::Swap { host_blocks });
+            let limits = Limits { kv_blocks: largest + spare_blocks, preemption, ..base };
             let (iterations, sampled) = run_all(limits, &requests);
             prop_assert_eq!(sampled, requests.iter().map(|r| r.1).collect::<Vec<_>>());
             // Tokens are conserved: every prompt token and every generated
@@ -317,7 +381,9 @@ mod tests {
             let discarded: u64 = iterations.iter().map(|i| i.discarded).sum();
             prop_assert_eq!(computed, needed + discarded);
             let preempted = iterations.iter().any(|i| !i.preempted.is_empty());
-            prop_assert_eq!(preempted, discarded > 0, "a preempted sequence had computed tokens");
+            let swapped_out: u64 = iterations.iter().map(|i| i.swapped_out).sum();
+            prop_assert_eq!(preempted, discarded > 0 || swapped_out > 0, "a preempted sequence had computed tokens");
+            prop_assert_eq!(swapped_out, iterations.iter().map(|i| i.swapped_in).sum::<u64>(), "what goes out comes back");
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `icsim serve` end to end: its JSON holds together (percentiles in order,
 //! throughput and goodput agreeing with the requests served), a seed
 //! repeats a run, load and a slower transport raise latency, traces and
-//! listed times are served, the output folder is written, and bad input is
+//! listed times are served, a full cache preempts (and swaps with swap
+//! space), the output folder is written, and bad input is
 //! refused by flag with exit code 2.
 
 use serde_json::Value;
@@ -77,6 +78,24 @@ fn more_load_and_a_slower_transport_both_raise_latency() {
 }
 
 #[test]
+fn a_full_cache_preempts_and_swap_space_saves_the_recompute() {
+    // Llama-3.1-70B at TP=2 on 80 GB cards: the weights leave 551 blocks.
+    let tight = |preemption: &str| {
+        let machine =
+            ["serve", "--model", "llama-3.1-70b", "--tp", "2", "-t", "pcie-gen4-8gpu", "--gpu", "h100-pcie", "--transport", "p2p"];
+        let load = ["--rate", "0.7", "--requests", "300", "--preemption", preemption, "--json"];
+        icsim_json(&[&machine[..], &load[..]].concat())
+    };
+    let (recompute, swap) = (tight("recompute"), tight("swap"));
+    let kv = |report: &Value, field: &str| report["kv_cache"][field].as_f64().unwrap();
+    assert!(kv(&recompute, "preemptions") > 0.0 && kv(&recompute, "recomputed_tokens") > 0.0);
+    assert_eq!(kv(&recompute, "swapped_blocks"), 0.0);
+    assert!(kv(&swap, "preemptions") > 0.0 && kv(&swap, "swapped_blocks") > 0.0 && kv(&swap, "swap_share") > 0.0);
+    assert_eq!(kv(&swap, "recomputed_tokens"), 0.0);
+    assert_eq!(kv(&swap, "peak_use"), 1.0);
+}
+
+#[test]
 fn traces_and_listed_times_are_served_and_the_folder_holds_every_file() {
     let inputs = Inputs::new("serve-trace");
     let trace = inputs.file(
@@ -121,6 +140,7 @@ fn bad_serving_input_is_refused_by_flag() {
         &["serve", "--tp", "2", "--rate", "1", "--gpu-memory-utilization", "0.3"],
         &["--gpu-memory-utilization 0.3", "raise it or --tp"],
     );
+    refused("an unknown preemption", &with(&["--rate", "1", "--preemption", "drop"]), &["--preemption", "drop"]);
     refused("an SLO of 0", &with(&["--rate", "1", "--slo-ttft", "0s"]), &["--slo-ttft"]);
     refused("a transport the board lacks", &with(&["--rate", "1", "--transport", "nvlink"]), &["--transport"]);
     refused("arrivals beyond the clock", &with(&["--rate", "0.000001", "--requests", "100"]), &["--requests 100", "days"]);
