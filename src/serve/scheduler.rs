@@ -64,6 +64,19 @@ struct Sequence {
     swapped: bool,
 }
 
+impl Sequence {
+    /// Tokens it computes next, within `budget`: its next prompt chunk (or
+    /// the whole prompt again after a recompute), or one decode step.
+    fn next_tokens(&self, budget: u64) -> u64 {
+        (self.tokens - self.computed).min(budget)
+    }
+
+    /// Its part of an iteration computing `new_tokens` of it.
+    fn scheduled(&self, new_tokens: u64) -> Scheduled {
+        Scheduled { request: self.request, new_tokens, context: self.computed, samples: self.computed + new_tokens == self.tokens }
+    }
+}
+
 /// One sequence's part of an iteration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scheduled {
@@ -168,7 +181,7 @@ impl Scheduler {
         let mut index = 0;
         while index < self.running.len() && budget > 0 {
             let sequence = &self.running[index];
-            let new_tokens = (sequence.tokens - sequence.computed).min(budget);
+            let new_tokens = sequence.next_tokens(budget);
             let needed = self.limits.blocks_for(sequence.computed + new_tokens) - sequence.blocks;
             // Preempt the latest started until the blocks are free, or the
             // sequence itself was the latest.
@@ -195,12 +208,7 @@ impl Scheduler {
             let sequence = &mut self.running[index];
             self.free_blocks -= needed;
             sequence.blocks += needed;
-            iteration.scheduled.push(Scheduled {
-                request: sequence.request,
-                new_tokens,
-                context: sequence.computed,
-                samples: sequence.computed + new_tokens == sequence.tokens,
-            });
+            iteration.scheduled.push(sequence.scheduled(new_tokens));
             budget -= new_tokens;
             index += 1;
         }
@@ -209,7 +217,7 @@ impl Scheduler {
                 let Some(sequence) = self.waiting.front() else { break };
                 // A swapped sequence takes its blocks back and more for its
                 // new tokens; another starts from nothing.
-                let new_tokens = (sequence.tokens - sequence.computed).min(budget);
+                let new_tokens = sequence.next_tokens(budget);
                 let blocks = self.limits.blocks_for(sequence.computed + new_tokens);
                 if blocks > self.free_blocks {
                     break;
@@ -222,12 +230,7 @@ impl Scheduler {
                     sequence.swapped = false;
                 }
                 sequence.blocks = blocks;
-                iteration.scheduled.push(Scheduled {
-                    request: sequence.request,
-                    new_tokens,
-                    context: sequence.computed,
-                    samples: sequence.computed + new_tokens == sequence.tokens,
-                });
+                iteration.scheduled.push(sequence.scheduled(new_tokens));
                 budget -= new_tokens;
                 self.running.push(sequence);
             }
