@@ -12,6 +12,7 @@ pub mod config;
 pub mod engine;
 pub mod network;
 pub mod report;
+pub mod serve;
 pub mod stack;
 pub mod storage;
 pub mod sweep;

@@ -8,6 +8,7 @@ mod diff;
 mod figures;
 mod llm;
 mod notices;
+mod serve;
 mod storage;
 mod sweep;
 mod topo;
@@ -47,6 +48,10 @@ enum Command {
     /// Fit the hardware model to measurements, and validate it.
     #[command(subcommand)]
     Calibrate(calibrate::CalibrateCommand),
+    /// Serve requests arriving at a rate (or from a trace) on one
+    /// tensor-parallel group, batched continuously as vLLM does: latency
+    /// percentiles, throughput, goodput at an SLO, KV-cache use and cost.
+    Serve(serve::ServeArgs),
     /// Run a sweep file: a base experiment over axes or listed points, in
     /// parallel, ranked by a goal and a cost (or merge a sweep's shards).
     Sweep(sweep::SweepArgs),
@@ -213,6 +218,8 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             || cause.is::<icsim::transport::TransportError>()
             || cause.is::<icsim::collective::CollectiveError>()
             || cause.is::<icsim::calibrate::validate::RowError>()
+            || cause.is::<icsim::serve::ServeError>()
+            || cause.is::<icsim::serve::requests::RequestError>()
             || cause.downcast_ref::<RunnerError>().is_some_and(|e| matches!(e, RunnerError::Usage(_)))
     });
     if bad_input { 2 } else { 1 }
@@ -244,6 +251,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Some(Command::Collective(args)) => collective::run(args),
         Some(Command::Topo(command)) => topo::run(command),
         Some(Command::Calibrate(command)) => calibrate::run(command),
+        Some(Command::Serve(args)) => serve::run(args),
         Some(Command::Sweep(args)) => sweep::run(args),
         Some(Command::Diff(args)) => diff::run(args),
     }

@@ -53,6 +53,28 @@ pub fn render(records: &[Record], format: Format) -> String {
     }
 }
 
+/// A typed result as one record: a nested object's fields named
+/// `outer_inner`; lists left out (they are rows of their own).
+pub fn flattened(result: &impl serde::Serialize) -> Record {
+    fn into(record: &mut Record, prefix: &str, value: Value) {
+        match value {
+            Value::Object(fields) => {
+                for (name, field) in fields {
+                    let name = if prefix.is_empty() { name } else { format!("{prefix}_{name}") };
+                    into(record, &name, field);
+                }
+            }
+            Value::Array(_) => {}
+            other => {
+                record.insert(prefix.to_string(), other);
+            }
+        }
+    }
+    let mut record = Record::new();
+    into(&mut record, "", serde_json::to_value(result).expect("results serialize to JSON"));
+    record
+}
+
 fn columns(records: &[Record]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for record in records {
@@ -141,6 +163,14 @@ fn table(records: &[Record]) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_nested_result_flattens_to_prefixed_fields_without_its_lists() {
+        let nested = json!({"model": "m", "ttft": {"p50_ms": 1.5, "p99_ms": 3}, "timeline": [1, 2], "cost": null});
+        let record = flattened(&nested);
+        assert_eq!(record.keys().collect::<Vec<_>>(), ["model", "ttft_p50_ms", "ttft_p99_ms", "cost"]);
+        assert_eq!(record["ttft_p99_ms"], json!(3));
+    }
 
     fn records() -> Vec<Record> {
         let mut a = Record::new();

@@ -35,6 +35,54 @@ impl Shape {
     }
 }
 
+/// The tokens a pass pushes through the model whatever mix of prompt
+/// chunks and decode steps it carries (a continuously batched iteration):
+/// what its kernels and collectives depend on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PassTokens {
+    /// Tensor-parallel degree.
+    pub tp: u64,
+    /// New tokens of every sequence: the activations' rows.
+    pub rows: u64,
+    /// Sequences in the pass; each samples from its last position.
+    pub sequences: u64,
+    /// Query-key pairs attention scores, summed over the sequences: each new
+    /// token with its sequence's cached tokens and, causally, with the new
+    /// ones up to itself.
+    pub attended: u64,
+    /// Tokens already in the KV cache, summed over the sequences.
+    pub cached: u64,
+}
+
+impl PassTokens {
+    /// No sequence yet, at TP=`tp`.
+    pub fn empty(tp: u64) -> PassTokens {
+        PassTokens { tp, rows: 0, sequences: 0, attended: 0, cached: 0 }
+    }
+
+    /// Adds a sequence with `tokens` new tokens after `context` cached ones.
+    pub fn add(&mut self, tokens: u64, context: u64) {
+        self.rows += tokens;
+        self.sequences += 1;
+        self.attended += tokens * context + tokens * (tokens + 1) / 2;
+        self.cached += context;
+    }
+}
+
+impl From<Shape> for PassTokens {
+    fn from(shape: Shape) -> PassTokens {
+        let mut one = PassTokens::empty(shape.tp);
+        one.add(shape.tokens, shape.context);
+        PassTokens {
+            tp: shape.tp,
+            rows: one.rows * shape.batch,
+            sequences: shape.batch,
+            attended: one.attended * shape.batch,
+            cached: one.cached * shape.batch,
+        }
+    }
+}
+
 /// What a kernel or collective belongs to: the collective that ends a block
 /// carries its tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -109,27 +157,27 @@ struct Dims {
     kv_heads: f64,
     head_dim: f64,
     ffn: f64,
-    batch: f64,
-    tokens: f64,
-    context: f64,
+    sequences: f64,
+    attended: f64,
+    cached: f64,
     /// Whose kernels run the norms, adds, activations and copies.
     library: Library,
 }
 
 impl Dims {
-    fn of(llm: &LlmModel, shape: Shape, library: Library) -> Dims {
+    fn of(llm: &LlmModel, shape: PassTokens, library: Library) -> Dims {
         let (q_heads, kv_heads) = llm.heads_per_gpu(shape.tp);
         Dims {
             element: llm.dtype_bytes as f64,
-            rows: shape.rows() as f64,
+            rows: shape.rows as f64,
             hidden: llm.hidden as f64,
             q_heads: q_heads as f64,
             kv_heads: kv_heads as f64,
             head_dim: llm.head_dim() as f64,
             ffn: (llm.ffn / shape.tp) as f64,
-            batch: shape.batch as f64,
-            tokens: shape.tokens as f64,
-            context: shape.context as f64,
+            sequences: shape.sequences as f64,
+            attended: shape.attended as f64,
+            cached: shape.cached as f64,
             library,
         }
     }
@@ -193,15 +241,11 @@ impl Dims {
     }
 
     fn attention(&self) -> Kernel {
-        // Each new token attends to the context and, causally, to the new
-        // tokens up to itself.
-        let pairs = self.batch * (self.tokens * self.context + self.tokens * (self.tokens + 1.0) / 2.0);
-        let flops = 4.0 * pairs * self.head_dim * self.q_heads;
+        // One kernel over every sequence (varlen): each new token attends
+        // to its context and, causally, to the new tokens up to itself.
+        let flops = 4.0 * self.attended * self.head_dim * self.q_heads;
         // Q and O of the new tokens, K and V of every position attended to.
-        let bytes = self.element
-            * self.head_dim
-            * self.batch
-            * (2.0 * self.tokens * self.q_heads + 2.0 * (self.context + self.tokens) * self.kv_heads);
+        let bytes = self.element * self.head_dim * (2.0 * self.rows * self.q_heads + 2.0 * (self.cached + self.rows) * self.kv_heads);
         Kernel::attention(flops, bytes)
     }
 
@@ -237,12 +281,13 @@ pub fn gemm_shapes(llm: &LlmModel, tp: u64) -> [(&'static str, u64, u64); 5] {
 }
 
 /// The kernels and collectives of one pass on each GPU.
-pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: Shape) -> PassProgram {
+pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: impl Into<PassTokens>) -> PassProgram {
+    let shape: PassTokens = shape.into();
     let d = Dims::of(llm, shape, fusion.kernels);
     let shapes = gemm_shapes(llm, shape.tp);
     let full = scope == Scope::Full;
     let tensor_parallel = shape.tp > 1;
-    let activations = Bytes(shape.rows() * llm.hidden * llm.dtype_bytes);
+    let activations = Bytes(shape.rows * llm.hidden * llm.dtype_bytes);
     let kernel = |kernel: Kernel, block: Block| Step::Kernel { kernel, block };
     let allreduce = |block: Block| Step::Collective { op: Op::AllReduce, bytes: activations, block };
 
@@ -251,7 +296,7 @@ pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: Shape)
     layer.push(kernel(attention_norm, Block::Attention));
     layer.push(kernel(d.gemm(&shapes, "gemm_qkv"), Block::Attention));
     // The shared forward skipped rotary, and wrote the cache only at decode.
-    let writes_cache = full || shape.context > 0;
+    let writes_cache = full || shape.cached > 0;
     if full && fusion.rope_kv_write {
         layer.push(kernel(d.rope_kv_write(), Block::Attention));
     } else {
@@ -297,13 +342,13 @@ pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: Shape)
         // Logits only for each sequence's last position, over this GPU's
         // part of the vocabulary, gathered whole on every GPU.
         let &(_, k, n) = &shapes[4];
-        epilogue.push(kernel(Kernel::gemm("gemm_lm_head", d.batch, k as f64, n as f64, d.element), Block::Logits));
+        epilogue.push(kernel(Kernel::gemm("gemm_lm_head", d.sequences, k as f64, n as f64, d.element), Block::Logits));
         if tensor_parallel {
-            let gathered = Bytes(shape.batch * llm.vocab.div_ceil(shape.tp) * shape.tp * llm.dtype_bytes);
+            let gathered = Bytes(shape.sequences * llm.vocab.div_ceil(shape.tp) * shape.tp * llm.dtype_bytes);
             epilogue.push(Step::Collective { op: Op::AllGather, bytes: gathered, block: Block::Logits });
         }
         // Sampling reads the float logits and writes probabilities.
-        let logits = 4.0 * d.batch * llm.vocab as f64;
+        let logits = 4.0 * d.sequences * llm.vocab as f64;
         epilogue.push(kernel(d.elementwise("sampling", "sampling", 2.0 * logits), Block::Logits));
     }
     PassProgram { prologue, layer, layers: llm.layers, epilogue }
@@ -427,6 +472,31 @@ mod tests {
         assert_eq!(attention.flops, 4.0 * (8192.0 * 8193.0 / 2.0) * 128.0 * 32.0);
         assert!(named_kernel(&llm, shape, "silu").is_some(), "torch's kernels are found too");
         assert!(named_kernel(&llm, shape, "warp_specialized_gemm").is_none());
+    }
+
+    #[test]
+    fn a_mixed_pass_attends_as_its_sequences_apart_and_multiplies_their_rows_together() {
+        let llm = llama_70b();
+        let vllm = llm.fusion("vllm").unwrap();
+        let attention = |tokens: PassTokens| named_kernel_of(&llm, vllm, tokens, "attention");
+        let gemm = |tokens: PassTokens| named_kernel_of(&llm, vllm, tokens, "gemm_qkv");
+        // A 512-token chunk after 1024 cached prompt tokens, and 3 decodes.
+        let chunk = Shape { tp: 8, batch: 1, tokens: 512, context: 1024 };
+        let decodes = Shape { tp: 8, batch: 3, tokens: 1, context: 700 };
+        let mut mixed = PassTokens::empty(8);
+        mixed.add(512, 1024);
+        (0..3).for_each(|_| mixed.add(1, 700));
+        assert_eq!((mixed.rows, mixed.sequences), (515, 4));
+        let (alone, together) = (attention(chunk.into()).flops + attention(decodes.into()).flops, attention(mixed).flops);
+        assert_eq!(alone, together);
+        assert_eq!(attention(chunk.into()).bytes + attention(decodes.into()).bytes, attention(mixed).bytes);
+        // The projections see one matrix of every row.
+        assert_eq!(gemm(mixed).flops, 2.0 * 515.0 * 8192.0 * 1280.0);
+    }
+
+    /// The kernel `name` of a full pass of `tokens` under `fusion`.
+    fn named_kernel_of(llm: &LlmModel, fusion: &Fusion, tokens: PassTokens, name: &str) -> Kernel {
+        pass_program(llm, fusion, Scope::Full, tokens).kernels().find(|k| k.name == name).cloned().unwrap()
     }
 
     #[test]

@@ -27,7 +27,7 @@ use crate::units::{Bandwidth, Bytes, Time};
 
 pub use super::cache::CollectiveCache;
 use super::compute::Launch;
-use super::forward::{self, Block, PassProgram, Shape, Step};
+use super::forward::{self, Block, PassProgram, PassTokens, Shape, Step};
 use super::layer::{self, LayerCompute, LayerRun};
 use super::replay::{Memo, Replayer};
 
@@ -202,7 +202,12 @@ impl<'a> TensorParallel<'a> {
 
     /// The kernels and collectives of `pass`.
     pub fn program(&self, query: &Query, pass: Pass) -> PassProgram {
-        let mut program = forward::pass_program(self.llm, &self.fusion, self.scope, self.shape(query, pass));
+        self.program_of(self.shape(query, pass).into())
+    }
+
+    /// The kernels and collectives of a pass of `tokens`.
+    pub fn program_of(&self, tokens: PassTokens) -> PassProgram {
+        let mut program = forward::pass_program(self.llm, &self.fusion, self.scope, tokens);
         if !self.communicate {
             for steps in [&mut program.prologue, &mut program.layer, &mut program.epilogue] {
                 steps.retain(|step| matches!(step, Step::Kernel { .. }));
@@ -213,9 +218,20 @@ impl<'a> TensorParallel<'a> {
 
     /// One pass replayed alone from idle, on every GPU.
     pub fn simulate_pass(&self, query: &Query, pass: Pass, cache: &mut CollectiveCache) -> Result<PassTotals, CollectiveError> {
+        self.simulate_program(&self.program(query, pass), &mut Memo::default(), cache)
+    }
+
+    /// A pass of `program` replayed alone from idle, on every GPU; segments
+    /// already in `memo` (from earlier passes) are reused.
+    pub fn simulate_program(
+        &self,
+        program: &PassProgram,
+        memo: &mut Memo,
+        cache: &mut CollectiveCache,
+    ) -> Result<PassTotals, CollectiveError> {
         let replayer = self.replayer();
-        let prepared = replayer.prepare(&self.program(query, pass), cache)?;
-        let end = replayer.run_pass(&prepared, Time::ZERO, &mut Memo::default(), cache)?;
+        let prepared = replayer.prepare(program, cache)?;
+        let end = replayer.run_pass(&prepared, Time::ZERO, memo, cache)?;
         let mut totals = PassTotals::default();
         totals.add(end, prepared.compute, prepared.comm);
         Ok(totals)

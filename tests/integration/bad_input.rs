@@ -8,7 +8,7 @@ use crate::common::{Inputs, run_within};
 
 /// Checks that `args` is refused as bad input with one error line holding
 /// every one of `expected`.
-fn refused(what: &str, args: &[&str], expected: &[&str]) {
+pub(crate) fn refused(what: &str, args: &[&str], expected: &[&str]) {
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     let (code, stderr) = run_within(&args);
     assert!(!stderr.contains("panicked"), "{what}: icsim panicked: {stderr}");

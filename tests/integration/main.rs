@@ -17,5 +17,6 @@ mod physics;
 mod properties;
 mod readme;
 mod scale;
+mod serve;
 mod storage;
 mod sweep;

@@ -1,0 +1,56 @@
+//! Requests a second `icsim serve` simulates: 10,000 requests of
+//! Llama-3.1-70B at TP=8 on the 8-GPU H200 board (Poisson at 20 a second,
+//! log-normal prompts of mean 1024 and outputs of mean 256 tokens), every
+//! iteration timed from a fresh cache on one thread, as one command run
+//! does. The issue asks for under 5 s; `cargo bench --bench serve` prints
+//! the time.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use icsim::collective::Selection;
+use icsim::config::llm::{LlmModel, Scope};
+use icsim::serve::iteration::SimulatedIterations;
+use icsim::serve::requests::{self, Arrivals, Length, Lengths};
+use icsim::serve::scheduler::{Limits, Preemption};
+use icsim::serve::{self, Engine, KvCapacity};
+use icsim::stack::Stack;
+use icsim::topology::{PresetOptions, TopologySpec};
+use icsim::transport::Mode;
+use icsim::units::Bytes;
+use icsim::workload::tp::{CollectiveCache, TensorParallel};
+
+const REQUESTS: usize = 10_000;
+
+fn ten_thousand_requests(c: &mut Criterion) {
+    let spec = TopologySpec { name: "hgx-h200".into(), options: PresetOptions::default(), models: Vec::new() };
+    let (topo, model) = icsim::topology::resolve(&spec).expect("the shipped preset");
+    let llm = LlmModel::load("llama-3.1-70b").expect("a shipped model");
+    let setup = TensorParallel::new(&topo, &model, &llm, 8, Mode::Nvswitch)
+        .expect("TP=8 on the board")
+        .with_selection(Selection::Fastest)
+        .with_forward(Stack::NcclGraph, Scope::Full, "vllm")
+        .expect("the vLLM fusion");
+    let gpu = model.gpu(&topo.gpu_model).expect("the board's GPU");
+    let kv = KvCapacity::of(&llm, gpu, 8, 0.9, 16).expect("room for a KV cache");
+    let limits =
+        Limits { max_num_seqs: 256, max_num_batched_tokens: 8192, block_size: 16, kv_blocks: kv.blocks, preemption: Preemption::Recompute };
+    let engine = Engine { limits, tp: 8, max_model_len: llm.context_length };
+    let arrivals = Arrivals::rate(20.0, 1.0).expect("a rate");
+    let lengths =
+        Lengths::Drawn { prompt: Length::LogNormal { mean: 1024.0, cv: 1.0 }, output: Length::LogNormal { mean: 256.0, cv: 1.0 } };
+    let requests = requests::generate(&arrivals, &lengths, REQUESTS, 0);
+    let mut group = c.benchmark_group("serve");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(REQUESTS as u64));
+    group.bench_function("10,000 requests, Llama-3.1-70B TP=8 on hgx-h200, one thread (requests/s)", |b| {
+        b.iter(|| {
+            let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&topo, &model), Bytes(16 * kv.bytes_per_token));
+            black_box(serve::simulate(&requests, engine, &mut times, &|| {}).expect("the service runs"))
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, ten_thousand_requests);
+criterion_main!(benches);

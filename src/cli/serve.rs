@@ -1,0 +1,416 @@
+//! `icsim serve ...`: a service on one tensor-parallel group of a topology.
+//! What the user typed becomes requests, an engine and an iteration-time
+//! source here; the library serves them; the results are printed as tables
+//! (or JSON or CSV) and written into a folder as one set of files.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use clap::Args;
+
+use super::llm::emit;
+use super::{BadInput, TopologyArgs, checks, notices, parse_format, progress_bar};
+use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
+use icsim::report::{self, Format, Record};
+use icsim::serve::iteration::{IterationTimes, SimulatedIterations};
+use icsim::serve::requests::{self, Arrivals, Length, Lengths, TimeUnit};
+use icsim::serve::results::{self, ServeReport, Setup, Slo};
+use icsim::serve::scheduler::{Limits, Preemption};
+use icsim::serve::{self, Engine, KvCapacity};
+use icsim::sweep::cost::{Bill, CostModel};
+use icsim::transport::{self, Mode};
+use icsim::units::{Bytes, Time};
+use icsim::workload::experiment::{self, Experiment};
+use icsim::workload::tp::CollectiveCache;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// A shipped LLM (llama-3.1-8b, llama-3.1-70b, llama-3.1-405b) or a model file.
+    #[arg(long, default_value = "llama-3.1-70b")]
+    model: String,
+    /// Tensor-parallel degree: the service runs on the first TP GPUs.
+    #[arg(long, value_parser = super::gpu_count())]
+    tp: u32,
+    #[command(flatten)]
+    topology: TopologyArgs,
+    /// nvswitch, nvlink, p2p, shm or auto (what NCCL would pick).
+    #[arg(long, default_value = "auto")]
+    transport: String,
+    /// How allreduce algorithms are chosen: nccl or fastest.
+    #[arg(long, default_value = "fastest")]
+    allreduce: String,
+    /// Who issues the kernels and collectives: nccl-graph (as engines
+    /// replay CUDA graphs), torch-graph, torch-eager or eager.
+    #[arg(long, default_value = "nccl-graph")]
+    stack: String,
+    /// Which of the LLM file's fusions the kernels run as.
+    #[arg(long, default_value = "vllm")]
+    fusion: String,
+    /// Requests a second arriving (with --burstiness), or replaying a
+    /// --trace's lengths at this rate.
+    #[arg(long, conflicts_with = "at")]
+    rate: Option<f64>,
+    /// Coefficient of variation of the gaps between arrivals (a gamma
+    /// process): 1 is Poisson, more is burstier.
+    #[arg(long, default_value_t = 1.0, requires = "rate")]
+    burstiness: f64,
+    /// Arrival times in seconds, comma-separated (instead of --rate).
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    at: Option<Vec<f64>>,
+    /// Requests to serve (default: every one --at or a trace lists, else
+    /// 1000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    requests: Option<u64>,
+    /// Prompt tokens: N, LOW..HIGH (uniform) or lognormal:MEAN,CV.
+    #[arg(long, default_value = "1024", conflicts_with = "trace")]
+    prompt: Length,
+    /// Output tokens: N, LOW..HIGH (uniform) or lognormal:MEAN,CV.
+    #[arg(long, default_value = "128", conflicts_with = "trace")]
+    output: Length,
+    /// JSON Lines or a JSON array of requests: timestamp (optional),
+    /// prompt_tokens/input_length, output_tokens/output_length; ShareGPT
+    /// conversations (tokens counted at 4 characters each); or a `vllm
+    /// bench serve --save-result` file (its input_lens and output_lens).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Unit of a trace's timestamps: s or ms.
+    #[arg(long, default_value = "s", requires = "trace")]
+    trace_time_unit: TimeUnit,
+    /// Seed of the arrivals and lengths drawn.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Most sequences running at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    max_num_seqs: u64,
+    /// Tokens one iteration computes at most (prompt chunks and decodes).
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    max_num_batched_tokens: u64,
+    /// Tokens a KV-cache block holds.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    block_size: u64,
+    /// Share of each GPU's memory the engine takes (weights and KV cache).
+    #[arg(long, default_value_t = 0.9)]
+    gpu_memory_utilization: f64,
+    /// What a preempted sequence's KV cache becomes: recompute (dropped, as
+    /// vLLM's V1 engine does) or swap (copied to host memory and back).
+    #[arg(long, default_value = "recompute", value_parser = ["recompute", "swap"])]
+    preemption: String,
+    /// Host memory for swapped KV blocks, per GPU (with --preemption swap).
+    #[arg(long, default_value = "4GiB", value_name = "BYTES")]
+    swap_space: Bytes,
+    /// Time to first token a request must meet to count as goodput (2s, 500ms).
+    #[arg(long, value_name = "TIME")]
+    slo_ttft: Option<Time>,
+    /// Time per output token a request must meet to count as goodput (50ms).
+    #[arg(long, value_name = "TIME")]
+    slo_tpot: Option<Time>,
+    /// A cost file (the keys of a sweep's [cost] table) over
+    /// models/cost/default.toml.
+    #[arg(long, value_name = "FILE")]
+    cost: Option<PathBuf>,
+    /// table, json or csv.
+    #[arg(long, default_value = "table", value_parser = parse_format, conflicts_with = "json")]
+    format: Format,
+    /// The same as --format json.
+    #[arg(long)]
+    json: bool,
+    /// Write summary.json, summary.csv, requests.csv and timeline.csv into DIR.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+/// Requests at a rate when none is said.
+const DEFAULT_REQUESTS: u64 = 1000;
+
+pub fn run(args: ServeArgs) -> Result<()> {
+    if let Some(dir) = &args.out {
+        super::check_output_folder(dir, "--out")?;
+    }
+    let format = if args.json { Format::Json } else { args.format };
+    for (flag, limit) in [("--slo-ttft", args.slo_ttft), ("--slo-tpot", args.slo_tpot)] {
+        if limit == Some(Time::ZERO) {
+            return Err(BadInput(format!("{flag} 0: give a time above 0 (2s, 50ms)")).into());
+        }
+    }
+    let (arrivals, lengths, count) = requests_of(&args)?;
+    let requests = requests::generate(&arrivals, &lengths, count, args.seed);
+
+    let experiment = Experiment::resolve(raw_experiment(&args), Source::CommandLine)?;
+    let run = &experiment.modes[0];
+    let setup = experiment::prepare_mode(&experiment, run)?;
+    if let Some(warning) = run.hardware.coverage_warning(run.tp, run.stack) {
+        notices::warn(warning);
+    }
+    checks::warn_unusual_links(&run.topology);
+    let gpu = run.hardware.gpu(&run.topology.gpu_model).map_err(BadInput)?;
+    let kv = KvCapacity::of(&experiment.llm, gpu, args.tp, args.gpu_memory_utilization, args.block_size)?;
+    let block_bytes = Bytes(args.block_size * kv.bytes_per_token);
+    let preemption = match args.preemption.as_str() {
+        "swap" => Preemption::Swap { host_blocks: args.swap_space.0 / block_bytes.0 },
+        _ => Preemption::Recompute,
+    };
+    let limits = Limits {
+        max_num_seqs: args.max_num_seqs,
+        max_num_batched_tokens: args.max_num_batched_tokens,
+        block_size: args.block_size,
+        kv_blocks: kv.blocks,
+        preemption,
+    };
+    let engine = Engine { limits, tp: u64::from(args.tp), max_model_len: experiment.llm.context_length };
+    let per_gpu = cost_per_gpu(&args, &run.topology)?;
+
+    let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&run.topology, &run.hardware), block_bytes);
+    let bar = progress_bar(requests.len() as u64, "serving {bar:40} {pos}/{len} requests, {elapsed}");
+    let served = serve::simulate(&requests, engine, &mut times, &|| bar.inc(1));
+    bar.finish_and_clear();
+    let served = served?;
+    if let Some(last) = served.served.iter().map(|s| s.finished).max() {
+        checks::within_clock(last, "the service", &run.topology)?;
+    }
+    let slo = Slo { ttft: args.slo_ttft, tpot: args.slo_tpot };
+    let description = Setup {
+        model: experiment.llm.name.clone(),
+        topology: run.topology.name.clone(),
+        gpu: gpu.name.clone(),
+        host: run.topology.host.clone(),
+        transport: transport_name(run),
+        tp: args.tp,
+        stack: run.stack.to_string(),
+        arrivals: describe_arrivals(&arrivals),
+        prompt: describe_lengths(&lengths, |pair| pair.0, &args.prompt),
+        output: describe_lengths(&lengths, |pair| pair.1, &args.output),
+        seed: args.seed,
+        max_num_seqs: args.max_num_seqs,
+        max_num_batched_tokens: args.max_num_batched_tokens,
+        block_size: args.block_size,
+        kv_blocks: kv.blocks,
+        kv_gb_per_gpu: kv.bytes_per_gpu.as_f64() / 1e9,
+        preemption: match preemption {
+            Preemption::Recompute => "recompute".into(),
+            Preemption::Swap { .. } => format!("swap, {} of host memory a GPU", args.swap_space),
+        },
+    };
+    let report = results::report(&served, description, slo, per_gpu, times.counts());
+    match format {
+        Format::Table => emit(&table(&report))?,
+        Format::Json => emit(&(serde_json::to_string_pretty(&report)? + "\n"))?,
+        Format::Csv => emit(&report::render(&[report::flattened(&report)], Format::Csv))?,
+    }
+    if let Some(dir) = &args.out {
+        let written = write_files(dir, &report, &results::request_rows(&served, slo))?;
+        let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+        let note = format!("wrote {}", names.join(", "));
+        if format == Format::Table { emit(&format!("\n{note}\n"))? } else { eprintln!("{note}") }
+    }
+    Ok(())
+}
+
+/// When requests arrive, how long they are, and how many to serve.
+fn requests_of(args: &ServeArgs) -> Result<(Arrivals, Lengths, usize)> {
+    let trace = match &args.trace {
+        Some(path) => {
+            let trace = requests::read_trace(path, args.trace_time_unit)?;
+            if trace.estimated > 0 {
+                notices::note(format!(
+                    "{}: the tokens of {} prompts given as text are counted at 4 characters a token, not by the model's tokenizer",
+                    path.display(),
+                    trace.estimated
+                ));
+            }
+            if trace.skipped > 0 {
+                notices::note(format!(
+                    "{}: {} rows left out (conversations of one turn, or requests that failed in the benchmark)",
+                    path.display(),
+                    trace.skipped
+                ));
+            }
+            Some(trace)
+        }
+        None => None,
+    };
+    let arrivals = match (args.rate, &args.at, trace.as_ref().and_then(|t| t.arrivals.clone())) {
+        (Some(rate), _, _) => Arrivals::rate(rate, args.burstiness)?,
+        (None, Some(at), _) => Arrivals::at_seconds(at, "--at")?,
+        (None, None, Some(listed)) => listed,
+        (None, None, None) => {
+            let trace_hint = if args.trace.is_some() { " (the trace has no timestamps)" } else { "" };
+            return Err(BadInput(format!("--rate: give a rate, --at times, or a --trace with timestamps{trace_hint}")).into());
+        }
+    };
+    let lengths = match trace {
+        Some(trace) => trace.lengths,
+        None => Lengths::Drawn { prompt: args.prompt, output: args.output },
+    };
+    let count = match (&arrivals, args.requests, &lengths) {
+        (Arrivals::At(times), Some(asked), _) if asked as usize > times.len() => {
+            return Err(BadInput(format!("--requests {asked}: only {} arrival times are listed", times.len())).into());
+        }
+        (_, Some(asked), _) => asked as usize,
+        (Arrivals::At(times), None, _) => times.len(),
+        (Arrivals::Rate { .. }, None, Lengths::Listed(rows)) => rows.len(),
+        (Arrivals::Rate { .. }, None, Lengths::Drawn { .. }) => DEFAULT_REQUESTS as usize,
+    };
+    Ok((arrivals, lengths, count))
+}
+
+/// The experiment `icsim llm` would resolve from the same flags (its
+/// query unused): the model, the topology, the mode and how the forward runs.
+fn raw_experiment(args: &ServeArgs) -> RawExperiment {
+    let topology = &args.topology;
+    RawExperiment {
+        description: String::new(),
+        model: args.model.clone(),
+        tp: args.tp,
+        output_dir: None,
+        topology: topology.topology.clone(),
+        gpus: topology.gpus,
+        gpu: topology.gpu.clone(),
+        host: topology.host.clone(),
+        models: topology.hardware.clone(),
+        allreduce: Some(args.allreduce.clone()),
+        stack: Some(args.stack.clone()),
+        channels: None,
+        scope: None,
+        fusion: Some(args.fusion.clone()),
+        query: RawQuery { prompt: 1, output: 1, batch: 1 },
+        modes: vec![RawMode { transport: args.transport.clone(), ..RawMode::default() }],
+        storage: None,
+    }
+}
+
+/// What a GPU-hour of the topology's server costs; None, with a note, for
+/// a GPU the cost model has no price for.
+fn cost_per_gpu(args: &ServeArgs, topology: &icsim::topology::Topology) -> Result<Option<icsim::sweep::cost::PerGpu>> {
+    let model = match &args.cost {
+        Some(path) => CostModel::from_file(path)?,
+        None => CostModel::load(None, Path::new("models/cost/default.toml"), "")?,
+    };
+    Ok(match model.per_gpu(&Bill::of(topology)) {
+        Ok(per_gpu) => Some(per_gpu),
+        Err(why) => {
+            notices::note(format!("no cost: {why}"));
+            None
+        }
+    })
+}
+
+/// The mode the collectives run in: what `auto` picks between the first
+/// two GPUs, said as such; none at TP=1.
+fn transport_name(run: &icsim::workload::experiment::ModeRun) -> String {
+    let gpus = run.topology.gpus();
+    match (run.mode, gpus) {
+        _ if run.tp == 1 => "none at TP=1".into(),
+        (Mode::Auto, [a, b, ..]) => match transport::connect(&run.topology, *a, *b, Mode::Auto) {
+            Ok(connection) => format!("{} (auto)", connection.mode(&run.topology)),
+            Err(_) => Mode::Auto.to_string(),
+        },
+        (mode, _) => mode.to_string(),
+    }
+}
+
+fn describe_arrivals(arrivals: &Arrivals) -> String {
+    match arrivals {
+        Arrivals::Rate { per_second, burstiness } if *burstiness == 1.0 => format!("Poisson at {per_second}/s"),
+        Arrivals::Rate { per_second, burstiness } => format!("gamma at {per_second}/s, burstiness {burstiness}"),
+        Arrivals::At(_) => "at listed times".into(),
+    }
+}
+
+fn describe_lengths(lengths: &Lengths, part: fn(&(u64, u64)) -> u64, drawn: &Length) -> String {
+    match lengths {
+        Lengths::Drawn { .. } => drawn.to_string(),
+        Lengths::Listed(rows) => {
+            let mean = rows.iter().map(part).sum::<u64>() as f64 / rows.len() as f64;
+            format!("from the trace, mean {mean:.0}")
+        }
+    }
+}
+
+/// Writes the report's files into `dir` as one set.
+fn write_files(dir: &Path, report: &ServeReport, requests: &[results::RequestRow]) -> Result<Vec<PathBuf>> {
+    let cannot = |e: std::io::Error| anyhow::anyhow!("cannot write the results in {}: {e}", dir.display());
+    let files = [
+        ("summary.json", serde_json::to_string_pretty(report)? + "\n"),
+        ("summary.csv", report::render(&[report::flattened(report)], Format::Csv)),
+        ("requests.csv", report::render(&records(requests), Format::Csv)),
+        ("timeline.csv", report::render(&records(&report.timeline), Format::Csv)),
+    ];
+    report::files::write_set(dir, |set| files.iter().map(|(name, text)| set.write(name, text).map_err(cannot)).collect(), cannot)
+}
+
+/// One record a row.
+fn records(rows: &[impl serde::Serialize]) -> Vec<Record> {
+    rows.iter().map(report::flattened).collect()
+}
+
+/// Eight levels of a bar, lowest first.
+const LEVELS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+/// `values` as a line of bars, scaled to `top`.
+fn sparkline(values: impl Iterator<Item = f64>, top: f64) -> String {
+    values.map(|v| if top > 0.0 { LEVELS[((v / top * 7.0).round() as usize).min(7)] } else { LEVELS[0] }).collect()
+}
+
+/// The human-readable report.
+fn table(r: &ServeReport) -> String {
+    let s = &r.setup;
+    let mut text = format!(
+        "{} on {} ({}, host {}, {}), TP={}, {}: {} requests, {}, prompts {}, outputs {}, seed {}\n\
+         KV cache: {} blocks of {} tokens ({:.1} GB a GPU); at most {} sequences and {} tokens an iteration\n",
+        s.model,
+        s.topology,
+        s.gpu,
+        s.host,
+        s.transport,
+        s.tp,
+        s.stack,
+        r.requests,
+        s.arrivals,
+        s.prompt,
+        s.output,
+        s.seed,
+        s.kv_blocks,
+        s.block_size,
+        s.kv_gb_per_gpu,
+        s.max_num_seqs,
+        s.max_num_batched_tokens
+    );
+    let mut section = |title: &str, rows: Vec<Record>| {
+        text += &format!("\n{title}:\n");
+        text += &report::render(&rows, Format::Table);
+    };
+    let latency = [("ttft", Some(r.ttft)), ("tpot", r.tpot), ("itl", r.itl), ("e2e", Some(r.e2e))]
+        .into_iter()
+        .filter_map(|(name, p)| {
+            let mut row = Record::new();
+            row.insert("latency".into(), name.into());
+            row.extend(report::flattened(&p?));
+            Some(row)
+        })
+        .collect();
+    section("latency per request (tpot: (end - first token) / (output - 1); itl: every gap between tokens)", latency);
+    section(&format!("throughput over {:.1} s", r.duration_s), vec![report::flattened(&r.throughput)]);
+    section("goodput: requests meeting every objective given", vec![report::flattened(&r.goodput)]);
+    section(&format!("KV cache and preemptions ({})", s.preemption), vec![report::flattened(&r.kv_cache)]);
+    section(
+        "iterations (each a forward of the whole model on every GPU, collectives simulated; counts rounded up to 6 binary digits, see docs/serving.md)",
+        vec![report::flattened(&r.iterations)],
+    );
+    if let Some(cost) = &r.cost {
+        section("cost at this load (models/cost/default.toml or --cost)", vec![report::flattened(cost)]);
+    }
+    let windows = &r.timeline;
+    text += &format!("\nover time ({} windows of {:.2} s):\n", windows.len(), windows.first().map_or(0.0, |w| w.end_s - w.start_s));
+    let series: [(&str, Vec<f64>); 4] = [
+        ("kv use", windows.iter().map(|w| w.kv_use_peak).collect()),
+        ("running", windows.iter().map(|w| f64::from(w.running_peak)).collect()),
+        ("waiting", windows.iter().map(|w| f64::from(w.waiting_peak)).collect()),
+        ("preempted", windows.iter().map(|w| w.preemptions as f64).collect()),
+    ];
+    for (name, values) in series {
+        // KV use is a share: its bars are scaled to the whole cache.
+        let top = if name == "kv use" { 1.0 } else { values.iter().copied().fold(0.0, f64::max) };
+        text += &format!("  {name:<10} {} (top {top:.2})\n", sparkline(values.into_iter(), top));
+    }
+    text
+}

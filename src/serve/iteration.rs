@@ -1,0 +1,188 @@
+//! How long one iteration of a continuously batched engine takes. An
+//! iteration is the tokens it pushes through the model (`PassTokens`: rows,
+//! sequences, attended pairs, cached tokens), and its time is a pass of the
+//! tensor-parallel forward replayed on the topology, every kernel on every
+//! GPU and every collective simulated on the network, as `icsim llm`
+//! replays a query. Iterations repeat by the thousand, so their time is
+//! kept by a key that rounds each of those four counts up to its six
+//! leading binary digits (exact below 64; at most 1/32 more above): an
+//! iteration is timed as the rounded one, and every iteration with the same
+//! key is that one's time. KV blocks swapped to host memory and back
+//! before an iteration move over each GPU's path to its socket's memory,
+//! simulated as the storage workload's host copies are (by block counts
+//! rounded the same way). The source of iteration times is a trait, so
+//! that other sources (a measured table, a group of GPUs split in two) fit
+//! beside this one.
+
+use std::collections::BTreeMap;
+
+use crate::collective::CollectiveError;
+use crate::storage::{Direction, StoragePath};
+use crate::units::{Bytes, Time};
+use crate::workload::forward::PassTokens;
+use crate::workload::replay::Memo;
+use crate::workload::storage::{self, Job, JobTarget};
+use crate::workload::tp::{CollectiveCache, TensorParallel};
+
+use super::ServeError;
+
+/// Where an iteration's time went, on every GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IterationTime {
+    pub total: Time,
+    /// In collectives.
+    pub comm: Time,
+    /// Swapping KV blocks to host memory or back, before the forward.
+    pub swap: Time,
+}
+
+/// A source of iteration times.
+pub trait IterationTimes {
+    /// The time of an iteration of `tokens`.
+    fn time(&mut self, tokens: PassTokens) -> Result<IterationTime, ServeError>;
+    /// The time of copying `blocks` KV blocks out to host memory
+    /// (`Direction::Write`) or back in (`Direction::Read`).
+    fn swap(&mut self, blocks: u64, direction: Direction) -> Result<Time, ServeError>;
+    /// Iterations timed by simulating, and by reusing an earlier one.
+    fn counts(&self) -> (u64, u64);
+}
+
+/// Leading binary digits an iteration's counts keep.
+const KEPT_BITS: u32 = 6;
+
+/// `count` rounded up to its [`KEPT_BITS`] leading binary digits.
+pub fn round_up(count: u64) -> u64 {
+    let width = u64::BITS - count.leading_zeros();
+    if width <= KEPT_BITS {
+        return count;
+    }
+    let step = 1u64 << (width - KEPT_BITS);
+    count.div_ceil(step).saturating_mul(step)
+}
+
+/// The iteration an iteration of `tokens` is timed as.
+pub fn rounded(tokens: PassTokens) -> PassTokens {
+    PassTokens {
+        tp: tokens.tp,
+        rows: round_up(tokens.rows),
+        sequences: round_up(tokens.sequences),
+        attended: round_up(tokens.attended),
+        cached: round_up(tokens.cached),
+    }
+}
+
+/// Iteration times from the tensor-parallel forward simulated on a
+/// topology, each distinct rounded iteration once.
+pub struct SimulatedIterations<'a> {
+    setup: &'a TensorParallel<'a>,
+    cache: CollectiveCache<'a>,
+    /// Layers already simulated, reused by later passes.
+    memo: Memo,
+    times: BTreeMap<PassTokens, IterationTime>,
+    reused: u64,
+    /// One GPU's share of a KV block.
+    block_bytes: Bytes,
+    swaps: BTreeMap<(u64, Direction), Time>,
+}
+
+impl<'a> SimulatedIterations<'a> {
+    /// Iterations of `setup`, whose GPUs each hold `block_bytes` of a KV block.
+    pub fn new(setup: &'a TensorParallel<'a>, cache: CollectiveCache<'a>, block_bytes: Bytes) -> Self {
+        SimulatedIterations { setup, cache, memo: Memo::default(), times: BTreeMap::new(), reused: 0, block_bytes, swaps: BTreeMap::new() }
+    }
+
+    /// An iteration of exactly `tokens`, simulated (no rounding, no reuse of
+    /// whole iterations): the reference the kept times are tested against.
+    pub fn simulate(&mut self, tokens: PassTokens) -> Result<IterationTime, CollectiveError> {
+        let program = self.setup.program_of(tokens);
+        let totals = self.setup.simulate_program(&program, &mut self.memo, &mut self.cache)?;
+        Ok(IterationTime { total: totals.total(), comm: totals.comm, swap: Time::ZERO })
+    }
+}
+
+impl IterationTimes for SimulatedIterations<'_> {
+    fn swap(&mut self, blocks: u64, direction: Direction) -> Result<Time, ServeError> {
+        if blocks == 0 {
+            return Ok(Time::ZERO);
+        }
+        let key = (round_up(blocks), direction);
+        if let Some(&time) = self.swaps.get(&key) {
+            return Ok(time);
+        }
+        let replayer = self.setup.replayer();
+        // Every GPU of the group copies its share at once, through pinned
+        // host memory.
+        let job = Job {
+            gpus: replayer.ranks.to_vec(),
+            bytes: Bytes(key.0 * self.block_bytes.0),
+            direction,
+            path: StoragePath::Bounce,
+            target: JobTarget::HostMemory,
+        };
+        let time = storage::simulate(replayer.topo, replayer.model, &job)?.time;
+        self.swaps.insert(key, time);
+        Ok(time)
+    }
+
+    fn time(&mut self, tokens: PassTokens) -> Result<IterationTime, ServeError> {
+        let key = rounded(tokens);
+        if let Some(&time) = self.times.get(&key) {
+            self.reused += 1;
+            return Ok(time);
+        }
+        let time = self.simulate(key)?;
+        self.times.insert(key, time);
+        Ok(time)
+    }
+
+    fn counts(&self) -> (u64, u64) {
+        (self.times.len() as u64, self.reused)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::hardware::HardwareModel;
+    use crate::config::llm::LlmModel;
+    use crate::topology::{PresetOptions, preset};
+    use crate::transport::Mode;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn rounding_never_lowers_a_count_and_adds_at_most_a_32nd(count in 0u64..u64::MAX / 2) {
+            let up = round_up(count);
+            prop_assert!(up >= count);
+            prop_assert!((up - count) as f64 <= count as f64 / 32.0, "{} -> {}", count, up);
+            prop_assert_eq!(round_up(up), up, "a rounded count is a key");
+        }
+    }
+
+    #[test]
+    fn counts_below_64_are_exact_and_a_kept_time_is_the_rounded_iteration_simulated() {
+        assert_eq!((0..64).map(round_up).collect::<Vec<_>>(), (0..64).collect::<Vec<_>>());
+        assert_eq!((round_up(65), round_up(8191), round_up(8192)), (66, 8192, 8192));
+        let model = HardwareModel::base();
+        let topo = preset("hgx-h200", &PresetOptions::default(), &model).unwrap();
+        let llm = LlmModel::load("llama-3.1-8b").unwrap();
+        let setup = TensorParallel::new(&topo, &model, &llm, 4, Mode::Nvswitch).unwrap();
+        let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&topo, &model), Bytes(16 * 32768));
+        let mut mixed = PassTokens::empty(4);
+        mixed.add(700, 300);
+        (0..90).for_each(|_| mixed.add(1, 1000));
+        let kept = times.time(mixed).unwrap();
+        assert_eq!(kept, times.simulate(rounded(mixed)).unwrap());
+        assert!(kept.total > times.simulate(mixed).unwrap().total, "rounded up: a little longer");
+        let mut next = mixed;
+        next.add(1, 5);
+        assert_eq!(times.time(next).unwrap(), kept, "the same key");
+        assert_eq!(times.counts(), (1, 1));
+        assert!(kept.comm > Time::ZERO && kept.comm < kept.total);
+        // Swaps take time, more for more blocks, and are kept by count.
+        let (some, more) = (times.swap(100, Direction::Write).unwrap(), times.swap(1000, Direction::Write).unwrap());
+        assert!(Time::ZERO < some && some < more, "{some} {more}");
+        assert_eq!(times.swap(999, Direction::Write).unwrap(), more, "rounded to the same count");
+        assert_eq!(times.swap(0, Direction::Read).unwrap(), Time::ZERO);
+    }
+}

@@ -1,0 +1,348 @@
+//! A service on one tensor-parallel group: requests arrive (`requests`), a
+//! continuously batching scheduler turns them into iterations
+//! (`scheduler`), each iteration's kernels and collectives are replayed on
+//! the topology (`iteration`), and what each request saw becomes latency,
+//! throughput, goodput and cost (`results`). This file owns the KV cache's
+//! capacity and the clock of the service: an iteration starts when the one
+//! before ends and takes the requests arrived by then; an idle engine waits
+//! for the next arrival. Knows nothing of links; draws nothing.
+
+pub mod iteration;
+pub mod requests;
+pub mod results;
+pub mod scheduler;
+
+use crate::collective::CollectiveError;
+use crate::config::hardware::GpuModel;
+use crate::config::llm::LlmModel;
+use crate::storage::Direction;
+use crate::units::{Bytes, Time};
+use crate::workload::storage::shard_bytes;
+
+use iteration::IterationTimes;
+use requests::Request;
+use scheduler::{Limits, Scheduler};
+
+/// Why a service cannot be simulated.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Requests(#[from] requests::RequestError),
+    /// A flag's value that cannot work; `key` names the flag.
+    #[error("{key} {message}")]
+    Invalid { key: &'static str, message: String },
+    #[error(transparent)]
+    Collective(#[from] CollectiveError),
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
+}
+
+/// The KV cache the GPUs hold beside the weights.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KvCapacity {
+    pub blocks: u64,
+    /// Memory one GPU gives the cache.
+    pub bytes_per_gpu: Bytes,
+    /// Of one token on one GPU (its share of the KV heads of every layer).
+    pub bytes_per_token: u64,
+}
+
+impl KvCapacity {
+    /// What `utilization` of each GPU's memory holds after its shard of
+    /// `llm`'s weights at TP=`tp`, in blocks of `block_size` tokens.
+    /// Activations, the framework's workspace and CUDA graphs take nothing
+    /// here (vLLM measures their peak and takes it off): an upper bound.
+    pub fn of(llm: &LlmModel, gpu: &GpuModel, tp: u32, utilization: f64, block_size: u64) -> Result<KvCapacity, ServeError> {
+        if !(utilization > 0.0 && utilization <= 1.0) {
+            return Err(ServeError::Invalid {
+                key: "--gpu-memory-utilization",
+                message: format!("{utilization}: give the share of each GPU's memory the engine takes, above 0 and at most 1"),
+            });
+        }
+        if block_size == 0 {
+            return Err(ServeError::Invalid { key: "--block-size", message: "0: give tokens a block, 1 or more".into() });
+        }
+        let usable = (gpu.memory.as_f64() * utilization) as u64;
+        let weights = shard_bytes(llm, u64::from(tp));
+        let bytes_per_token = u64::try_from(llm.kv_cache_bytes_per_gpu(1, 1, tp)).expect("a token's keys and values fit in memory");
+        let left = usable.saturating_sub(weights.0);
+        let blocks = left / (bytes_per_token * block_size);
+        if blocks == 0 {
+            return Err(ServeError::Invalid {
+                key: "--gpu-memory-utilization",
+                message: format!(
+                    "{utilization}: {:.1} GB of {}'s weights on each GPU at TP={tp} leave no block of KV cache in {:.1} GB of each {}'s {:.1} GB; raise it or --tp",
+                    weights.as_f64() / 1e9,
+                    llm.name,
+                    usable as f64 / 1e9,
+                    gpu.name,
+                    gpu.memory.as_f64() / 1e9
+                ),
+            });
+        }
+        Ok(KvCapacity { blocks, bytes_per_gpu: Bytes(blocks * block_size * bytes_per_token), bytes_per_token })
+    }
+}
+
+/// What happened to one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served {
+    pub request: Request,
+    pub first_token: Time,
+    pub finished: Time,
+    pub preemptions: u32,
+}
+
+/// One iteration as it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IterationRecord {
+    pub start: Time,
+    pub time: iteration::IterationTime,
+    /// Tokens of prompts (or recomputed) and sequences decoding.
+    pub prefill_tokens: u64,
+    pub decodes: u64,
+    pub kv_blocks: u64,
+    pub running: u32,
+    pub waiting: u32,
+    pub preempted: u32,
+    pub sampled: u32,
+}
+
+/// The service's run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceRun {
+    /// In the order of the requests.
+    pub served: Vec<Served>,
+    pub iterations: Vec<IterationRecord>,
+    /// Gaps between successive tokens of each request, every request's.
+    pub token_gaps: Vec<Time>,
+    /// Tokens computed again after preemptions.
+    pub recomputed: u64,
+    /// Blocks swapped out to host memory (each came back in).
+    pub swapped_blocks: u64,
+}
+
+/// The engine serving: its scheduler's limits, its TP degree and the
+/// longest request its model takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Engine {
+    pub limits: Limits,
+    pub tp: u64,
+    /// The model's context: a request's prompt and output together.
+    pub max_model_len: u64,
+}
+
+/// Serves `requests` (in arrival order) on `engine`, timing iterations
+/// with `times`; `progress` is called once per finished request.
+pub fn simulate(
+    requests: &[Request],
+    engine: Engine,
+    times: &mut dyn IterationTimes,
+    progress: &dyn Fn(),
+) -> Result<ServiceRun, ServeError> {
+    check_fits(requests, engine)?;
+    let mut scheduler = Scheduler::new(engine.limits);
+    let mut first_token = vec![None; requests.len()];
+    let mut last_token = vec![Time::ZERO; requests.len()];
+    let mut finished = vec![Time::ZERO; requests.len()];
+    let mut preemptions = vec![0u32; requests.len()];
+    let mut run = ServiceRun { served: Vec::new(), iterations: Vec::new(), token_gaps: Vec::new(), recomputed: 0, swapped_blocks: 0 };
+    let mut now = Time::ZERO;
+    let mut arrived = 0;
+    loop {
+        while arrived < requests.len() && requests[arrived].arrival <= now {
+            scheduler.arrive(arrived, requests[arrived].prompt, requests[arrived].output);
+            arrived += 1;
+        }
+        if scheduler.is_idle() {
+            match requests.get(arrived) {
+                Some(next) => {
+                    now = next.arrival;
+                    continue;
+                }
+                None => break,
+            }
+        }
+        let iteration = scheduler.schedule();
+        assert!(!iteration.scheduled.is_empty(), "a request that fits alone always runs when the engine is idle");
+        let mut time = times.time(iteration.tokens(engine.tp))?;
+        // Blocks move to host memory or back before the forward runs.
+        time.swap = times.swap(iteration.swapped_out, Direction::Write)? + times.swap(iteration.swapped_in, Direction::Read)?;
+        time.total += time.swap;
+        let (prefill_tokens, decodes) = iteration.prefill_and_decodes();
+        let mut record = IterationRecord {
+            start: now,
+            time,
+            prefill_tokens,
+            decodes,
+            kv_blocks: scheduler.used_blocks(),
+            running: scheduler.running() as u32,
+            waiting: scheduler.waiting() as u32,
+            preempted: iteration.preempted.len() as u32,
+            sampled: 0,
+        };
+        for &request in &iteration.preempted {
+            preemptions[request] += 1;
+        }
+        run.recomputed += iteration.discarded;
+        run.swapped_blocks += iteration.swapped_out;
+        now += time.total;
+        let sampled_tokens = scheduler.complete(&iteration);
+        record.sampled = sampled_tokens.len() as u32;
+        for sampled in sampled_tokens {
+            let r = sampled.request;
+            match first_token[r] {
+                None => first_token[r] = Some(now),
+                Some(_) => run.token_gaps.push(now - last_token[r]),
+            }
+            last_token[r] = now;
+            if sampled.finished {
+                finished[r] = now;
+                progress();
+            }
+        }
+        run.iterations.push(record);
+    }
+    run.served = requests
+        .iter()
+        .enumerate()
+        .map(|(r, &request)| Served {
+            request,
+            first_token: first_token[r].expect("every request finishes"),
+            finished: finished[r],
+            preemptions: preemptions[r],
+        })
+        .collect();
+    Ok(run)
+}
+
+/// Refuses requests arriving beyond the clock's range, and a request
+/// longer than the model's context or that the cache cannot hold alone.
+fn check_fits(requests: &[Request], engine: Engine) -> Result<(), ServeError> {
+    let limits = engine.limits;
+    if let Some(last) = requests.last().filter(|r| r.arrival.as_secs() > requests::MAX_SECONDS) {
+        return Err(ServeError::Invalid {
+            key: "--requests",
+            message: format!(
+                "{}: the last arrives after {:.0} days, more than the {:.0} a run may span; serve fewer requests or at a higher rate",
+                requests.len(),
+                last.arrival.as_secs() / 86400.0,
+                requests::MAX_SECONDS / 86400.0
+            ),
+        });
+    }
+    if let Some((index, r)) = requests.iter().enumerate().find(|(_, r)| r.prompt.saturating_add(r.output) > engine.max_model_len) {
+        return Err(ServeError::Invalid {
+            key: "--prompt",
+            message: format!(
+                "request {index} ({} prompt + {} output tokens) is longer than the model's context of {} tokens; shorten the requests",
+                r.prompt, r.output, engine.max_model_len
+            ),
+        });
+    }
+    if let Some((index, r)) = requests.iter().enumerate().find(|(_, r)| limits.peak_blocks(r.prompt, r.output) > limits.kv_blocks) {
+        return Err(ServeError::Invalid {
+            key: "--prompt",
+            message: format!(
+                "request {index} ({} prompt + {} output tokens) needs {} KV blocks of {} tokens, more than the {} the GPUs hold; shorten the requests, or raise --tp or --gpu-memory-utilization",
+                r.prompt,
+                r.output,
+                limits.peak_blocks(r.prompt, r.output),
+                limits.block_size,
+                limits.kv_blocks
+            ),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::iteration::IterationTime;
+    use super::requests::{Arrivals, Length, Lengths, generate};
+    use super::scheduler::Preemption;
+    use super::*;
+    use crate::workload::forward::PassTokens;
+
+    /// An iteration takes 1 ms plus 10 us a row: a closed form to check
+    /// the clock against.
+    struct LinearTimes;
+
+    impl IterationTimes for LinearTimes {
+        fn time(&mut self, tokens: PassTokens) -> Result<IterationTime, ServeError> {
+            Ok(IterationTime { total: Time::from_us(1000 + 10 * tokens.rows), comm: Time::ZERO, swap: Time::ZERO })
+        }
+        fn swap(&mut self, blocks: u64, _: Direction) -> Result<Time, ServeError> {
+            Ok(Time::from_us(blocks))
+        }
+        fn counts(&self) -> (u64, u64) {
+            (0, 0)
+        }
+    }
+
+    fn engine(kv_blocks: u64) -> Engine {
+        let limits = Limits { max_num_seqs: 8, max_num_batched_tokens: 256, block_size: 16, kv_blocks, preemption: Preemption::Recompute };
+        Engine { limits, tp: 1, max_model_len: 4096 }
+    }
+
+    #[test]
+    fn a_lone_request_takes_its_chunks_then_one_iteration_a_token() {
+        let request = Request { arrival: Time::from_us(5_000), prompt: 300, output: 4 };
+        let run = simulate(&[request], engine(100), &mut LinearTimes, &|| {}).unwrap();
+        let served = run.served[0];
+        // Chunks of 256 and 44 tokens, then three decodes of one row.
+        assert_eq!(served.first_token, Time::from_us(5_000 + (1000 + 2560) + (1000 + 440)));
+        assert_eq!(served.finished, served.first_token + Time::from_us(3 * 1010));
+        assert_eq!(run.token_gaps, vec![Time::from_us(1010); 3]);
+        assert_eq!(run.iterations.len(), 5);
+        assert_eq!(run.iterations[0].start, Time::from_us(5_000), "the idle engine waited for the arrival");
+    }
+
+    #[test]
+    fn a_busy_service_serves_every_request_the_same_way_each_time() {
+        let arrivals = Arrivals::rate(400.0, 2.0).unwrap();
+        let lengths = Lengths::Drawn { prompt: Length::Uniform { low: 10, high: 600 }, output: Length::Uniform { low: 1, high: 80 } };
+        let requests = generate(&arrivals, &lengths, 300, 3);
+        let finished = std::cell::Cell::new(0);
+        let run = simulate(&requests, engine(60), &mut LinearTimes, &|| finished.set(finished.get() + 1)).unwrap();
+        assert_eq!(finished.get(), 300);
+        assert!(run.served.iter().all(|s| s.request.arrival < s.first_token && s.first_token <= s.finished));
+        assert!(run.iterations.iter().all(|i| i.kv_blocks <= 60));
+        assert!(run.iterations.iter().any(|i| i.preempted > 0), "a small cache preempts");
+        let tokens: u64 = run.iterations.iter().map(|i| u64::from(i.sampled)).sum();
+        assert_eq!(tokens, requests.iter().map(|r| r.output).sum::<u64>());
+        assert_eq!(run, simulate(&requests, engine(60), &mut LinearTimes, &|| {}).unwrap());
+        // With swap space, preempted sequences keep their tokens: nothing is
+        // computed again, and each swap's time is in its iteration's.
+        let swapping = Engine { limits: Limits { preemption: Preemption::Swap { host_blocks: 1000 }, ..engine(60).limits }, ..engine(60) };
+        let swapped = simulate(&requests, swapping, &mut LinearTimes, &|| {}).unwrap();
+        assert!(swapped.swapped_blocks > 0 && swapped.recomputed == 0);
+        let swap_time: Time = swapped.iterations.iter().fold(Time::ZERO, |sum, i| sum + i.time.swap);
+        assert_eq!(swap_time, Time::from_us(2 * swapped.swapped_blocks), "out and back in, 1 us a block");
+    }
+
+    #[test]
+    fn requests_too_long_for_the_model_or_the_cache_are_refused_by_name() {
+        let long = Request { arrival: Time::ZERO, prompt: 4000, output: 200 };
+        let error = simulate(&[long], engine(1000), &mut LinearTimes, &|| {}).unwrap_err().to_string();
+        assert!(error.contains("--prompt") && error.contains("context of 4096"), "{error}");
+        let big = Request { arrival: Time::ZERO, prompt: 200, output: 10 };
+        let error = simulate(&[big], engine(10), &mut LinearTimes, &|| {}).unwrap_err().to_string();
+        assert!(error.contains("needs 14 KV blocks") && error.contains("the 10 the GPUs hold"), "{error}");
+    }
+
+    #[test]
+    fn the_cache_is_what_the_weights_leave_of_the_memory_used() {
+        let model = crate::config::hardware::HardwareModel::base();
+        let gpu = model.gpu("h200").unwrap();
+        let llm = LlmModel::load("llama-3.1-70b").unwrap();
+        let kv = KvCapacity::of(&llm, gpu, 8, 0.9, 16).unwrap();
+        // 80 layers x 2 (K, V) x 1 KV head of 128 x 2 bytes a GPU at TP=8.
+        assert_eq!(kv.bytes_per_token, 80 * 2 * 128 * 2);
+        let left = (gpu.memory.as_f64() * 0.9) as u64 - shard_bytes(&llm, 8).0;
+        assert_eq!(kv.blocks, left / (16 * 40960));
+        let error = KvCapacity::of(&llm, gpu, 1, 0.9, 16).unwrap_err().to_string();
+        assert!(error.starts_with("--gpu-memory-utilization 0.9:") && error.contains("raise it or --tp"), "{error}");
+        assert!(KvCapacity::of(&llm, gpu, 8, 1.5, 16).is_err());
+    }
+}

@@ -1,0 +1,153 @@
+//! `icsim serve` end to end: its JSON holds together (percentiles in order,
+//! throughput and goodput agreeing with the requests served), a seed
+//! repeats a run, load and a slower transport raise latency, traces and
+//! listed times are served, a full cache preempts (and swaps with swap
+//! space), the output folder is written, and bad input is
+//! refused by flag with exit code 2.
+
+use serde_json::Value;
+
+use crate::bad_input::refused;
+use crate::common::{Inputs, icsim, icsim_json, stdout, succeeded};
+
+/// Llama-3.1-8B at TP=2 on the H200 board: quick to serve.
+fn serve(extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = ["serve", "--model", "llama-3.1-8b", "--tp", "2", "--json"].map(String::from).to_vec();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+fn serve_json(extra: &[&str]) -> Value {
+    let args = serve(extra);
+    icsim_json(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+fn ms(report: &Value, metric: &str, at: &str) -> f64 {
+    report[metric][at].as_f64().unwrap_or_else(|| panic!("{metric}.{at} in {report}"))
+}
+
+#[test]
+fn a_served_load_reports_percentiles_in_order_and_throughput_that_adds_up() {
+    let report = serve_json(&["--rate", "20", "--requests", "400", "--output", "50..150", "--slo-ttft", "200ms", "--slo-tpot", "8ms"]);
+    assert_eq!(report["requests"], 400);
+    for metric in ["ttft", "tpot", "itl", "e2e"] {
+        let (p50, p90, p99) = (ms(&report, metric, "p50_ms"), ms(&report, metric, "p90_ms"), ms(&report, metric, "p99_ms"));
+        assert!(0.0 < p50 && p50 <= p90 && p90 <= p99, "{metric}: {p50} {p90} {p99}");
+    }
+    assert!(ms(&report, "ttft", "p99_ms") < ms(&report, "e2e", "p99_ms"));
+    let seconds = report["duration_s"].as_f64().unwrap();
+    let throughput = &report["throughput"];
+    assert!((throughput["requests_per_s"].as_f64().unwrap() * seconds - 400.0).abs() < 1e-6);
+    let per_gpu = throughput["output_tokens_per_s_per_gpu"].as_f64().unwrap();
+    assert!((per_gpu * 2.0 / throughput["output_tokens_per_s"].as_f64().unwrap() - 1.0).abs() < 1e-9, "two GPUs");
+    let goodput = &report["goodput"];
+    let met = goodput["met"].as_u64().unwrap();
+    assert!(met <= 400 && (goodput["requests_per_s"].as_f64().unwrap() * seconds - met as f64).abs() < 1e-6);
+    assert!(report["cost"]["usd_per_million_output_tokens"].as_f64().unwrap() > 0.0);
+    assert!(report["iterations"]["reused"].as_u64().unwrap() > report["iterations"]["simulated"].as_u64().unwrap(), "iterations repeat");
+    assert!(report["kv_cache"]["peak_use"].as_f64().unwrap() > 0.0);
+    assert!(!report["timeline"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn the_same_seed_serves_the_same_and_another_seed_differs() {
+    let args = ["--rate", "30", "--requests", "200", "--prompt", "lognormal:700,1", "--burstiness", "2"];
+    let run = |seed: &str| {
+        let mut all = serve(&args);
+        all.extend(["--seed".to_string(), seed.to_string()]);
+        stdout(&icsim(&all.iter().map(String::as_str).collect::<Vec<_>>()))
+    };
+    assert_eq!(run("5"), run("5"));
+    assert_ne!(run("5"), run("6"));
+}
+
+#[test]
+fn more_load_and_a_slower_transport_both_raise_latency() {
+    let light = serve_json(&["--rate", "1", "--requests", "100"]);
+    let heavy = serve_json(&["--rate", "400", "--requests", "400"]);
+    assert!(ms(&heavy, "ttft", "p99_ms") > 2.0 * ms(&light, "ttft", "p99_ms"));
+    assert!(ms(&heavy, "tpot", "p50_ms") > ms(&light, "tpot", "p50_ms"), "bigger batches take longer steps");
+    assert!(heavy["throughput"]["requests_per_s"].as_f64().unwrap() < 400.0, "a saturated service takes less than it is offered");
+    let pcie = |transport: &str| {
+        let args = ["-t", "pcie-gen4-8gpu", "--gpu", "h100-pcie", "--rate", "5", "--requests", "100", "--transport", transport];
+        serve_json(&args)
+    };
+    let (p2p, shm) = (pcie("p2p"), pcie("shm"));
+    assert!(ms(&shm, "tpot", "p50_ms") > ms(&p2p, "tpot", "p50_ms"), "two copies through host memory cost more than one DMA");
+    assert!(shm["iterations"]["comm_share"].as_f64().unwrap() > p2p["iterations"]["comm_share"].as_f64().unwrap());
+}
+
+#[test]
+fn a_full_cache_preempts_and_swap_space_saves_the_recompute() {
+    // Llama-3.1-70B at TP=2 on 80 GB cards: the weights leave 551 blocks.
+    let tight = |preemption: &str| {
+        let machine =
+            ["serve", "--model", "llama-3.1-70b", "--tp", "2", "-t", "pcie-gen4-8gpu", "--gpu", "h100-pcie", "--transport", "p2p"];
+        let load = ["--rate", "0.7", "--requests", "300", "--preemption", preemption, "--json"];
+        icsim_json(&[&machine[..], &load[..]].concat())
+    };
+    let (recompute, swap) = (tight("recompute"), tight("swap"));
+    let kv = |report: &Value, field: &str| report["kv_cache"][field].as_f64().unwrap();
+    assert!(kv(&recompute, "preemptions") > 0.0 && kv(&recompute, "recomputed_tokens") > 0.0);
+    assert_eq!(kv(&recompute, "swapped_blocks"), 0.0);
+    assert!(kv(&swap, "preemptions") > 0.0 && kv(&swap, "swapped_blocks") > 0.0 && kv(&swap, "swap_share") > 0.0);
+    assert_eq!(kv(&swap, "recomputed_tokens"), 0.0);
+    assert_eq!(kv(&swap, "peak_use"), 1.0);
+}
+
+#[test]
+fn traces_and_listed_times_are_served_and_the_folder_holds_every_file() {
+    let inputs = Inputs::new("serve-trace");
+    let trace = inputs.file(
+        "trace.jsonl",
+        "{\"timestamp\": 0, \"input_length\": 300, \"output_length\": 20}\n{\"timestamp\": 250, \"input_length\": 1000, \"output_length\": 5, \"hash_ids\": [3]}\n{\"timestamp\": 500, \"input_length\": 40, \"output_length\": 64}\n",
+    );
+    let out = inputs.0.join("out");
+    let report = serve_json(&["--trace", &trace, "--trace-time-unit", "ms", "--out", out.to_str().unwrap()]);
+    assert_eq!(report["requests"], 3);
+    let rows = std::fs::read_to_string(out.join("requests.csv")).unwrap();
+    let lines: Vec<&str> = rows.lines().collect();
+    assert_eq!(lines.len(), 4, "a header and a row a request: {rows}");
+    assert!(lines[0].starts_with("id,arrival_s,prompt,output,ttft_ms") && lines[2].starts_with("1,0.25,1000,5,"), "{rows}");
+    for file in ["summary.json", "summary.csv", "timeline.csv"] {
+        assert!(out.join(file).is_file(), "{file}");
+    }
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary, report);
+    // The same lengths at listed times; and the trace's lengths at a rate.
+    let listed = serve_json(&["--at", "0,0.25,0.5", "--prompt", "300", "--output", "20"]);
+    assert_eq!(listed["requests"], 3);
+    let at_rate = serve_json(&["--trace", &trace, "--rate", "2", "--requests", "7"]);
+    assert_eq!(at_rate["requests"], 7);
+    let table = succeeded(&icsim(&["serve", "--model", "llama-3.1-8b", "--tp", "1", "--rate", "3", "--requests", "20"]));
+    assert!(table.contains("latency per request") && table.contains("goodput") && table.contains("kv use"), "{table}");
+}
+
+#[test]
+fn bad_serving_input_is_refused_by_flag() {
+    let inputs = Inputs::new("serve-bad");
+    fn with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+        ["serve", "--model", "llama-3.1-70b", "--tp", "8"].into_iter().chain(extra.iter().copied()).collect()
+    }
+    refused("no arrivals", &with(&[]), &["--rate", "--at", "--trace"]);
+    refused("a rate of 0", &with(&["--rate", "0"]), &["--rate 0"]);
+    refused("a negative burstiness", &with(&["--rate", "1", "--burstiness", "0"]), &["--burstiness"]);
+    refused("a bad length", &with(&["--rate", "1", "--prompt", "10..2"]), &["--prompt", "LOW..HIGH"]);
+    refused("a prompt beyond the context", &with(&["--rate", "1", "--prompt", "200000"]), &["--prompt", "context of 131072"]);
+    refused("weights larger than a GPU", &["serve", "--tp", "1", "--rate", "1"], &["--tp", "at least 2"]);
+    refused(
+        "weights filling the memory",
+        &["serve", "--tp", "2", "--rate", "1", "--gpu-memory-utilization", "0.3"],
+        &["--gpu-memory-utilization 0.3", "raise it or --tp"],
+    );
+    refused("an unknown preemption", &with(&["--rate", "1", "--preemption", "drop"]), &["--preemption", "drop"]);
+    refused("an SLO of 0", &with(&["--rate", "1", "--slo-ttft", "0s"]), &["--slo-ttft"]);
+    refused("a transport the board lacks", &with(&["--rate", "1", "--transport", "nvlink"]), &["--transport"]);
+    refused("arrivals beyond the clock", &with(&["--rate", "0.000001", "--requests", "100"]), &["--requests 100", "days"]);
+    refused("more requests than times", &with(&["--at", "0,1", "--requests", "3"]), &["--requests 3", "2 arrival times"]);
+    let trace = inputs.file("bad.jsonl", "{\"input_length\": 3, \"output_length\": 1}\n{\"input_length\": 3}\n");
+    refused("a trace row without its output", &with(&["--trace", &trace, "--rate", "1"]), &[&trace, "line 2", "output_tokens"]);
+    refused("a missing trace", &with(&["--trace", "/nonexistent/t.jsonl", "--rate", "1"]), &["cannot read trace"]);
+    let untimed = inputs.file("untimed.jsonl", "{\"input_length\": 3, \"output_length\": 1}\n");
+    refused("a trace without times and no rate", &with(&["--trace", &untimed]), &["--rate", "no timestamps"]);
+}
