@@ -17,7 +17,7 @@ use icsim::serve::requests::{self, Arrivals, Length, Lengths, TimeUnit};
 use icsim::serve::results::{self, ServeReport, Setup, Slo};
 use icsim::serve::scheduler::{Limits, Preemption};
 use icsim::serve::{self, Engine, KvCapacity};
-use icsim::sweep::cost::{Bill, CostModel};
+use icsim::sweep::cost::Bill;
 use icsim::transport::{self, Mode};
 use icsim::units::{Bytes, Time};
 use icsim::workload::experiment::{self, Experiment};
@@ -104,10 +104,8 @@ pub struct ServeArgs {
     /// Time per output token a request must meet to count as goodput (50ms).
     #[arg(long, value_name = "TIME")]
     slo_tpot: Option<Time>,
-    /// A cost file (the keys of a sweep's [cost] table) over
-    /// models/cost/default.toml.
-    #[arg(long, value_name = "FILE")]
-    cost: Option<PathBuf>,
+    #[command(flatten)]
+    cost: super::CostArgs,
     /// table, json or csv.
     #[arg(long, default_value = "table", value_parser = parse_format, conflicts_with = "json")]
     format: Format,
@@ -164,9 +162,6 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let served = serve::simulate(&requests, engine, &mut times, &|| bar.inc(1));
     bar.finish_and_clear();
     let served = served?;
-    if let Some(last) = served.served.iter().map(|s| s.finished).max() {
-        checks::within_clock(last, "the service", &run.topology)?;
-    }
     let slo = Slo { ttft: args.slo_ttft, tpot: args.slo_tpot };
     let description = Setup {
         model: experiment.llm.name.clone(),
@@ -281,11 +276,7 @@ fn raw_experiment(args: &ServeArgs) -> RawExperiment {
 /// What a GPU-hour of the topology's server costs; None, with a note, for
 /// a GPU the cost model has no price for.
 fn cost_per_gpu(args: &ServeArgs, topology: &icsim::topology::Topology) -> Result<Option<icsim::sweep::cost::PerGpu>> {
-    let model = match &args.cost {
-        Some(path) => CostModel::from_file(path)?,
-        None => CostModel::load(None, Path::new("models/cost/default.toml"), "")?,
-    };
-    Ok(match model.per_gpu(&Bill::of(topology)) {
+    Ok(match args.cost.model()?.per_gpu(&Bill::of(topology)) {
         Ok(per_gpu) => Some(per_gpu),
         Err(why) => {
             notices::note(format!("no cost: {why}"));

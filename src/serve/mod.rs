@@ -35,6 +35,10 @@ pub enum ServeError {
     Collective(#[from] CollectiveError),
     #[error(transparent)]
     Storage(#[from] crate::storage::StorageError),
+    /// The service ran to the end of the simulated clock: no result to
+    /// report.
+    #[error("the service runs past the simulated clock's range ({end}, about 213 days); serve fewer requests", end = Time::END)]
+    BeyondClock,
 }
 
 /// The KV cache the GPUs hold beside the weights.
@@ -202,6 +206,9 @@ pub fn simulate(
             }
         }
         run.iterations.push(record);
+    }
+    if now.is_end() {
+        return Err(ServeError::BeyondClock);
     }
     run.served = requests
         .iter()

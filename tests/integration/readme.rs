@@ -31,6 +31,7 @@ const PAGES: &[&str] = &[
     "docs/validation.md",
     "docs/calibration.md",
     "docs/performance.md",
+    "docs/serving.md",
 ];
 
 /// A page of the documentation, by its path in the repository.
@@ -224,6 +225,12 @@ fn readme_reference_model_and_performance_examples_run() {
     for name in ["docs/reference.md", "docs/model.md", "docs/performance.md"] {
         run_examples(name);
     }
+}
+
+#[test]
+fn readme_serving_examples_run_and_print_what_the_page_shows() {
+    let ran = run_examples("docs/serving.md");
+    assert!(ran >= 1, "docs/serving.md: its example of a served load did not run");
 }
 
 #[test]
