@@ -128,8 +128,11 @@ pub fn check_same_workload(before: &RawExperiment, after: &RawExperiment, after_
     found.map_or(Ok(()), Err)
 }
 
+/// A named figure of one side, read from its typed results.
+type Figure<T, V> = (&'static str, fn(&T) -> V);
+
 /// The phases a diff reports: a name and the phase's time (ms) in a row.
-const PHASES: [(&str, fn(&ModeRow) -> f64); 5] = [
+const PHASES: [Figure<ModeRow, f64>; 5] = [
     ("prefill (time to first token)", |r| r.ttft_ms),
     ("prefill communication", |r| r.prefill_comm_ms),
     ("decode", |r| r.decode_compute_ms + r.decode_comm_ms),
@@ -138,7 +141,7 @@ const PHASES: [(&str, fn(&ModeRow) -> f64); 5] = [
 ];
 
 /// Per-token figures compared (higher is better only for the first).
-const RATES: [(&str, fn(&Economics) -> Option<f64>); 4] = [
+const RATES: [Figure<Economics, Option<f64>>; 4] = [
     ("tokens_per_s", |e| e.tokens_per_s),
     ("tokens_per_s_per_gpu", |e| e.tokens_per_s_per_gpu),
     ("usd_per_million_tokens", |e| e.usd_per_million_tokens),
@@ -156,7 +159,7 @@ pub fn compare(before: &Side, after: &Side, change: &str) -> Record {
             return out;
         }
     };
-    let sides: [(&str, fn(&ModeRow) -> Value); 4] = [
+    let sides: [Figure<ModeRow, Value>; 4] = [
         ("mode", |r| json!(r.mode)),
         ("topology", |r| json!(r.topology)),
         ("transport", |r| json!(r.transport)),
