@@ -503,37 +503,27 @@ fn readme_figures_of_the_gds_experiment_match_its_run() {
     check(&quotes);
 }
 
+/// docs/serving.md's example service: Llama-3.1-70B, 2000 requests of
+/// log-normal lengths, objectives of 2 s to the first token and 50 ms a token.
+const SERVED_EXAMPLE: &str =
+    "--model llama-3.1-70b --requests 2000 --prompt lognormal:2048,1 --output lognormal:256,1 --slo-ttft 2s --slo-tpot 50ms";
+
+/// Runs `icsim serve --json` with `args` (split at spaces); reads its
+/// numbers by section and field.
+fn served(args: &str) -> impl Fn(&str, &str) -> f64 + use<> {
+    let all: Vec<&str> = ["serve", "--json"].into_iter().chain(args.split_whitespace()).collect();
+    let run = icsim_json(&all);
+    let args = args.to_string();
+    move |section, field| run[section][field].as_f64().unwrap_or_else(|| panic!("icsim serve {args} --json: no {section}.{field}"))
+}
+
 #[test]
 fn readme_serving_knee_table_matches_its_runs() {
     const FROM: &str = "icsim serve --json at each rate (docs/serving.md's example)";
     let quotes: Vec<Quote> = [2, 4, 6, 7, 8, 10]
         .iter()
         .map(|rate| {
-            let rate = rate.to_string();
-            let args = [
-                "serve",
-                "--model",
-                "llama-3.1-70b",
-                "--tp",
-                "8",
-                "--rate",
-                &rate,
-                "--requests",
-                "2000",
-                "--prompt",
-                "lognormal:2048,1",
-                "--output",
-                "lognormal:256,1",
-                "--slo-ttft",
-                "2s",
-                "--slo-tpot",
-                "50ms",
-                "--json",
-            ];
-            let run = icsim_json(&args);
-            let get = |section: &str, field: &str| {
-                run[section][field].as_f64().unwrap_or_else(|| panic!("{FROM}: no {section}.{field} at rate {rate}"))
-            };
+            let get = served(&format!("{SERVED_EXAMPLE} --tp 8 --rate {rate}"));
             let text = format!(
                 "| {rate} | {:.0} | {:.0} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.3} |",
                 get("ttft", "p50_ms"),
@@ -554,83 +544,38 @@ fn readme_serving_knee_table_matches_its_runs() {
 #[test]
 fn readme_serving_interconnect_and_preemption_tables_match_their_runs() {
     const FROM: &str = "icsim serve --json (docs/serving.md's interconnect and preemption tables)";
-    let run = |args: &[&str]| {
-        let all: Vec<&str> = ["serve", "--model", "llama-3.1-70b", "--json"].iter().chain(args).copied().collect();
-        icsim_json(&all)
-    };
-    let get = |run: &serde_json::Value, section: &str, field: &str| {
-        run[section][field].as_f64().unwrap_or_else(|| panic!("{FROM}: no {section}.{field}"))
-    };
     let mut quotes = Vec::new();
     for transport in ["p2p", "shm"] {
-        let pcie = run(&[
-            "--tp",
-            "8",
-            "-t",
-            "pcie-gen5-8gpu",
-            "--gpu",
-            "h200-nvl",
-            "--transport",
-            transport,
-            "--rate",
-            "4",
-            "--requests",
-            "2000",
-            "--prompt",
-            "lognormal:2048,1",
-            "--output",
-            "lognormal:256,1",
-            "--slo-ttft",
-            "2s",
-            "--slo-tpot",
-            "50ms",
-        ]);
+        let get = served(&format!("{SERVED_EXAMPLE} --tp 8 -t pcie-gen5-8gpu --gpu h200-nvl --transport {transport} --rate 4"));
         quotes.push(quote(
             "docs/serving.md",
             FROM,
             format!(
                 "| pcie-gen5-8gpu, h200-nvl | {transport} | {:.0} | {:.1} | {:.2} | {:.3} |",
-                get(&pcie, "ttft", "p50_ms"),
-                get(&pcie, "tpot", "p50_ms"),
-                get(&pcie, "throughput", "requests_per_s"),
-                get(&pcie, "iterations", "comm_share")
+                get("ttft", "p50_ms"),
+                get("tpot", "p50_ms"),
+                get("throughput", "requests_per_s"),
+                get("iterations", "comm_share")
             ),
         ));
     }
     for preemption in ["recompute", "swap"] {
-        let tight = run(&[
-            "--tp",
-            "2",
-            "-t",
-            "pcie-gen4-8gpu",
-            "--gpu",
-            "h100-pcie",
-            "--transport",
-            "p2p",
-            "--rate",
-            "0.7",
-            "--requests",
-            "500",
-            "--prompt",
-            "1024",
-            "--output",
-            "128",
-            "--preemption",
-            preemption,
-        ]);
-        let swap_share = get(&tight, "kv_cache", "swap_share");
+        let get = served(&format!(
+            "--model llama-3.1-70b --tp 2 -t pcie-gen4-8gpu --gpu h100-pcie --transport p2p --rate 0.7 --requests 500 --prompt 1024 --output 128 --preemption {preemption}"
+        ));
+        let swap_share = get("kv_cache", "swap_share");
         quotes.push(quote(
             "docs/serving.md",
             FROM,
             format!(
                 "| {preemption} | {:.0} | {:.0} | {:.1} | {:.1} | {} | {} | {} | {} |",
-                get(&tight, "ttft", "p50_ms"),
-                get(&tight, "ttft", "p99_ms"),
-                get(&tight, "tpot", "p50_ms"),
-                get(&tight, "tpot", "p99_ms"),
-                get(&tight, "kv_cache", "preemptions"),
-                get(&tight, "kv_cache", "recomputed_tokens"),
-                get(&tight, "kv_cache", "swapped_blocks"),
+                get("ttft", "p50_ms"),
+                get("ttft", "p99_ms"),
+                get("tpot", "p50_ms"),
+                get("tpot", "p99_ms"),
+                get("kv_cache", "preemptions"),
+                get("kv_cache", "recomputed_tokens"),
+                get("kv_cache", "swapped_blocks"),
                 if swap_share == 0.0 { "0".to_string() } else { format!("{swap_share:.4}") },
             ),
         ));
