@@ -18,6 +18,7 @@ use icsim::stack::Stack;
 use icsim::topology::{PresetOptions, TopologySpec};
 use icsim::transport::Mode;
 use icsim::units::Bytes;
+use icsim::units::Time;
 use icsim::workload::tp::{CollectiveCache, TensorParallel};
 
 const REQUESTS: usize = 10_000;
@@ -35,7 +36,7 @@ fn ten_thousand_requests(c: &mut Criterion) {
     let kv = KvCapacity::of(&llm, gpu, 8, 0.9, 16).expect("room for a KV cache");
     let limits =
         Limits { max_num_seqs: 256, max_num_batched_tokens: 8192, block_size: 16, kv_blocks: kv.blocks, preemption: Preemption::Recompute };
-    let engine = Engine { limits, tp: 8, max_model_len: llm.context_length };
+    let engine = Engine { limits, tp: 8, max_model_len: llm.context_length, step_overhead: Time::ZERO };
     let arrivals = Arrivals::rate(20.0, 1.0).expect("a rate");
     let lengths =
         Lengths::Drawn { prompt: Length::LogNormal { mean: 1024.0, cv: 1.0 }, output: Length::LogNormal { mean: 256.0, cv: 1.0 } };

@@ -88,6 +88,10 @@ pub struct ServeArgs {
     /// Tokens a KV-cache block holds.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=4096))]
     block_size: u64,
+    /// Host time each iteration adds before its forward (the engine's
+    /// scheduling, inputs and output processing; 500us).
+    #[arg(long, value_name = "TIME", default_value = "0s")]
+    step_overhead: Time,
     /// Share of each GPU's memory the engine takes (weights and KV cache).
     #[arg(long, default_value_t = 0.9)]
     gpu_memory_utilization: f64,
@@ -154,7 +158,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         kv_blocks: kv.blocks,
         preemption,
     };
-    let engine = Engine { limits, tp: u64::from(args.tp), max_model_len: experiment.llm.context_length };
+    let engine = Engine { limits, tp: u64::from(args.tp), max_model_len: experiment.llm.context_length, step_overhead: args.step_overhead };
     let per_gpu = cost_per_gpu(&args, &run.topology)?;
 
     let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&run.topology, &run.hardware), block_bytes);
@@ -180,6 +184,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         block_size: args.block_size,
         kv_blocks: kv.blocks,
         kv_gb_per_gpu: kv.bytes_per_gpu.as_f64() / 1e9,
+        step_overhead_ms: args.step_overhead.as_ms(),
         preemption: match preemption {
             Preemption::Recompute => "recompute".into(),
             Preemption::Swap { .. } => format!("swap, {} of host memory a GPU", args.swap_space),
@@ -366,6 +371,9 @@ fn table(r: &ServeReport) -> String {
         s.max_num_seqs,
         s.max_num_batched_tokens
     );
+    if s.step_overhead_ms > 0.0 {
+        text += &format!("host time before each iteration's forward: {} ms\n", s.step_overhead_ms);
+    }
     let mut section = |title: &str, rows: Vec<Record>| {
         text += &format!("\n{title}:\n");
         text += &report::render(&rows, Format::Table);

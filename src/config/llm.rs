@@ -66,14 +66,31 @@ pub struct Fusion {
     /// operators (`aten`); their measured rates are the hardware model's.
     #[serde(default)]
     pub kernels: Library,
+    /// Which attention kernel runs: `dense` (the GPU's attention rates, as
+    /// measured of PyTorch's SDPA over a batch of equal sequences) or
+    /// `flash-varlen` (FlashAttention-2's kernel over every sequence of a
+    /// continuously batched iteration, with the rates the hardware model
+    /// gives `flash_varlen` of the fusion's library).
+    #[serde(default)]
+    pub attention: AttentionKernel,
+}
+
+/// The attention kernel a fusion runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttentionKernel {
+    #[default]
+    Dense,
+    FlashVarlen,
 }
 
 impl Fusion {
     /// The name experiments use when they name none.
     pub const DEFAULT: &'static str = "vllm";
 
-    /// The fusions of a model file that lists none: vLLM's kernels and
-    /// PyTorch's one-op-at-a-time kernels.
+    /// The fusions of a model file that lists none: vLLM's kernels,
+    /// PyTorch's one-op-at-a-time kernels, and those with a varlen
+    /// attention kernel.
     pub fn builtin() -> BTreeMap<String, Fusion> {
         let vllm = Fusion {
             description: "vLLM: fused add+RMSNorm, SiLU-and-mul, one KV-cache write kernel; rotary apart".into(),
@@ -82,6 +99,7 @@ impl Fusion {
             rope_kv_write: false,
             kv_write_one_kernel: true,
             kernels: Library::Fused,
+            attention: AttentionKernel::Dense,
         };
         let torch = Fusion {
             description: "PyTorch eager ops: every add, norm, activation and copy its own kernel".into(),
@@ -90,8 +108,14 @@ impl Fusion {
             rope_kv_write: false,
             kv_write_one_kernel: false,
             kernels: Library::Aten,
+            attention: AttentionKernel::Dense,
         };
-        BTreeMap::from([("vllm".to_string(), vllm), ("torch".to_string(), torch)])
+        let torch_varlen = Fusion {
+            description: "PyTorch eager ops as `torch`, with FlashAttention-2's varlen kernel over every sequence of an iteration (a continuously batched engine: tools/serve_engine.py)".into(),
+            attention: AttentionKernel::FlashVarlen,
+            ..torch.clone()
+        };
+        BTreeMap::from([("vllm".to_string(), vllm), ("torch".to_string(), torch), ("torch-varlen".to_string(), torch_varlen)])
     }
 }
 
@@ -278,7 +302,7 @@ mod tests {
         }
         let model = LlmModel::load("llama-3.1-8b").unwrap();
         let error = model.fusion("tensorrt").unwrap_err();
-        assert!(error.contains("[fusion.tensorrt]") && error.contains("torch, vllm"), "{error}");
+        assert!(error.contains("[fusion.tensorrt]") && error.contains("torch, torch-varlen, vllm"), "{error}");
         assert_eq!("layers".parse::<Scope>().unwrap(), Scope::Layers);
         assert!("all".parse::<Scope>().unwrap_err().contains("layers"));
     }

@@ -126,14 +126,19 @@ pub struct ServiceRun {
     pub swapped_blocks: u64,
 }
 
-/// The engine serving: its scheduler's limits, its TP degree and the
-/// longest request its model takes.
+/// The engine serving: its scheduler's limits, its TP degree, the
+/// longest request its model takes and what its host adds to each
+/// iteration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Engine {
     pub limits: Limits,
     pub tp: u64,
     /// The model's context: a request's prompt and output together.
     pub max_model_len: u64,
+    /// The host's time an iteration takes before its forward runs on the
+    /// GPUs (scheduling, preparing inputs, processing the last outputs),
+    /// not overlapped with the GPUs: the caller's, not the hardware's.
+    pub step_overhead: Time,
 }
 
 /// Serves `requests` (in arrival order) on `engine`, timing iterations
@@ -190,7 +195,7 @@ pub fn simulate(
         }
         run.recomputed += iteration.discarded;
         run.swapped_blocks += iteration.swapped_out;
-        now += time.total;
+        now += engine.step_overhead + time.total;
         let sampled_tokens = scheduler.complete(&iteration);
         record.sampled = sampled_tokens.len() as u32;
         for sampled in sampled_tokens {
@@ -289,7 +294,7 @@ mod tests {
 
     fn engine(kv_blocks: u64) -> Engine {
         let limits = Limits { max_num_seqs: 8, max_num_batched_tokens: 256, block_size: 16, kv_blocks, preemption: Preemption::Recompute };
-        Engine { limits, tp: 1, max_model_len: 4096 }
+        Engine { limits, tp: 1, max_model_len: 4096, step_overhead: Time::ZERO }
     }
 
     #[test]
@@ -303,6 +308,12 @@ mod tests {
         assert_eq!(run.token_gaps, vec![Time::from_us(1010); 3]);
         assert_eq!(run.iterations.len(), 5);
         assert_eq!(run.iterations[0].start, Time::from_us(5_000), "the idle engine waited for the arrival");
+        // The host's time before each forward delays every token by it.
+        let hosted = Engine { step_overhead: Time::from_us(300), ..engine(100) };
+        let late = simulate(&[request], hosted, &mut LinearTimes, &|| {}).unwrap();
+        assert_eq!(late.served[0].first_token, served.first_token + Time::from_us(2 * 300));
+        assert_eq!(late.served[0].finished, served.finished + Time::from_us(5 * 300));
+        assert_eq!(late.token_gaps, vec![Time::from_us(1310); 3]);
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub struct Setup {
     pub block_size: u64,
     pub kv_blocks: u64,
     pub kv_gb_per_gpu: f64,
+    /// Host time each iteration adds before its forward.
+    pub step_overhead_ms: f64,
     /// Recompute, or swap with its space.
     pub preemption: String,
 }
@@ -343,6 +345,7 @@ mod tests {
             block_size: 16,
             kv_blocks: 100,
             kv_gb_per_gpu: 1.0,
+            step_overhead_ms: 0.0,
             preemption: "recompute".into(),
         }
     }

@@ -18,5 +18,6 @@ mod properties;
 mod readme;
 mod scale;
 mod serve;
+mod serve_fidelity;
 mod storage;
 mod sweep;

@@ -428,7 +428,7 @@ gpu = "h20"
         let error = error_of(&GOOD.replace("tp = 8\n", "tp = 8\nscope = \"everything\"\n"));
         assert!(error.contains("key `scope`") && error.contains("layers"), "{error}");
         let error = error_of(&GOOD.replace("gpu = \"h20\"", "gpu = \"h20\"\nfusion = \"sglang\""));
-        assert!(error.contains("key `mode[1].fusion`") && error.contains("torch, vllm"), "{error}");
+        assert!(error.contains("key `mode[1].fusion`") && error.contains("torch, torch-varlen, vllm"), "{error}");
     }
 
     #[test]

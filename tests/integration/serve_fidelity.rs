@@ -1,0 +1,229 @@
+//! `icsim serve` against a continuously batched engine measured on one H200
+//! (`tools/serve_engine.py`: Llama-3.1-8B shapes at TP=1, random weights,
+//! the scheduler's rules; `models/hardware/measurements/h200-serve-1gpu/`).
+//! Each measured run's requests (their arrival times and lengths) are
+//! served again with the engine's settings, PyTorch's fusion and the
+//! torch-graph stack, and their latencies and throughput compared; the
+//! engine's profiled iterations are compared one by one with the simulated
+//! forward. Nothing here was fitted to these runs but the host's time an
+//! iteration (`--step-overhead`), the mean the engine logged over its
+//! fixed-length runs: those are in sample for it, the runs of other
+//! lengths are not. The issue's bound on p50 TPOT is missed and held at
+//! today's figure; docs/serving.md's table must say what this prints.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use icsim::config::llm::{LlmModel, Scope};
+use icsim::serve::iteration::SimulatedIterations;
+use icsim::stack::Stack;
+use icsim::transport::Mode;
+use icsim::units::{Bytes, Time};
+use icsim::workload::forward::PassTokens;
+use icsim::workload::tp::{CollectiveCache, TensorParallel};
+
+use crate::common::{Inputs, icsim_json, preset};
+
+/// The host's time before each iteration's forward: the mean over the
+/// 15,783 iterations of the engine's fixed-length runs (wall clock less
+/// the GPU's CUDA-event time, and the gap to the next iteration).
+const STEP_OVERHEAD: &str = "562us";
+
+fn folder() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("models/hardware/measurements/h200-serve-1gpu")
+}
+
+fn rows(name: &str) -> Vec<Value> {
+    let path = folder().join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines().map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).collect()
+}
+
+fn number(row: &Value, path: &str) -> f64 {
+    path.split('.').fold(row, |v, key| &v[key]).as_f64().unwrap_or_else(|| panic!("{path} in {row}"))
+}
+
+/// One measured run and its prediction.
+struct Compared {
+    label: String,
+    rate: f64,
+    /// Whether the engine kept up with the rate (served within 5% of it).
+    below_knee: bool,
+    /// (metric, measured, predicted).
+    metrics: Vec<(&'static str, f64, f64)>,
+}
+
+impl Compared {
+    fn error(&self, metric: &str) -> f64 {
+        let &(_, measured, predicted) = self.metrics.iter().find(|m| m.0 == metric).expect("a compared metric");
+        predicted / measured - 1.0
+    }
+}
+
+/// Every measured run served again by `icsim serve`.
+fn compared() -> Vec<Compared> {
+    let requests = rows("requests.jsonl");
+    let inputs = Inputs::new("serve-fidelity");
+    rows("runs.jsonl")
+        .iter()
+        .map(|run| {
+            let label = run["label"].as_str().expect("a label").to_string();
+            let rate = number(run, "rate");
+            let trace: String = requests
+                .iter()
+                .filter(|r| r["label"] == run["label"] && number(r, "rate") == rate)
+                .map(|r| {
+                    format!(
+                        "{{\"timestamp\": {}, \"prompt_tokens\": {}, \"output_tokens\": {}}}\n",
+                        r["arrival"], r["prompt_tokens"], r["output_tokens"]
+                    )
+                })
+                .collect();
+            let trace = inputs.file(&format!("{label}-{rate}.jsonl"), &trace);
+            let (seqs, budget) = (run["max_num_seqs"].to_string(), run["max_num_batched_tokens"].to_string());
+            let args = [
+                "serve",
+                "--model",
+                "llama-3.1-8b",
+                "--tp",
+                "1",
+                "--trace",
+                &trace,
+                "--max-num-seqs",
+                &seqs,
+                "--max-num-batched-tokens",
+                &budget,
+                "--fusion",
+                "torch-varlen",
+                "--stack",
+                "torch-graph",
+                "--step-overhead",
+                STEP_OVERHEAD,
+                "--json",
+            ];
+            let predicted = icsim_json(&args);
+            let measured = &run["measured"];
+            let metrics = vec![
+                ("ttft_p50", number(measured, "ttft_p50_ms"), number(&predicted, "ttft.p50_ms")),
+                ("ttft_p99", number(measured, "ttft_p99_ms"), number(&predicted, "ttft.p99_ms")),
+                ("tpot_p50", number(measured, "tpot_p50_ms"), number(&predicted, "tpot.p50_ms")),
+                ("tpot_p99", number(measured, "tpot_p99_ms"), number(&predicted, "tpot.p99_ms")),
+                ("throughput", number(measured, "requests_per_s"), number(&predicted, "throughput.requests_per_s")),
+            ];
+            Compared { label, rate, below_knee: number(measured, "requests_per_s") >= 0.95 * rate, metrics }
+        })
+        .collect()
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
+}
+
+/// The median and the worst absolute error of `metric` over `runs`.
+fn spread(runs: &[&Compared], metric: &str) -> (f64, f64) {
+    let errors: Vec<f64> = runs.iter().map(|c| c.error(metric).abs()).collect();
+    (median(errors.clone()), errors.into_iter().fold(0.0, f64::max))
+}
+
+#[test]
+fn a_measured_engine_is_served_again_within_todays_errors_and_the_issue_says_how_far_that_is() {
+    let runs = compared();
+    println!("\nicsim serve against tools/serve_engine.py on one H200 (Llama-3.1-8B, TP=1), measured / predicted, error:");
+    println!("{:<20} {:>5} {:>5}  {}", "run", "rate", "knee", "metrics");
+    for c in &runs {
+        let metrics: Vec<String> =
+            c.metrics.iter().map(|(name, m, p)| format!("{name} {m:.2}/{p:.2} {:+.0}%", (p / m - 1.0) * 100.0)).collect();
+        println!("{:<20} {:>5} {:>5}  {}", c.label, c.rate, if c.below_knee { "below" } else { "past" }, metrics.join("  "));
+    }
+    let below: Vec<&Compared> = runs.iter().filter(|c| c.below_knee).collect();
+    let held_out: Vec<&Compared> = below.iter().copied().filter(|c| c.label != "fixed-1024-128").collect();
+    assert_eq!((runs.len(), below.len(), held_out.len()), (13, 8, 5), "the runs and which kept up");
+    // (metric, the issue's bound on the median below the knee, today's
+    // median and worst below the knee, over every run and over the
+    // held-out runs alone).
+    let today = [
+        ("throughput", 0.10, (0.01, 0.02), (0.01, 0.02)),
+        ("tpot_p50", 0.10, (0.16, 0.29), (0.17, 0.29)),
+        ("ttft_p50", 0.15, (0.06, 0.22), (0.06, 0.09)),
+        ("ttft_p99", f64::INFINITY, (0.06, 0.11), (0.06, 0.07)),
+        ("tpot_p99", f64::INFINITY, (0.14, 0.29), (0.15, 0.26)),
+    ];
+    println!("\nbelow the knee: median / worst absolute error (all eight runs; the five of other lengths)");
+    let (mut grown, mut unquoted) = (Vec::new(), Vec::new());
+    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/serving.md")).expect("docs/serving.md");
+    for (metric, issue, held, held_out_today) in today {
+        let (median_all, worst_all) = spread(&below, metric);
+        let (median_out, worst_out) = spread(&held_out, metric);
+        let verdict = match issue {
+            i if i.is_infinite() => "the issue gives no bound".to_string(),
+            i if median_all <= i => format!("meets the issue's {:.0}%", i * 100.0),
+            i => format!("misses the issue's {:.0}%", i * 100.0),
+        };
+        println!(
+            "{metric:<11} {:>5.1}% / {:>5.1}%   {:>5.1}% / {:>5.1}%   ({verdict})",
+            median_all * 100.0,
+            worst_all * 100.0,
+            median_out * 100.0,
+            worst_out * 100.0
+        );
+        if median_all > held.0 || worst_all > held.1 || median_out > held_out_today.0 || worst_out > held_out_today.1 {
+            grown.push(metric);
+        }
+        for (median, worst) in [(median_all, worst_all), (median_out, worst_out)] {
+            let quoted = format!("{:.1}% / {:.1}%", median * 100.0, worst * 100.0);
+            if !page.contains(&quoted) {
+                unquoted.push(format!("{metric} {quoted}"));
+            }
+        }
+    }
+    assert!(grown.is_empty(), "grew past today's figures: {grown:?}");
+    assert!(unquoted.is_empty(), "docs/serving.md's validation table does not say {unquoted:?}");
+    // Past the knee the engine serves what it can: its rate there is the
+    // knee's, within 15% in the issue.
+    for c in runs.iter().filter(|c| !c.below_knee) {
+        println!("past the knee: {} at {}/s serves {:+.1}% of the measured rate", c.label, c.rate, c.error("throughput") * 100.0);
+    }
+    let knee: Vec<f64> = runs.iter().filter(|c| !c.below_knee).map(|c| c.error("throughput").abs()).collect();
+    assert!(knee.iter().all(|&e| e <= 0.15), "the knee's rate is off by more than the issue's 15%: {knee:?}");
+}
+
+/// The engine's profiled iterations, each simulated as the pass it ran.
+#[test]
+fn the_engines_profiled_iterations_are_predicted_within_todays_errors() {
+    let (topo, model) = preset("hgx-h200", None, &[]);
+    let llm = LlmModel::load("llama-3.1-8b").unwrap();
+    let context = 1088;
+    let mut errors = Vec::new();
+    println!("\nthe engine's iterations (tools/serve_engine.py --profile), measured / simulated ms:");
+    for row in rows("profile.jsonl") {
+        let case = row["case"].as_str().expect("a case").to_string();
+        let mut tokens = PassTokens::empty(1);
+        let stack = if case.starts_with("decode-") { Stack::TorchGraph } else { Stack::TorchEager };
+        if let Some(batch) = case.strip_prefix("decode-") {
+            (0..batch.parse::<u64>().unwrap()).for_each(|_| tokens.add(1, context));
+        } else {
+            tokens.add(1024, 0);
+            if case.contains("64-decodes") {
+                (0..64).for_each(|_| tokens.add(1, context));
+            }
+        }
+        let setup =
+            TensorParallel::new(&topo, &model, &llm, 1, Mode::Nvswitch).unwrap().with_forward(stack, Scope::Full, "torch-varlen").unwrap();
+        let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&topo, &model), Bytes(1));
+        let simulated = times.simulate(tokens).unwrap().total;
+        let measured = Time::from_us((number(&row, "iteration_ms") * 1000.0) as u64);
+        let error = simulated.as_ms() / measured.as_ms() - 1.0;
+        println!("{case:<28} {:>8.2} {:>8.2} {:+6.1}%", measured.as_ms(), simulated.as_ms(), error * 100.0);
+        errors.push((case, error));
+    }
+    // Decodes come out 10-23% short: the engine runs copies and rotary
+    // kernels the model does not, and its small matrix products stream
+    // the weights slower than the model's (docs/serving.md, Validation).
+    for (case, error) in &errors {
+        let today = if case.starts_with("decode-") { 0.24 } else { 0.10 };
+        assert!(error.abs() <= today, "{case}: {:+.1}% is past today's {:.0}%", error * 100.0, today * 100.0);
+    }
+}

@@ -1,0 +1,459 @@
+#!/usr/bin/env python3
+"""A continuously batched serving engine of our own, to measure what
+`icsim serve` predicts: requests arrive in real time at a rate, a scheduler
+with the rules of icsim's (src/serve/scheduler.rs, vLLM V1's) batches them,
+and each iteration runs a Llama-shaped forward with random bf16 weights on
+one GPU (TP=1).
+
+    python3 tools/serve_engine.py --model llama-3.1-8b --rates 5,10,20 --requests 300 --out m/
+
+The scheduler, per iteration: a budget of --max-num-batched-tokens tokens,
+taken first by the running sequences in the order they started (a decode's
+one token, or the next chunk of a prompt), then by waiting requests in
+arrival order while fewer than --max-num-seqs run (a prompt longer than what
+is left is cut into chunks). KV blocks of --block-size tokens are counted
+against the capacity icsim computes (0.9 of the GPU's memory less the
+weights); the runs here never fill it, and the engine stops with an error if
+one would (it does not preempt). A sequence samples a token at the end of
+the iteration that computed its last known token. Iterations start back to
+back; an idle engine waits for the next arrival.
+
+The forward, per iteration, over the packed tokens of every scheduled
+sequence: embedding gather; per layer rms_norm, fused QKV GEMM, rotary on q
+and k together (three PyTorch ops: x * cos + roll(x) * sin), the new K and V written into the cache, one varlen
+flash attention over every sequence (FlashAttention-2 through
+torch.ops.aten._flash_attention_forward: causal, bottom-right aligned, so a
+prompt chunk attends to the sequence's cached tokens and to itself; each
+sequence reads only its own cached tokens via seqused_k), O GEMM, residual
+add, rms_norm, gate/up GEMM, silu, mul, down GEMM, residual add; then a
+final rms_norm, the LM head GEMM at every sequence's last position and an
+argmax (as vLLM computes logits for every scheduled sequence). One layer's
+weights serve every layer (the same HBM traffic; as tools/torch_forward.py).
+The KV cache has a slot of --max-len tokens per running sequence, not pages:
+what attention reads is the same. Iterations of decodes only are replayed
+from CUDA graphs captured per batch size (padded up to the next captured
+size, as vLLM pads), every other iteration runs eagerly from Python.
+
+What is written (--out DIR):
+- requests.jsonl: one row a request: rate, arrival, prompt and output
+  tokens, the time of each output token (seconds from the run's start).
+- iterations.jsonl: one row an iteration: rate, start and end (s), rows,
+  sequences, decodes, cached tokens, whether a graph ran, the GPU's time
+  (CUDA events) and the host's time before launch (scheduling, inputs).
+- runs.jsonl: one row a rate: the settings, the engine's versions, and the
+  measured summary (TTFT, TPOT, E2E percentiles, throughput).
+
+Needs PyTorch with CUDA and FlashAttention-2 in ATen; shapes come from
+models/llm/NAME.toml.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import time
+import tomllib
+from collections import deque
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GRAPH_BATCHES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256]
+
+
+def model_shape(name):
+    path = Path(name) if name.endswith(".toml") else ROOT / "models" / "llm" / f"{name}.toml"
+    if not path.is_file():
+        sys.exit(f"error: --model {name}: no {path}; use a shipped model or a .toml file")
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+class Sequence:
+    def __init__(self, request, prompt, output):
+        self.request, self.tokens, self.computed, self.remaining = request, prompt, 0, output
+        self.blocks, self.slot = 0, None
+
+
+class Scheduler:
+    """icsim's scheduler (src/serve/scheduler.rs) without preemption."""
+
+    def __init__(self, max_num_seqs, budget, block_size, kv_blocks):
+        self.max_num_seqs, self.budget, self.block_size = max_num_seqs, budget, block_size
+        self.free_blocks = kv_blocks
+        self.waiting, self.running = deque(), []
+
+    def blocks_for(self, tokens):
+        return -(-tokens // self.block_size)
+
+    def schedule(self):
+        """[(sequence, new tokens)] of the next iteration."""
+        budget, scheduled = self.budget, []
+        for sequence in self.running:
+            if budget == 0:
+                break
+            new = min(sequence.tokens - sequence.computed, budget)
+            needed = self.blocks_for(sequence.computed + new) - sequence.blocks
+            if needed > self.free_blocks:
+                sys.exit("error: the KV cache is full: this engine does not preempt; serve fewer requests at once")
+            self.free_blocks -= needed
+            sequence.blocks += needed
+            scheduled.append((sequence, new))
+            budget -= new
+        while budget > 0 and len(self.running) < self.max_num_seqs and self.waiting:
+            sequence = self.waiting[0]
+            new = min(sequence.tokens, budget)
+            blocks = self.blocks_for(new)
+            if blocks > self.free_blocks:
+                break
+            self.waiting.popleft()
+            self.free_blocks -= blocks
+            sequence.blocks = blocks
+            scheduled.append((sequence, new))
+            budget -= new
+            self.running.append(sequence)
+        return scheduled
+
+    def complete(self, scheduled):
+        """Sequences that sampled a token, and those that finished."""
+        sampled = []
+        for sequence, new in scheduled:
+            sequence.computed += new
+            if sequence.computed == sequence.tokens:
+                sequence.remaining -= 1
+                sequence.tokens += 1
+                sampled.append(sequence)
+        finished = [s for s in self.running if s.remaining == 0]
+        for sequence in finished:
+            self.free_blocks += sequence.blocks
+        self.running = [s for s in self.running if s.remaining > 0]
+        return sampled, finished
+
+
+class Model:
+    """One GPU's model: one layer's weights for every layer, a KV slot a sequence."""
+
+    def __init__(self, torch, shape, slots, max_len, device):
+        self.torch, self.F = torch, torch.nn.functional
+        self.h, self.layers, self.vocab = shape["hidden"], shape["layers"], shape["vocab"]
+        self.qh, self.kvh, self.f = shape["heads"], shape["kv_heads"], shape["ffn"]
+        self.d = self.h // self.qh
+        self.max_len = max_len
+        bf16 = torch.bfloat16
+
+        def weight(*size):
+            return torch.randn(*size, device=device, dtype=bf16) * 0.02
+
+        self.embedding = weight(self.vocab, self.h)
+        self.lm_head = weight(self.vocab, self.h)
+        self.w_qkv = weight((self.qh + 2 * self.kvh) * self.d, self.h)
+        self.w_o = weight(self.h, self.qh * self.d)
+        self.w_gate_up = weight(2 * self.f, self.h)
+        self.w_down = weight(self.h, self.f)
+        self.norm = torch.ones(self.h, device=device, dtype=bf16)
+        # Slot `slots` is a spare one the padding of a graph's batch writes to.
+        cache_rows = (slots + 1) * max_len
+        self.k_cache = [torch.zeros(cache_rows, self.kvh, self.d, device=device, dtype=bf16) for _ in range(self.layers)]
+        self.v_cache = [torch.zeros(cache_rows, self.kvh, self.d, device=device, dtype=bf16) for _ in range(self.layers)]
+        inverse = 1.0 / (500000.0 ** (torch.arange(0, self.d, 2, device=device, dtype=torch.float32) / self.d))
+        angles = torch.outer(torch.arange(max_len, device=device, dtype=torch.float32), inverse)
+        # cos and sin over a whole head, sin signed so that rotating a head
+        # is x * cos + roll(x, d/2) * sin: three kernels for q and k at once.
+        self.cos = torch.cat((angles.cos(), angles.cos()), dim=-1).to(bf16)
+        self.sin = torch.cat((-angles.sin(), angles.sin()), dim=-1).to(bf16)
+
+    def rotary(self, x, cos, sin):
+        return self.torch.addcmul(x * cos, x.roll(self.d // 2, dims=-1), sin)
+
+    def forward(self, batch):
+        """Next token of every sequence of `batch` (a dict of input tensors)."""
+        F, torch = self.F, self.torch
+        tokens = batch["token_ids"].shape[0]
+        x = F.embedding(batch["token_ids"], self.embedding)
+        cos = self.cos[batch["positions"]].unsqueeze(1)
+        sin = self.sin[batch["positions"]].unsqueeze(1)
+        for layer in range(self.layers):
+            h = F.rms_norm(x, (self.h,), self.norm, 1e-5)
+            qk, v = F.linear(h, self.w_qkv).split([(self.qh + self.kvh) * self.d, self.kvh * self.d], dim=-1)
+            q, k = self.rotary(qk.view(tokens, self.qh + self.kvh, self.d), cos, sin).split([self.qh, self.kvh], dim=1)
+            self.k_cache[layer].index_copy_(0, batch["cache_rows"], k)
+            self.v_cache[layer].index_copy_(0, batch["cache_rows"], v.view(tokens, self.kvh, self.d))
+            o = torch.ops.aten._flash_attention_forward(
+                q, self.k_cache[layer], self.v_cache[layer], batch["cu_q"], batch["cu_k"], batch["max_q"], self.max_len,
+                0.0, True, False, seqused_k=batch["seqused_k"])[0]
+            x = x + F.linear(o.reshape(tokens, self.qh * self.d), self.w_o)
+            h = F.rms_norm(x, (self.h,), self.norm, 1e-5)
+            gate, up = F.linear(h, self.w_gate_up).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, self.w_down)
+        last = F.rms_norm(x[batch["last_rows"]], (self.h,), self.norm, 1e-5)
+        return F.linear(last, self.lm_head).argmax(dim=-1)
+
+
+def inputs(torch, device, max_len, parts, pad=None):
+    """The forward's input tensors for `parts` [(slot, context, new tokens)],
+    in slot order (the cache's offsets must grow); with `pad` (size, spare
+    slot), padded up to `size` sequences of one token in the spare slot."""
+    parts = sorted(parts)
+    if pad is not None:
+        size, spare = pad
+        parts = parts + [(spare, 0, 1)] * (size - len(parts))
+    positions, rows, cu_q, cu_k, used, last = [], [], [0], [], [], []
+    for slot, context, new in parts:
+        start = slot * max_len
+        positions += range(context, context + new)
+        rows += range(start + context, start + context + new)
+        cu_q.append(cu_q[-1] + new)
+        cu_k.append(start)
+        used.append(context + new)
+        last.append(cu_q[-1] - 1)
+    cu_k.append(cu_k[-1] + max_len)
+
+    def tensor(values):
+        return torch.tensor(values, dtype=torch.int32, device=device)
+
+    return {
+        "token_ids": torch.tensor([1] * len(positions), dtype=torch.int64, device=device),
+        "positions": tensor(positions).long(),
+        "cache_rows": tensor(rows).long(),
+        "cu_q": tensor(cu_q),
+        "cu_k": tensor(cu_k),
+        "seqused_k": tensor(used),
+        "last_rows": tensor(last).long(),
+        "max_q": max(p[2] for p in parts),
+    }
+
+
+class DecodeGraphs:
+    """A CUDA graph of a decode-only iteration per batch size in GRAPH_BATCHES."""
+
+    def __init__(self, torch, model, device, slots):
+        self.torch, self.graphs, self.spare = torch, {}, slots
+        for size in [b for b in GRAPH_BATCHES if b <= slots]:
+            static = inputs(torch, device, model.max_len, [(slot, 1, 1) for slot in range(size)])
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                model.forward(static)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = model.forward(static)
+            self.graphs[size] = (graph, static, out)
+
+    def inputs(self, torch, device, model, parts):
+        """`parts`' inputs padded to the next captured batch size; the spare
+        slot is past every slot a sequence can hold."""
+        size = next(b for b in self.graphs if b >= len(parts))
+        return inputs(torch, device, model.max_len, parts, pad=(size, self.spare))
+
+    def run(self, batch):
+        graph, static, out = self.graphs[len(batch["cu_q"]) - 1]
+        for key in ("token_ids", "positions", "cache_rows", "cu_q", "cu_k", "seqused_k", "last_rows"):
+            static[key].copy_(batch[key])
+        graph.replay()
+        return out
+
+
+def profile(torch, model, graphs, device, max_len, label, path):
+    """Every CUDA kernel of a few iterations, and their GPU times: decodes
+    from graphs at several batch sizes, a prompt alone, and a prompt chunk
+    beside decodes (eager)."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    context = max_len - 64
+    cases = {f"decode-{b}": [(slot, context, 1) for slot in range(b)] for b in (1, 8, 32, 64)}
+    cases["prompt-1024"] = [(0, 0, 1024)]
+    cases["chunk-1024-with-64-decodes"] = [(0, 0, 1024)] + [(slot, context, 1) for slot in range(1, 65)]
+    with open(path, "a") as out, torch.no_grad():
+        for case, parts in cases.items():
+            graphed = all(new == 1 for _, _, new in parts)
+
+            def run():
+                batch = graphs.inputs(torch, device, model, parts) if graphed else inputs(torch, device, model.max_len, parts)
+                return graphs.run(batch) if graphed else model.forward(batch)
+
+            for _ in range(3):
+                run()
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(10):
+                run()
+            end.record()
+            end.synchronize()
+            with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+                run()
+                torch.cuda.synchronize()
+            kernels = {}
+            for event in prof.events():
+                if event.device_type == torch.autograd.DeviceType.CUDA:
+                    calls, total = kernels.get(event.name, (0, 0.0))
+                    kernels[event.name] = (calls + 1, total + event.time_range.elapsed_us())
+            row = {"label": label, "case": case, "graph": graphed, "iteration_ms": round(start.elapsed_time(end) / 10, 4),
+                   "kernels": [{"name": name[:160], "calls": calls, "total_us": round(total, 2)}
+                               for name, (calls, total) in sorted(kernels.items(), key=lambda kv: -kv[1][1])]}
+            out.write(json.dumps(row) + "\n")
+            print(case, row["iteration_ms"], "ms,", sum(c for c, _ in kernels.values()), "kernels,",
+                  round(sum(t for _, t in kernels.values()) / 1e3, 3), "ms in kernels", flush=True)
+
+
+def percentile(values, share):
+    """Nearest rank, as icsim's report takes it."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
+def serve(torch, args, shape, model, graphs, device, rate, requests, kv_blocks):
+    scheduler = Scheduler(args.max_num_seqs, args.max_num_batched_tokens, args.block_size, kv_blocks)
+    free_slots = list(range(args.max_num_seqs))
+    token_times = [[] for _ in requests]
+    iterations = []
+    start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    arrived = 0
+    t0 = time.perf_counter()
+    while arrived < len(requests) or scheduler.running or scheduler.waiting:
+        now = time.perf_counter() - t0
+        while arrived < len(requests) and requests[arrived][0] <= now:
+            scheduler.waiting.append(Sequence(arrived, requests[arrived][1], requests[arrived][2]))
+            arrived += 1
+        if not scheduler.running and not scheduler.waiting:
+            time.sleep(max(0.0, requests[arrived][0] - (time.perf_counter() - t0)))
+            continue
+        began = time.perf_counter() - t0
+        scheduled = scheduler.schedule()
+        for sequence, _ in scheduled:
+            if sequence.slot is None:
+                sequence.slot = free_slots.pop()
+        parts = [(s.slot, s.computed, new) for s, new in scheduled]
+        decodes_only = all(new == 1 and s.computed > 0 for s, new in scheduled)
+        with torch.no_grad():
+            batch = graphs.inputs(torch, device, model, parts) if decodes_only else inputs(torch, device, model.max_len, parts)
+            launched = time.perf_counter() - t0
+            start_event.record()
+            out = graphs.run(batch) if decodes_only else model.forward(batch)
+            end_event.record()
+            out.cpu()
+        ended = time.perf_counter() - t0
+        iterations.append({
+            "rate": rate, "start_s": round(began, 6), "end_s": round(ended, 6), "host_ms": round((launched - began) * 1e3, 4),
+            "gpu_ms": round(start_event.elapsed_time(end_event), 4), "graph": decodes_only,
+            "rows": sum(p[2] for p in parts), "sequences": len(parts),
+            "decodes": sum(1 for p in parts if p[2] == 1 and p[1] > 0), "cached": sum(p[1] for p in parts),
+        })
+        sampled, finished = scheduler.complete(scheduled)
+        for sequence in sampled:
+            token_times[sequence.request].append(ended)
+        for sequence in finished:
+            free_slots.append(sequence.slot)
+    return token_times, iterations
+
+
+def summary(requests, token_times):
+    ttft = [times[0] - r[0] for r, times in zip(requests, token_times)]
+    e2e = [times[-1] - r[0] for r, times in zip(requests, token_times)]
+    tpot = [(times[-1] - times[0]) / (len(times) - 1) for times in token_times if len(times) > 1]
+    span = max(times[-1] for times in token_times) - requests[0][0]
+    out = {}
+    for name, values in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e)):
+        for share in (0.5, 0.9, 0.99):
+            out[f"{name}_p{round(share * 100)}_ms"] = round(percentile(values, share) * 1e3, 3)
+        out[f"{name}_mean_ms"] = round(statistics.fmean(values) * 1e3, 3)
+    out["requests_per_s"] = round(len(requests) / span, 4)
+    out["output_tokens_per_s"] = round(sum(len(t) for t in token_times) / span, 2)
+    out["span_s"] = round(span, 3)
+    return out
+
+
+def arrivals(rate, count, prompt, output, seed):
+    """Poisson arrivals (the first at 0) and lengths `LOW..HIGH` or fixed."""
+    draw = random.Random(seed)
+
+    def length(spec):
+        low, _, high = spec.partition("..")
+        return draw.randint(int(low), int(high or low))
+
+    clock, out = 0.0, []
+    for index in range(count):
+        if index:
+            clock += draw.expovariate(rate)
+        out.append((clock, length(prompt), length(output)))
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--model", default="llama-3.1-8b")
+    parser.add_argument("--rates", help="requests a second, e.g. 5,10,20 (required unless --profile)")
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--prompt", default="1024", help="tokens: N or LOW..HIGH")
+    parser.add_argument("--output", default="128", help="tokens: N or LOW..HIGH")
+    parser.add_argument("--max-num-seqs", type=int, default=128)
+    parser.add_argument("--max-num-batched-tokens", type=int, default=2048)
+    parser.add_argument("--block-size", type=int, default=16)
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    parser.add_argument("--max-len", type=int, default=None, help="tokens a KV slot holds (default: longest prompt + output)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--label", default="", help="a name for this run's rows")
+    parser.add_argument("--profile", action="store_true", help="instead of serving: every kernel of a few iterations (profile.jsonl)")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    if not args.profile and not args.rates:
+        parser.error("give --rates (or --profile)")
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("error: no CUDA GPU is visible to PyTorch")
+    shape = model_shape(args.model)
+    device = torch.device("cuda", 0)
+    gpu = torch.cuda.get_device_name(0)
+    max_len = args.max_len or sum(int(spec.partition("..")[2] or spec) for spec in (args.prompt, args.output))
+    d = shape["hidden"] // shape["heads"]
+    params = shape["layers"] * (shape["hidden"] * (shape["heads"] + 2 * shape["kv_heads"]) * d + shape["hidden"] * shape["heads"] * d
+                                + 3 * shape["hidden"] * shape["ffn"]) + 2 * shape["vocab"] * shape["hidden"]
+    token_bytes = 2 * shape["layers"] * shape["kv_heads"] * d * 2
+    memory = torch.cuda.get_device_properties(0).total_memory
+    kv_blocks = int((memory * args.gpu_memory_utilization - 2 * params) // (token_bytes * args.block_size))
+    model = Model(torch, shape, args.max_num_seqs, max_len, device)
+    with torch.no_grad():
+        graphs = DecodeGraphs(torch, model, device, args.max_num_seqs)
+        # Warm up the eager path's kernels at the shapes a run meets.
+        for rows in (args.max_num_batched_tokens, 1000, 100, 7):
+            model.forward(inputs(torch, device, max_len, [(0, 0, min(rows, max_len))]))
+        torch.cuda.synchronize()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if args.profile:
+        profile(torch, model, graphs, device, max_len, args.label, out_dir / "profile.jsonl")
+        return
+    settings = {
+        "label": args.label, "model": args.model, "gpu": gpu, "tp": 1, "torch": torch.__version__,
+        "prompt": args.prompt, "output": args.output, "requests": args.requests, "max_num_seqs": args.max_num_seqs,
+        "max_num_batched_tokens": args.max_num_batched_tokens, "block_size": args.block_size, "kv_blocks": kv_blocks,
+        "max_len": max_len, "seed": args.seed, "graph_batches": [b for b in GRAPH_BATCHES if b <= args.max_num_seqs],
+        "engine": "tools/serve_engine.py: decode-only iterations from CUDA graphs, the rest eager; "
+                  "varlen FlashAttention-2 (aten) over per-sequence KV slots; one layer's weights for all layers",
+    }
+    for rate in [float(r) for r in args.rates.split(",")]:
+        requests = arrivals(rate, args.requests, args.prompt, args.output, args.seed)
+        token_times, iterations = serve(torch, args, shape, model, graphs, device, rate, requests, kv_blocks)
+        measured = summary(requests, token_times)
+        with open(out_dir / "requests.jsonl", "a") as f:
+            for index, (request, times) in enumerate(zip(requests, token_times)):
+                f.write(json.dumps({"label": args.label, "rate": rate, "request": index, "arrival": round(request[0], 6),
+                                    "prompt_tokens": request[1], "output_tokens": request[2],
+                                    "token_times": [round(t, 6) for t in times]}) + "\n")
+        with open(out_dir / "iterations.jsonl", "a") as f:
+            for row in iterations:
+                f.write(json.dumps(dict(row, label=args.label)) + "\n")
+        host = [row["host_ms"] for row in iterations]
+        gaps = [b["start_s"] - a["end_s"] for a, b in zip(iterations, iterations[1:]) if b["start_s"] - a["end_s"] < 0.005]
+        row = dict(settings, rate=rate, iterations=len(iterations), measured=measured,
+                   host_ms_mean=round(statistics.fmean(host), 4), gap_ms_mean=round(statistics.fmean(gaps) * 1e3, 4) if gaps else None)
+        with open(out_dir / "runs.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(json.dumps({"rate": rate, **measured, "iterations": len(iterations), "host_ms_mean": row["host_ms_mean"]}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
