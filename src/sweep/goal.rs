@@ -32,6 +32,23 @@ pub const METRICS: &[(&str, &str)] = &[
     ("prefill_allreduce_us", "one prefill allreduce (us)"),
     ("decode_allreduce_us", "one decode allreduce (us)"),
     ("tp_gb_per_gpu", "TP traffic per GPU (GB)"),
+    // A service's, at its offered rate (sweeps with a [serve] table).
+    ("rate", "offered load (requests/s)"),
+    ("ttft_p50_ms", "p50 time to first token (ms)"),
+    ("ttft_p90_ms", "p90 time to first token (ms)"),
+    ("ttft_p99_ms", "p99 time to first token (ms)"),
+    ("tpot_p50_ms", "p50 time per output token (ms)"),
+    ("tpot_p90_ms", "p90 time per output token (ms)"),
+    ("tpot_p99_ms", "p99 time per output token (ms)"),
+    ("e2e_p50_ms", "p50 end-to-end latency (ms)"),
+    ("e2e_p90_ms", "p90 end-to-end latency (ms)"),
+    ("e2e_p99_ms", "p99 end-to-end latency (ms)"),
+    ("requests_per_s", "requests served a second"),
+    ("output_tokens_per_s", "output tokens served a second"),
+    ("goodput_requests_per_s", "requests a second meeting the objectives"),
+    ("preemptions", "preemptions"),
+    ("usd_per_million_output_tokens", "$ per million output tokens"),
+    ("rate_per_usd_hour", "requests/s offered per $ an hour of the TP group"),
 ];
 
 /// What a metric is, for axis titles; the name itself if unknown.
