@@ -32,7 +32,11 @@ pub const METRICS: &[(&str, &str)] = &[
     ("prefill_allreduce_us", "one prefill allreduce (us)"),
     ("decode_allreduce_us", "one decode allreduce (us)"),
     ("tp_gb_per_gpu", "TP traffic per GPU (GB)"),
-    // A service's, at its offered rate (sweeps with a [serve] table).
+];
+
+/// The numeric columns a service's rows have beyond `comm_share` and the
+/// prices (sweeps with a `[serve]` table), at the point's offered rate.
+pub const SERVICE_METRICS: &[(&str, &str)] = &[
     ("rate", "offered load (requests/s)"),
     ("ttft_p50_ms", "p50 time to first token (ms)"),
     ("ttft_p90_ms", "p90 time to first token (ms)"),
@@ -53,15 +57,15 @@ pub const METRICS: &[(&str, &str)] = &[
 
 /// What a metric is, for axis titles; the name itself if unknown.
 pub fn describe(metric: &str) -> String {
-    METRICS.iter().find(|(name, _)| *name == metric).map_or_else(|| metric.to_string(), |(_, what)| what.to_string())
+    METRICS.iter().chain(SERVICE_METRICS).find(|(name, _)| *name == metric).map_or_else(|| metric.to_string(), |(_, what)| what.to_string())
 }
 
 /// Checks a metric name, listing the allowed ones otherwise.
 pub fn check_metric(name: &str) -> Result<(), String> {
-    if METRICS.iter().any(|(metric, _)| *metric == name) {
+    if METRICS.iter().chain(SERVICE_METRICS).any(|(metric, _)| *metric == name) {
         Ok(())
     } else {
-        let names: Vec<&str> = METRICS.iter().map(|(metric, _)| *metric).collect();
+        let names: Vec<&str> = METRICS.iter().chain(SERVICE_METRICS).map(|(metric, _)| *metric).collect();
         Err(format!("unknown metric {name:?}; metrics: {}", names.join(", ")))
     }
 }

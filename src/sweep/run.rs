@@ -84,7 +84,9 @@ pub fn row(sweep: &Sweep, point: &Point) -> Record {
     let resolved = resolve(&base, &sweep.base_source, &changes, &sweep.path).map_err(crate::Error::from);
     if let (Some(service), Ok(experiment)) = (&sweep.service, &resolved) {
         super::serving::fill(&mut row, experiment, service, &changes, &sweep.cost);
-        row.insert("meets_goal".into(), json!(sweep.goal.meets(&row)));
+        if let Some(meets) = sweep.goal.meets(&row) {
+            row.insert("meets_goal".into(), json!(meets));
+        }
         return row;
     }
     let outcome = resolved.and_then(|experiment| replay(&experiment).map(|result| (experiment, result)));

@@ -350,6 +350,9 @@ mod tests {
             x: XScale::Log,
             log_y: false,
             series: vec![curve("icsim", false, 0), curve("published", true, 0)],
+            bounds: vec![(5.0, "at most 5".into(), 7)],
+            marks: vec![(4.0, 3.0, 0)],
+            marks_label: "knee".into(),
         };
         let map = Heatmap {
             title: "Map".into(),
