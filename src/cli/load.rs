@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::llm::emit;
 use super::{BadInput, progress_bar};
-use icsim::report::plots::{self, Curve, Curves, XScale};
+use icsim::report::plots::{self, Bound, Curve, Curves, XScale};
 use icsim::report::{self, Format, Record};
 use icsim::serve::load::{self, Load, LoadError, LoadPoint, Server};
 use icsim::serve::requests::Arrivals;
@@ -166,7 +166,7 @@ fn chart(report: &LoadReport) -> Curves {
         curve("TPOT p50", 2, |p| p.tpot_p50_ms),
         curve("TPOT p99", 3, |p| p.tpot_p99_ms),
     ];
-    let bounds: Vec<(f64, String, usize)> = [
+    let bounds: Vec<Bound> = [
         report.slo_ttft_ms.map(|ms| (ms, format!("objective: p99 TTFT <= {ms} ms"), 1)),
         report.slo_tpot_ms.map(|ms| (ms, format!("objective: p50 TPOT <= {ms} ms"), 2)),
     ]

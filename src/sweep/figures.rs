@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::change::describe_column;
 use super::goal::{self, check_metric, describe};
 use super::output::Manifest;
-use crate::report::plots::{self, Curve, Curves, Heatmap, Pareto, XScale};
+use crate::report::plots::{self, Bound, Curve, Curves, Heatmap, Mark, Pareto, XScale};
 use crate::report::{Record, cell};
 use crate::units::Bandwidth;
 
@@ -294,12 +294,7 @@ fn lines(plot: &RawPlot, manifest: &Manifest, rows: &[&Record], context: &str) -
 /// Against a service's rate: the goal's bounds on the plotted metric as
 /// lines, and each line's knee (the last rate of its leading run of points
 /// meeting the goal, `serve::load::knee`) ringed in its colour.
-fn knees(
-    plot: &RawPlot,
-    manifest: &Manifest,
-    series: &[Curve],
-    meets: &mut [Vec<(f64, f64, bool)>],
-) -> (Vec<(f64, String, usize)>, Vec<(f64, f64, usize)>) {
+fn knees(plot: &RawPlot, manifest: &Manifest, series: &[Curve], meets: &mut [Vec<(f64, f64, bool)>]) -> (Vec<Bound>, Vec<Mark>) {
     let y = plot.y.clone().unwrap_or_default();
     let bounds = match manifest.goal() {
         Ok(goal) => goal

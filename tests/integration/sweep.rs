@@ -202,6 +202,9 @@ fn a_bad_sweep_file_stops_with_the_file_the_key_and_what_is_allowed() {
     );
     let error = failed(&icsim(&["diff", "configs/sweeps/base/h20-nvswitch.toml", "--set", "topology.nvlink_links=0"]));
     assert!(error.contains("command line: key `--set`") && error.contains("from 1 to 64"), "{error}");
+    let output = icsim(&["diff", "configs/sweeps/base/h20-nvswitch.toml", "--set", "serve.rate=4"]);
+    let error = failed(&output);
+    assert!(error.contains("--set serve.rate=4") && error.contains("[serve] table") && output.status.code() == Some(2), "{error}");
 }
 
 fn diff(args: &[&str]) -> Vec<Value> {

@@ -35,6 +35,13 @@ pub struct Curve {
     pub colour: usize,
 }
 
+/// A dashed line across a plot at a value of y: the value, its name in the
+/// legend, its palette colour.
+pub type Bound = (f64, String, usize);
+
+/// A ringed point: x, y and its palette colour.
+pub type Mark = (f64, f64, usize);
+
 /// Lines of a metric against one axis.
 #[derive(Debug, Clone)]
 pub struct Curves {
@@ -46,10 +53,10 @@ pub struct Curves {
     pub series: Vec<Curve>,
     /// Dashed lines across the plot at a value of y (a bound a metric must
     /// stay within), each named in the legend, in a palette colour.
-    pub bounds: Vec<(f64, String, usize)>,
+    pub bounds: Vec<Bound>,
     /// Points ringed (the knee of a line), in a palette colour, named
     /// once in the legend by `marks_label`.
-    pub marks: Vec<(f64, f64, usize)>,
+    pub marks: Vec<Mark>,
     pub marks_label: String,
 }
 
