@@ -16,7 +16,7 @@ use super::{BadInput, notices, parse_format};
 use icsim::config::experiment::{RawExperiment, Source};
 use icsim::config::{parse_toml, read_text};
 use icsim::report::{self, Format, Record, cell};
-use icsim::sweep::change::{Change, Origin};
+use icsim::sweep::change::{Change, Key, Origin};
 use icsim::sweep::diff::{self, Side, Subject};
 
 #[derive(Debug, Args)]
@@ -72,6 +72,13 @@ pub fn run(args: DiffArgs) -> Result<()> {
         .iter()
         .map(|text| Change::parse_assignment(text, Origin { path: &command_line, at: "--set", base_dir: &here }))
         .collect::<Result<Vec<Change>, _>>()?;
+    if let Some(served) = changes.iter().find(|c| matches!(c.key, Key::Serve(_))) {
+        return Err(BadInput(format!(
+            "--set {}: a service's keys vary a sweep with a [serve] table; icsim diff compares queries",
+            served.describe()
+        ))
+        .into());
+    }
     if let Some(twice) = (0..changes.len()).find(|&i| changes[..i].iter().any(|c| c.key == changes[i].key)) {
         let first = changes.iter().find(|c| c.key == changes[twice].key).map(Change::describe).unwrap_or_default();
         return Err(BadInput(format!(

@@ -7,6 +7,7 @@ mod collective;
 mod diff;
 mod figures;
 mod llm;
+mod load;
 mod notices;
 mod serve;
 mod storage;
@@ -219,6 +220,7 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             || cause.is::<icsim::collective::CollectiveError>()
             || cause.is::<icsim::calibrate::validate::RowError>()
             || cause.is::<icsim::serve::ServeError>()
+            || cause.is::<icsim::serve::load::LoadError>()
             || cause.is::<icsim::serve::requests::RequestError>()
             || cause.downcast_ref::<RunnerError>().is_some_and(|e| matches!(e, RunnerError::Usage(_)))
     });

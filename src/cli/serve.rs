@@ -12,18 +12,15 @@ use super::llm::emit;
 use super::{BadInput, TopologyArgs, checks, notices, parse_format, progress_bar};
 use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::{self, Format, Record};
-use icsim::serve::iteration::{IterationTimes, SimulatedIterations};
+use icsim::serve::load::{EngineSettings, Load, Server};
 use icsim::serve::requests::{self, Arrivals, Length, Lengths, TimeUnit};
 use icsim::serve::results::{self, ServeReport, Setup, Slo};
-use icsim::serve::scheduler::{Limits, Preemption};
-use icsim::serve::{self, Engine, KvCapacity};
 use icsim::sweep::cost::Bill;
-use icsim::transport::{self, Mode};
 use icsim::units::{Bytes, Time};
-use icsim::workload::experiment::{self, Experiment};
-use icsim::workload::tp::CollectiveCache;
+use icsim::workload::experiment::Experiment;
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("rated").args(["rate", "rates"])))]
 pub struct ServeArgs {
     /// A shipped LLM (llama-3.1-8b, llama-3.1-70b, llama-3.1-405b) or a model file.
     #[arg(long, default_value = "llama-3.1-70b")]
@@ -50,9 +47,13 @@ pub struct ServeArgs {
     /// --trace's lengths at this rate.
     #[arg(long, conflicts_with = "at")]
     rate: Option<f64>,
+    /// Several rates in rising order (1,2,4,8): each served alone, in
+    /// parallel; latency against load with the knee, and its plot in --out.
+    #[arg(long, value_delimiter = ',', num_args = 1.., conflicts_with = "at", value_name = "R1,R2,...")]
+    rates: Option<Vec<f64>>,
     /// Coefficient of variation of the gaps between arrivals (a gamma
     /// process): 1 is Poisson, more is burstier.
-    #[arg(long, default_value_t = 1.0, requires = "rate")]
+    #[arg(long, default_value_t = 1.0, requires = "rated")]
     burstiness: f64,
     /// Arrival times in seconds, comma-separated (instead of --rate).
     #[arg(long, value_delimiter = ',', num_args = 1..)]
@@ -116,7 +117,8 @@ pub struct ServeArgs {
     /// The same as --format json.
     #[arg(long)]
     json: bool,
-    /// Write summary.json, summary.csv, requests.csv and timeline.csv into DIR.
+    /// Write summary.json, summary.csv, requests.csv and timeline.csv into
+    /// DIR (with --rates: load.json, load.csv and the latency-load plot).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
 }
@@ -135,62 +137,36 @@ pub fn run(args: ServeArgs) -> Result<()> {
         }
     }
     let (arrivals, lengths, count) = requests_of(&args)?;
-    let requests = requests::generate(&arrivals, &lengths, count, args.seed);
 
     let experiment = Experiment::resolve(raw_experiment(&args), Source::CommandLine)?;
     let run = &experiment.modes[0];
-    let setup = experiment::prepare_mode(&experiment, run)?;
     if let Some(warning) = run.hardware.coverage_warning(run.tp, run.stack) {
         notices::warn(warning);
     }
     checks::warn_unusual_links(&run.topology);
-    let gpu = run.hardware.gpu(&run.topology.gpu_model).map_err(BadInput)?;
-    let kv = KvCapacity::of(&experiment.llm, gpu, args.tp, args.gpu_memory_utilization, args.block_size)?;
-    let block_bytes = Bytes(args.block_size * kv.bytes_per_token);
-    let preemption = match args.preemption.as_str() {
-        "swap" => Preemption::Swap { host_blocks: args.swap_space.0 / block_bytes.0 },
-        _ => Preemption::Recompute,
-    };
-    let limits = Limits {
+    let settings = EngineSettings {
         max_num_seqs: args.max_num_seqs,
         max_num_batched_tokens: args.max_num_batched_tokens,
         block_size: args.block_size,
-        kv_blocks: kv.blocks,
-        preemption,
+        gpu_memory_utilization: args.gpu_memory_utilization,
+        swap_space: (args.preemption == "swap").then_some(args.swap_space),
+        step_overhead: args.step_overhead,
     };
-    let engine = Engine { limits, tp: u64::from(args.tp), max_model_len: experiment.llm.context_length, step_overhead: args.step_overhead };
+    let server = Server::new(&experiment, &settings)?;
     let per_gpu = cost_per_gpu(&args, &run.topology)?;
-
-    let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&run.topology, &run.hardware), block_bytes);
-    let bar = progress_bar(requests.len() as u64, "serving {bar:40} {pos}/{len} requests, {elapsed}");
-    let served = serve::simulate(&requests, engine, &mut times, &|| bar.inc(1));
-    bar.finish_and_clear();
-    let served = served?;
     let slo = Slo { ttft: args.slo_ttft, tpot: args.slo_tpot };
-    let description = Setup {
-        model: experiment.llm.name.clone(),
-        topology: run.topology.name.clone(),
-        gpu: gpu.name.clone(),
-        host: run.topology.host.clone(),
-        transport: transport_name(run),
-        tp: args.tp,
-        stack: run.stack.to_string(),
-        arrivals: describe_arrivals(&arrivals),
-        prompt: describe_lengths(&lengths, |pair| pair.0, &args.prompt),
-        output: describe_lengths(&lengths, |pair| pair.1, &args.output),
-        seed: args.seed,
-        max_num_seqs: args.max_num_seqs,
-        max_num_batched_tokens: args.max_num_batched_tokens,
-        block_size: args.block_size,
-        kv_blocks: kv.blocks,
-        kv_gb_per_gpu: kv.bytes_per_gpu.as_f64() / 1e9,
-        step_overhead_ms: args.step_overhead.as_ms(),
-        preemption: match preemption {
-            Preemption::Recompute => "recompute".into(),
-            Preemption::Swap { .. } => format!("swap, {} of host memory a GPU", args.swap_space),
-        },
-    };
-    let report = results::report(&served, description, slo, per_gpu, times.counts());
+    let load = Load { count, lengths, burstiness: args.burstiness, seed: args.seed };
+    if let Some(rates) = &args.rates {
+        let files = super::load::Files { dir: args.out.as_deref(), format };
+        return super::load::run(&server, &load, rates, slo, per_gpu, files);
+    }
+
+    let requests = requests::generate(&arrivals, &load.lengths, count, args.seed);
+    let bar = progress_bar(requests.len() as u64, "serving {bar:40} {pos}/{len} requests, {elapsed}");
+    let served = server.serve(&requests, &|| bar.inc(1));
+    bar.finish_and_clear();
+    let (served, counts) = served?;
+    let report = results::report(&served, server.setup(&load, &arrivals), slo, per_gpu, counts);
     match format {
         Format::Table => emit(&table(&report))?,
         Format::Json => emit(&(serde_json::to_string_pretty(&report)? + "\n"))?,
@@ -228,7 +204,9 @@ fn requests_of(args: &ServeArgs) -> Result<(Arrivals, Lengths, usize)> {
         }
         None => None,
     };
-    let arrivals = match (args.rate, &args.at, trace.as_ref().and_then(|t| t.arrivals.clone())) {
+    // With --rates, the first rate's: each rate is checked when served.
+    let rate = args.rate.or(args.rates.as_ref().and_then(|rates| rates.first().copied()));
+    let arrivals = match (rate, &args.at, trace.as_ref().and_then(|t| t.arrivals.clone())) {
         (Some(rate), _, _) => Arrivals::rate(rate, args.burstiness)?,
         (None, Some(at), _) => Arrivals::at_seconds(at, "--at")?,
         (None, None, Some(listed)) => listed,
@@ -290,38 +268,6 @@ fn cost_per_gpu(args: &ServeArgs, topology: &icsim::topology::Topology) -> Resul
     })
 }
 
-/// The mode the collectives run in: what `auto` picks between the first
-/// two GPUs, said as such; none at TP=1.
-fn transport_name(run: &icsim::workload::experiment::ModeRun) -> String {
-    let gpus = run.topology.gpus();
-    match (run.mode, gpus) {
-        _ if run.tp == 1 => "none at TP=1".into(),
-        (Mode::Auto, [a, b, ..]) => match transport::connect(&run.topology, *a, *b, Mode::Auto) {
-            Ok(connection) => format!("{} (auto)", connection.mode(&run.topology)),
-            Err(_) => Mode::Auto.to_string(),
-        },
-        (mode, _) => mode.to_string(),
-    }
-}
-
-fn describe_arrivals(arrivals: &Arrivals) -> String {
-    match arrivals {
-        Arrivals::Rate { per_second, burstiness } if *burstiness == 1.0 => format!("Poisson at {per_second}/s"),
-        Arrivals::Rate { per_second, burstiness } => format!("gamma at {per_second}/s, burstiness {burstiness}"),
-        Arrivals::At(_) => "at listed times".into(),
-    }
-}
-
-fn describe_lengths(lengths: &Lengths, part: fn(&(u64, u64)) -> u64, drawn: &Length) -> String {
-    match lengths {
-        Lengths::Drawn { .. } => drawn.to_string(),
-        Lengths::Listed(rows) => {
-            let mean = rows.iter().map(part).sum::<u64>() as f64 / rows.len() as f64;
-            format!("from the trace, mean {mean:.0}")
-        }
-    }
-}
-
 /// Writes the report's files into `dir` as one set.
 fn write_files(dir: &Path, report: &ServeReport, requests: &[results::RequestRow]) -> Result<Vec<PathBuf>> {
     let cannot = |e: std::io::Error| anyhow::anyhow!("cannot write the results in {}: {e}", dir.display());
@@ -350,30 +296,7 @@ fn sparkline(values: impl Iterator<Item = f64>, top: f64) -> String {
 /// The human-readable report.
 fn table(r: &ServeReport) -> String {
     let s = &r.setup;
-    let mut text = format!(
-        "{} on {} ({}, host {}, {}), TP={}, {}: {} requests, {}, prompts {}, outputs {}, seed {}\n\
-         KV cache: {} blocks of {} tokens ({:.1} GB a GPU); at most {} sequences and {} tokens an iteration\n",
-        s.model,
-        s.topology,
-        s.gpu,
-        s.host,
-        s.transport,
-        s.tp,
-        s.stack,
-        r.requests,
-        s.arrivals,
-        s.prompt,
-        s.output,
-        s.seed,
-        s.kv_blocks,
-        s.block_size,
-        s.kv_gb_per_gpu,
-        s.max_num_seqs,
-        s.max_num_batched_tokens
-    );
-    if s.step_overhead_ms > 0.0 {
-        text += &format!("host time before each iteration's forward: {} ms\n", s.step_overhead_ms);
-    }
+    let mut text = header(s, &format!("{} requests, {}", r.requests, s.arrivals));
     let mut section = |title: &str, rows: Vec<Record>| {
         text += &format!("\n{title}:\n");
         text += &report::render(&rows, Format::Table);
@@ -410,6 +333,34 @@ fn table(r: &ServeReport) -> String {
         // KV use is a share: its bars are scaled to the whole cache.
         let top = if name == "kv use" { 1.0 } else { values.iter().copied().fold(0.0, f64::max) };
         text += &format!("  {name:<10} {} (top {top:.2})\n", sparkline(values.into_iter(), top));
+    }
+    text
+}
+
+/// What was served and how, in two lines: `served` says how many requests
+/// and how they arrive.
+pub fn header(s: &Setup, served: &str) -> String {
+    let mut text = format!(
+        "{} on {} ({}, host {}, {}), TP={}, {}: {served}, prompts {}, outputs {}, seed {}\n\
+         KV cache: {} blocks of {} tokens ({:.1} GB a GPU); at most {} sequences and {} tokens an iteration\n",
+        s.model,
+        s.topology,
+        s.gpu,
+        s.host,
+        s.transport,
+        s.tp,
+        s.stack,
+        s.prompt,
+        s.output,
+        s.seed,
+        s.kv_blocks,
+        s.block_size,
+        s.kv_gb_per_gpu,
+        s.max_num_seqs,
+        s.max_num_batched_tokens
+    );
+    if s.step_overhead_ms > 0.0 {
+        text += &format!("host time before each iteration's forward: {} ms\n", s.step_overhead_ms);
     }
     text
 }

@@ -8,6 +8,7 @@
 //! for the next arrival. Knows nothing of links; draws nothing.
 
 pub mod iteration;
+pub mod load;
 pub mod requests;
 pub mod results;
 pub mod scheduler;

@@ -47,6 +47,17 @@ pub enum Key {
     HostMemoryBandwidth,
     /// A value of the hardware model, by its dotted path below `hardware.`.
     Hardware(String),
+    /// A key of a serving sweep's `[serve]` table (its service, not its
+    /// experiment). A split of prefill and decode would be one more.
+    Serve(ServeKey),
+}
+
+/// The keys of a service a sweep may vary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ServeKey {
+    Rate,
+    MaxNumSeqs,
+    MaxNumBatchedTokens,
 }
 
 /// The kinds of value a key takes.
@@ -58,6 +69,8 @@ pub enum Kind {
     },
     Text,
     Bandwidth,
+    /// A number above zero.
+    Positive,
     /// Whatever the hardware model's key holds (checked by loading it).
     Any,
 }
@@ -81,6 +94,14 @@ const NAMED: &[(Key, &str, Kind, &str)] = &[
     (Key::NvlinkLinks, "topology.nvlink_links", Kind::Count { min: 1, max: 64 }, "NVLink links per GPU"),
     (Key::PcieGeneration, "topology.pcie_generation", Kind::Text, "PCIe generation"),
     (Key::HostMemoryBandwidth, "topology.host_memory_bandwidth", Kind::Bandwidth, "host memory bandwidth per socket, peak"),
+    (Key::Serve(ServeKey::Rate), "serve.rate", Kind::Positive, "offered load, requests/s"),
+    (Key::Serve(ServeKey::MaxNumSeqs), "serve.max_num_seqs", Kind::Count { min: 1, max: 65_536 }, "most sequences running"),
+    (
+        Key::Serve(ServeKey::MaxNumBatchedTokens),
+        "serve.max_num_batched_tokens",
+        Kind::Count { min: 1, max: 1_048_576 },
+        "token budget of an iteration",
+    ),
 ];
 
 /// What a sweep column is, for axis titles: "TP degree (tp)".
@@ -136,6 +157,7 @@ pub enum Value {
     Bandwidth(Bandwidth),
     /// A hardware model value, as TOML.
     Toml(toml::Value),
+    Number(f64),
 }
 
 /// One change: a key, its checked value, and the value as the user wrote
@@ -201,6 +223,10 @@ impl Change {
                 Some(Ok(rate)) if rate.0 > 0 => Value::Bandwidth(rate),
                 Some(Err(error)) => return Err(origin.invalid(format!("{name}: {error}"))),
                 _ => return Err(origin.invalid(format!("{name} = {value} is not allowed: a bandwidth above zero, as \"25GB/s\""))),
+            },
+            Kind::Positive => match value.as_float().or(value.as_integer().map(|i| i as f64)) {
+                Some(number) if number.is_finite() && number > 0.0 => Value::Number(number),
+                _ => return Err(origin.invalid(format!("{name} = {value} is not allowed: a number above zero"))),
             },
             Kind::Text => {
                 let text = value.as_str().ok_or_else(|| origin.invalid(format!("{name} = {value} is not allowed: {name} takes text")))?;
@@ -341,7 +367,8 @@ pub fn apply(changes: &[&Change], raw: &mut RawExperiment) {
             Key::Prompt => raw.query.prompt = count(value),
             Key::Output => raw.query.output = count(value),
             Key::Batch => raw.query.batch = count(value),
-            Key::NvlinkBandwidth | Key::NvlinkLinks | Key::PcieGeneration | Key::HostMemoryBandwidth | Key::Hardware(_) => {}
+            Key::NvlinkBandwidth | Key::NvlinkLinks | Key::PcieGeneration | Key::HostMemoryBandwidth | Key::Hardware(_) | Key::Serve(_) => {
+            }
         }
     }
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::change::describe_column;
 use super::goal::{self, check_metric, describe};
 use super::output::Manifest;
-use crate::report::plots::{self, Curve, Curves, Heatmap, Pareto, XScale};
+use crate::report::plots::{self, Bound, Curve, Curves, Heatmap, Mark, Pareto, XScale};
 use crate::report::{Record, cell};
 use crate::units::Bandwidth;
 
@@ -238,6 +238,8 @@ fn lines(plot: &RawPlot, manifest: &Manifest, rows: &[&Record], context: &str) -
     let mut series: Vec<Curve> = Vec::new();
     // The series column's value of each line, for references to match.
     let mut values: Vec<String> = Vec::new();
+    // Each line's points with whether they meet the goal.
+    let mut meets: Vec<Vec<(f64, f64, bool)>> = Vec::new();
     for row in rows {
         let (Some(px), Some(py)) = (row.get(&x).and_then(position), goal::value(row, &y)) else { continue };
         let name = match &split[..] {
@@ -248,14 +250,20 @@ fn lines(plot: &RawPlot, manifest: &Manifest, rows: &[&Record], context: &str) -
         };
         // Beside published figures, say which lines are simulated.
         let name = if plot.references.is_empty() { name } else { format!("icsim, {name}") };
-        match series.iter_mut().find(|s| s.name == name) {
-            Some(curve) => curve.points.push((px, py)),
+        let met = row.get("meets_goal") == Some(&Value::Bool(true));
+        match series.iter().position(|s| s.name == name) {
+            Some(index) => {
+                series[index].points.push((px, py));
+                meets[index].push((px, py, met));
+            }
             None => {
                 values.push(plot.series.as_ref().and_then(|s| row.get(s)).map_or(String::new(), cell));
                 series.push(Curve { name, points: vec![(px, py)], reference: false, colour: series.len() });
+                meets.push(vec![(px, py, met)]);
             }
         }
     }
+    let (bounds, marks) = if x == super::serving::RATE { knees(plot, manifest, &series, &mut meets) } else { (Vec::new(), Vec::new()) };
     let mut spare = series.len();
     for reference in &plot.references {
         let points = reference.points.iter().map(|p| (p[0], p[1])).collect();
@@ -277,7 +285,37 @@ fn lines(plot: &RawPlot, manifest: &Manifest, rows: &[&Record], context: &str) -
         x: scale,
         log_y: plot.log_y,
         series,
+        bounds,
+        marks,
+        marks_label: "knee: the highest rate meeting the goal".into(),
     }
+}
+
+/// Against a service's rate: the goal's bounds on the plotted metric as
+/// lines, and each line's knee (the last rate of its leading run of points
+/// meeting the goal, `serve::load::knee`) ringed in its colour.
+fn knees(plot: &RawPlot, manifest: &Manifest, series: &[Curve], meets: &mut [Vec<(f64, f64, bool)>]) -> (Vec<Bound>, Vec<Mark>) {
+    let y = plot.y.clone().unwrap_or_default();
+    let bounds = match manifest.goal() {
+        Ok(goal) => goal
+            .constraints
+            .iter()
+            .zip(&goal.raw.require)
+            .filter(|(c, _)| c.metric == y)
+            .map(|(c, text)| (c.bound, format!("goal: {text}"), 7))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let marks = series
+        .iter()
+        .zip(meets.iter_mut())
+        .filter_map(|(curve, points)| {
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let at = crate::serve::load::knee(points.iter().map(|p| p.2))?;
+            Some((points[at].0, points[at].1, curve.colour))
+        })
+        .collect();
+    (bounds, marks)
 }
 
 fn heatmap(plot: &RawPlot, rows: &[&Record], context: &str) -> Heatmap {

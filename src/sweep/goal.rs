@@ -34,17 +34,38 @@ pub const METRICS: &[(&str, &str)] = &[
     ("tp_gb_per_gpu", "TP traffic per GPU (GB)"),
 ];
 
+/// The numeric columns a service's rows have beyond `comm_share` and the
+/// prices (sweeps with a `[serve]` table), at the point's offered rate.
+pub const SERVICE_METRICS: &[(&str, &str)] = &[
+    ("rate", "offered load (requests/s)"),
+    ("ttft_p50_ms", "p50 time to first token (ms)"),
+    ("ttft_p90_ms", "p90 time to first token (ms)"),
+    ("ttft_p99_ms", "p99 time to first token (ms)"),
+    ("tpot_p50_ms", "p50 time per output token (ms)"),
+    ("tpot_p90_ms", "p90 time per output token (ms)"),
+    ("tpot_p99_ms", "p99 time per output token (ms)"),
+    ("e2e_p50_ms", "p50 end-to-end latency (ms)"),
+    ("e2e_p90_ms", "p90 end-to-end latency (ms)"),
+    ("e2e_p99_ms", "p99 end-to-end latency (ms)"),
+    ("requests_per_s", "requests served a second"),
+    ("output_tokens_per_s", "output tokens served a second"),
+    ("goodput_requests_per_s", "requests a second meeting the objectives"),
+    ("preemptions", "preemptions"),
+    ("usd_per_million_output_tokens", "$ per million output tokens"),
+    ("rate_per_usd_hour", "requests/s offered per $ an hour of the TP group"),
+];
+
 /// What a metric is, for axis titles; the name itself if unknown.
 pub fn describe(metric: &str) -> String {
-    METRICS.iter().find(|(name, _)| *name == metric).map_or_else(|| metric.to_string(), |(_, what)| what.to_string())
+    METRICS.iter().chain(SERVICE_METRICS).find(|(name, _)| *name == metric).map_or_else(|| metric.to_string(), |(_, what)| what.to_string())
 }
 
 /// Checks a metric name, listing the allowed ones otherwise.
 pub fn check_metric(name: &str) -> Result<(), String> {
-    if METRICS.iter().any(|(metric, _)| *metric == name) {
+    if METRICS.iter().chain(SERVICE_METRICS).any(|(metric, _)| *metric == name) {
         Ok(())
     } else {
-        let names: Vec<&str> = METRICS.iter().map(|(metric, _)| *metric).collect();
+        let names: Vec<&str> = METRICS.iter().chain(SERVICE_METRICS).map(|(metric, _)| *metric).collect();
         Err(format!("unknown metric {name:?}; metrics: {}", names.join(", ")))
     }
 }

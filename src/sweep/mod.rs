@@ -14,6 +14,7 @@ pub mod figures;
 pub mod goal;
 pub mod output;
 pub mod run;
+pub mod serving;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -49,6 +50,8 @@ pub struct RawSweep {
     pub cost: Option<RawCost>,
     #[serde(rename = "plot", default)]
     pub plots: Vec<RawPlot>,
+    /// A service to serve at each point instead of the base's query.
+    pub serve: Option<serving::RawService>,
 }
 
 /// One point: a mode of the base experiment and the changes made to it.
@@ -80,6 +83,9 @@ pub struct Sweep {
     pub goal: Goal,
     pub cost: CostModel,
     pub plots: Vec<RawPlot>,
+    /// The service each point serves (a `[serve]` table), or none: each
+    /// point replays the base's query.
+    pub service: Option<serving::Service>,
     /// Identifies the sweep across shards: its file, its base experiment
     /// and the icsim version.
     pub fingerprint: String,
@@ -161,7 +167,25 @@ impl Sweep {
                 "is empty: name the folder for results, or leave the key out for results/sweeps/<file name>",
             ));
         }
-        let goal = Goal::new(&raw.goal.clone().unwrap_or_default(), path)?;
+        let service = raw.serve.as_ref().map(|serve| serving::Service::new(serve, path)).transpose()?;
+        let keys: Vec<(String, Key)> = counted
+            .iter()
+            .enumerate()
+            .map(|(i, (key, _))| (format!("axis[{i}].key"), key.clone()))
+            .chain(
+                listed
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, changes)| changes.iter().map(move |c| (format!("point[{i}].{}", c.key.name()), c.key.clone()))),
+            )
+            .collect();
+        serving::check_keys(service.as_ref(), &keys, path)?;
+        let mut raw_goal = raw.goal.clone().unwrap_or_default();
+        if service.is_some() && raw_goal.minimize.is_none() && raw_goal.maximize.is_none() {
+            // A service is judged by the load it takes for its price.
+            raw_goal.maximize = Some("rate_per_usd_hour".into());
+        }
+        let goal = Goal::new(&raw_goal, path)?;
         let cost = CostModel::load(raw.cost.as_ref(), path, "cost.")?;
         let mut points = base.modes.len().saturating_mul(listed.len().max(1));
         if points > axes::MAX_POINTS {
@@ -198,6 +222,7 @@ impl Sweep {
             goal,
             cost,
             plots: Vec::new(),
+            service,
             fingerprint: output::fingerprint(&[env!("CARGO_PKG_VERSION"), text, &base_text]),
         };
         let values = sweep.column_values();

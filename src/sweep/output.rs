@@ -269,7 +269,12 @@ pub fn summary(manifest: &Manifest, rows: &[Record], goal: &Goal) -> String {
     }
     let mut fields: Vec<String> = vec!["rank".into(), "point".into(), LABEL.into()];
     fields.extend(manifest.columns.iter().skip(1).cloned());
-    let metrics = ["ttft_ms", "total_ms", "comm_share", "tokens_per_s_per_gpu", "usd_per_million_tokens", "joules_per_token"];
+    let serving = ranked[0].contains_key("rate_per_usd_hour");
+    let metrics: &[&str] = if serving {
+        &["ttft_p99_ms", "tpot_p50_ms", "requests_per_s", "usd_per_hour", "rate_per_usd_hour"]
+    } else {
+        &["ttft_ms", "total_ms", "comm_share", "tokens_per_s_per_gpu", "usd_per_million_tokens", "joules_per_token"]
+    };
     let wanted =
         metrics.iter().map(|m| m.to_string()).chain(goal.constraints.iter().map(|c| c.metric.clone())).chain([goal.objective.clone()]);
     for metric in wanted {
@@ -291,7 +296,48 @@ pub fn summary(manifest: &Manifest, rows: &[Record], goal: &Goal) -> String {
         })
         .collect();
     text += &report::render(&table, Format::Table);
+    if manifest.columns.iter().any(|c| c == super::serving::RATE) {
+        text += &knees(manifest, rows);
+    }
     text
+}
+
+/// A serving sweep's rate grid read per configuration (every column but
+/// the rate): the knee, the last rate of its leading run of points that
+/// meet the goal, and what it takes per $ an hour.
+fn knees(manifest: &Manifest, rows: &[Record]) -> String {
+    let rate = super::serving::RATE;
+    let columns: Vec<&String> = manifest.columns.iter().filter(|c| *c != rate).collect();
+    let mut configurations: Vec<(Vec<Value>, Vec<&Record>)> = Vec::new();
+    for row in rows {
+        let key: Vec<Value> = columns.iter().map(|c| row.get(*c).cloned().unwrap_or(Value::Null)).collect();
+        match configurations.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(row),
+            None => configurations.push((key, vec![row])),
+        }
+    }
+    let table: Vec<Record> = configurations
+        .into_iter()
+        .map(|(key, mut members)| {
+            members.sort_by(|a, b| cell_number(a, rate).total_cmp(&cell_number(b, rate)));
+            let knee = crate::serve::load::knee(members.iter().map(|r| r.get("meets_goal") == Some(&Value::Bool(true))));
+            let mut line: Record = columns.iter().map(|c| c.to_string()).zip(key).collect();
+            let at = knee.map(|i| members[i]);
+            line.insert("knee_rate".into(), at.and_then(|r| r.get(rate).cloned()).unwrap_or(Value::Null));
+            for metric in ["ttft_p99_ms", "tpot_p50_ms", "usd_per_hour", "rate_per_usd_hour"] {
+                line.insert(metric.into(), at.and_then(|r| r.get(metric).cloned()).unwrap_or(Value::Null));
+            }
+            line
+        })
+        .collect();
+    format!(
+        "\nknee per configuration (the highest rate of the grid meeting the goal, every lower rate meeting it too):\n{}",
+        report::render(&table, Format::Table)
+    )
+}
+
+fn cell_number(row: &Record, column: &str) -> f64 {
+    row.get(column).and_then(Value::as_f64).unwrap_or(f64::NAN)
 }
 
 #[cfg(test)]

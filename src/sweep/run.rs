@@ -81,9 +81,15 @@ pub fn row(sweep: &Sweep, point: &Point) -> Record {
     let mut base = sweep.base.clone();
     base.modes = vec![base.modes[point.mode].clone()];
     let changes: Vec<&Change> = point.changes.iter().collect();
-    let outcome = resolve(&base, &sweep.base_source, &changes, &sweep.path)
-        .map_err(crate::Error::from)
-        .and_then(|experiment| replay(&experiment).map(|result| (experiment, result)));
+    let resolved = resolve(&base, &sweep.base_source, &changes, &sweep.path).map_err(crate::Error::from);
+    if let (Some(service), Ok(experiment)) = (&sweep.service, &resolved) {
+        super::serving::fill(&mut row, experiment, service, &changes, &sweep.cost);
+        if let Some(meets) = sweep.goal.meets(&row) {
+            row.insert("meets_goal".into(), json!(meets));
+        }
+        return row;
+    }
+    let outcome = resolved.and_then(|experiment| replay(&experiment).map(|result| (experiment, result)));
     match outcome {
         Err(error) => {
             row.insert("error".into(), json!(reason(&error)));
@@ -91,20 +97,27 @@ pub fn row(sweep: &Sweep, point: &Point) -> Record {
         Ok((experiment, result)) => {
             let mode = ModeRow::of(&result.modes[0], &result.model, &result.query);
             let economics = Economics::of(&mode, &Bill::of(&experiment.modes[0].topology), &sweep.cost);
-            for (name, value) in record_of(&mode) {
-                match name.as_str() {
-                    LABEL => {}
-                    taken if row.contains_key(taken) => {
-                        row.insert(format!("{taken}_used"), value);
-                    }
-                    _ => {
-                        row.insert(name, value);
-                    }
-                }
-            }
+            insert_used(&mut row, record_of(&mode));
             row.extend(record_of(&economics));
             row.insert("meets_goal".into(), json!(sweep.goal.meets(&row)));
         }
     }
     row
+}
+
+/// Adds a result's fields to `row`; one named like a column the point
+/// already has (an axis) is kept as `<name>_used`, and its label is the
+/// point's.
+pub fn insert_used(row: &mut Record, fields: impl IntoIterator<Item = (String, Value)>) {
+    for (name, value) in fields {
+        match name.as_str() {
+            LABEL => {}
+            taken if row.contains_key(taken) => {
+                row.insert(format!("{taken}_used"), value);
+            }
+            _ => {
+                row.insert(name, value);
+            }
+        }
+    }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use super::change::{self, Change, Key, Origin};
 use super::run::{self, resolve};
 use super::*;
+use crate::report::Record;
 use crate::topology::{LinkKind, Topology};
 use crate::units::Bandwidth;
 
@@ -223,4 +224,50 @@ fn a_point_whose_query_outruns_the_clock_is_an_error_not_a_ranked_row() {
     let error = row["error"].as_str().unwrap_or_default();
     assert!(error.starts_with("the query under nvswitch on hgx-h20 takes longer than the simulated clock's range"), "{row:?}");
     assert!(row.get("ttft_ms").is_none() && row.get("meets_goal").is_none(), "{row:?}");
+}
+
+/// A service on the small base: 40 requests of short prompts.
+const SERVED: &str = "[serve]\nrequests = 40\nprompt = \"200..600\"\noutput = \"8\"\n";
+
+#[test]
+fn a_service_needs_a_rate_and_its_keys_fit_only_a_service() {
+    let message = error(&format!("{SERVED}[[axis]]\nkey = \"tp\"\nvalues = [2, 4]"));
+    assert!(message.contains("key `serve.rate`") && message.contains("axis of serve.rate"), "{message}");
+    let message = error("[[axis]]\nkey = \"serve.rate\"\nvalues = [1, 2]");
+    assert!(message.contains("key `axis[0].key`") && message.contains("add a [serve] table"), "{message}");
+    let message = error(&format!("{SERVED}rate = 2\n[[point]]\nquery.prompt = 100"));
+    assert!(message.contains("key `point[0].query.prompt`") && message.contains("set their lengths in [serve]"), "{message}");
+    let message = error(&format!("{SERVED}rate = 2\nslo_ttft = \"0s\""));
+    assert!(message.contains("key `serve.slo_ttft`") && message.contains("above 0"), "{message}");
+    let message = error("[serve]\nrate = 2\nprompt = \"10..2\"");
+    assert!(message.contains("key `serve.prompt`") && message.contains("LOW..HIGH"), "{message}");
+    let message = error(&format!("{SERVED}[[axis]]\nkey = \"serve.rate\"\nvalues = [1, -2]"));
+    assert!(message.contains("key `axis[0].values[1]`") && message.contains("a number above zero"), "{message}");
+}
+
+#[test]
+fn a_service_point_serves_at_its_rate_and_is_judged_by_its_rate_per_dollar() {
+    let sweep = sweep(&format!(
+        "{SERVED}slo_ttft = \"1s\"\n[[axis]]\nkey = \"serve.rate\"\nvalues = [2, 2000]\n[[axis]]\nkey = \"serve.max_num_batched_tokens\"\nvalues = [256, 8192]\n[goal]\nrequire = [\"ttft_p99_ms <= 400\"]"
+    ))
+    .unwrap();
+    assert_eq!(sweep.goal.objective, "rate_per_usd_hour", "a service's default objective");
+    assert!(sweep.goal.maximize);
+    // Points run modes outermost, then the rate, then the budget.
+    let rows: Vec<Record> = (0..4).map(|i| run::row(&sweep, &sweep.point(i))).collect();
+    let number = |row: &Record, field: &str| row[field].as_f64().unwrap_or_else(|| panic!("{field} in {row:?}"));
+    for row in &rows {
+        assert!(row["error"].is_null(), "{row:?}");
+        assert_eq!(row["tp"], 4);
+        let per_dollar = number(row, "rate") / number(row, "usd_per_hour");
+        assert!((number(row, "rate_per_usd_hour") - per_dollar).abs() < 1e-12);
+    }
+    assert!(number(&rows[2], "ttft_p99_ms") > number(&rows[0], "ttft_p99_ms"), "more load, longer waits");
+    assert!(number(&rows[2], "ttft_p99_ms") > number(&rows[3], "ttft_p99_ms"), "a small budget chunks long prompts");
+    assert_eq!(rows[0]["meets_goal"], true);
+    assert_eq!(rows[2]["meets_goal"], false);
+    let metrics = goal::SERVICE_METRICS.iter().map(|m| m.0).chain(["comm_share", "usd_per_gpu_hour", "usd_per_hour"]);
+    for metric in metrics {
+        assert!(rows[0].get(metric).is_some_and(|v| v.is_number()), "{metric} in {:?}", rows[0]);
+    }
 }

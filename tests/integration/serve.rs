@@ -124,6 +124,41 @@ fn traces_and_listed_times_are_served_and_the_folder_holds_every_file() {
 }
 
 #[test]
+fn several_rates_each_serve_as_one_rate_does_and_the_knee_is_the_last_rate_meeting_the_objectives() {
+    let inputs = Inputs::new("serve-rates");
+    let out = inputs.0.join("load");
+    let objectives = ["--slo-ttft", "400ms", "--slo-tpot", "15ms", "--requests", "150", "--prompt", "lognormal:1500,1"];
+    let load = serve_json(&[&["--rates", "2,20,80,320", "--out", out.to_str().unwrap()][..], &objectives[..]].concat());
+    let rates = load["rates"].as_array().unwrap();
+    assert_eq!(rates.len(), 4);
+    // Each rate is the same service as `--rate` alone gives.
+    for row in rates {
+        let rate = row["rate"].as_f64().unwrap().to_string();
+        let alone = serve_json(&[&["--rate", rate.as_str()][..], &objectives[..]].concat());
+        assert_eq!(row["ttft_p99_ms"], alone["ttft"]["p99_ms"], "at {rate}/s");
+        assert_eq!(row["tpot_p50_ms"], alone["tpot"]["p50_ms"], "at {rate}/s");
+        assert_eq!(row["goodput_requests_per_s"], alone["goodput"]["requests_per_s"], "at {rate}/s");
+        let meets = ms(&alone, "ttft", "p99_ms") <= 400.0 && ms(&alone, "tpot", "p50_ms") <= 15.0;
+        assert_eq!(row["meets_slo"], meets, "at {rate}/s");
+    }
+    let met: Vec<bool> = rates.iter().map(|r| r["meets_slo"] == true).collect();
+    assert!(met[0] && met[1] && !met[3], "light load meets them, a flood does not: {met:?}");
+    let knee = met.iter().take_while(|m| **m).count() - 1;
+    assert_eq!(load["knee_rate"], rates[knee]["rate"]);
+    assert_eq!(rates.iter().filter(|r| r["knee"] == true).count(), 1);
+    for file in ["load.json", "load.csv", "latency-load.png", "latency-load.svg"] {
+        assert!(out.join(file).is_file(), "{file}");
+    }
+    let svg = std::fs::read_to_string(out.join("latency-load.svg")).unwrap();
+    assert!(svg.contains("objective: p99 TTFT &lt;= 400 ms") && svg.contains("knee:"), "the objectives and the knee drawn");
+    let table = succeeded(&icsim(&["serve", "--model", "llama-3.1-8b", "--tp", "1", "--rates", "1,3", "--requests", "20"]));
+    assert!(table.contains("against load") && table.contains("knee: give --slo-ttft or --slo-tpot"), "{table}");
+    refused("falling rates", &serve(&["--rates", "4,2"]).iter().map(String::as_str).collect::<Vec<_>>(), &["--rates", "rising order"]);
+    refused("a rate and rates", &serve(&["--rates", "1,2", "--rate", "3"]).iter().map(String::as_str).collect::<Vec<_>>(), &["--rate"]);
+    refused("a rate of 0 among them", &serve(&["--rates", "0,2"]).iter().map(String::as_str).collect::<Vec<_>>(), &["--rate 0"]);
+}
+
+#[test]
 fn bad_serving_input_is_refused_by_flag() {
     let inputs = Inputs::new("serve-bad");
     fn with<'a>(extra: &[&'a str]) -> Vec<&'a str> {

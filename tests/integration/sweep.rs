@@ -202,6 +202,9 @@ fn a_bad_sweep_file_stops_with_the_file_the_key_and_what_is_allowed() {
     );
     let error = failed(&icsim(&["diff", "configs/sweeps/base/h20-nvswitch.toml", "--set", "topology.nvlink_links=0"]));
     assert!(error.contains("command line: key `--set`") && error.contains("from 1 to 64"), "{error}");
+    let output = icsim(&["diff", "configs/sweeps/base/h20-nvswitch.toml", "--set", "serve.rate=4"]);
+    let error = failed(&output);
+    assert!(error.contains("--set serve.rate=4") && error.contains("[serve] table") && output.status.code() == Some(2), "{error}");
 }
 
 fn diff(args: &[&str]) -> Vec<Value> {
@@ -256,4 +259,43 @@ fn diff_of_two_files_compares_modes_of_a_label_and_refuses_different_workloads()
     std::fs::write(&other, read(Path::new("configs/sweeps/base/h20-nvswitch.toml")).replace("prompt = 8192", "prompt = 4096")).unwrap();
     let error = failed(&icsim(&["diff", "configs/sweeps/base/h20-nvswitch.toml", &other.to_string_lossy()]));
     assert!(error.contains("short.toml: key `query.prompt`") && error.contains("one workload"), "{error}");
+}
+
+#[test]
+fn a_serving_sweep_is_the_same_on_any_thread_count_or_sharded_and_reads_each_knee() {
+    const SERVED: &str = "tests/data/sweeps/serve-small.toml";
+    let dir = scratch("serving");
+    let out = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let stdout = run(&["sweep", SERVED, "--jobs", "1", "--out", &out("one")]);
+    assert!(stdout.contains("16 points: 16 ran, 0 cannot run"), "{stdout}");
+    assert!(stdout.contains("highest rate_per_usd_hour") && stdout.contains("knee per configuration"), "{stdout}");
+    run(&["sweep", SERVED, "--jobs", "2", "--out", &out("two")]);
+    let csv = read(&dir.join("one/results.csv"));
+    assert_eq!(csv, read(&dir.join("two/results.csv")), "--jobs 1 and --jobs 2");
+    for shard in 1..=3 {
+        run(&["sweep", SERVED, "--shard", &format!("{shard}/3"), "--out", &out(&format!("shard-{shard}"))]);
+    }
+    let merged = run(&["sweep", "merge", &out("shard-1"), &out("shard-2"), &out("shard-3"), "--out", &out("merged")]);
+    assert_eq!(read(&dir.join("merged/results.csv")), csv, "3 shards merged against one run");
+    assert!(merged.contains("knee per configuration"), "{merged}");
+    assert_png(&dir.join("merged/ttft.png"));
+    let svg = read(&dir.join("merged/ttft.svg"));
+    assert!(
+        svg.contains("goal: ttft_p99_ms &lt;= 300") && svg.contains("knee: the highest rate meeting the goal"),
+        "the bound and the knee"
+    );
+    // Each configuration's knee is the last rate of its leading run of points
+    // meeting the goal, read off the rows.
+    let rows: Vec<Value> = read(&dir.join("one/results.jsonl")).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let knee_table = stdout.split("knee per configuration").nth(1).unwrap();
+    for label in ["nvswitch", "shm"] {
+        let meets: Vec<(f64, bool)> = rows
+            .iter()
+            .filter(|r| r["label"] == label && r["serve.max_num_batched_tokens"] == 8192)
+            .map(|r| (r["serve.rate"].as_f64().unwrap(), r["meets_goal"] == true))
+            .collect();
+        let knee = meets.iter().take_while(|m| m.1).last().map_or("-".to_string(), |m| m.0.to_string());
+        let line = knee_table.lines().find(|l| l.starts_with(label) && l.contains("8192")).unwrap_or_else(|| panic!("{knee_table}"));
+        assert_eq!(line.split_whitespace().nth(2), Some(knee.as_str()), "{label}: {line}");
+    }
 }

@@ -22,7 +22,7 @@ mod sweep;
 pub use axis::LogAxis;
 use axis::number_label;
 pub use regimes::{RegimeLines, RegimeSeries, regime_lines};
-pub use sweep::{Curve, Curves, Heatmap, Pareto, XScale, curves, heatmap, pareto};
+pub use sweep::{Bound, Curve, Curves, Heatmap, Mark, Pareto, XScale, curves, heatmap, pareto};
 
 const FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 

@@ -35,6 +35,13 @@ pub struct Curve {
     pub colour: usize,
 }
 
+/// A dashed line across a plot at a value of y: the value, its name in the
+/// legend, its palette colour.
+pub type Bound = (f64, String, usize);
+
+/// A ringed point: x, y and its palette colour.
+pub type Mark = (f64, f64, usize);
+
 /// Lines of a metric against one axis.
 #[derive(Debug, Clone)]
 pub struct Curves {
@@ -44,6 +51,13 @@ pub struct Curves {
     pub x: XScale,
     pub log_y: bool,
     pub series: Vec<Curve>,
+    /// Dashed lines across the plot at a value of y (a bound a metric must
+    /// stay within), each named in the legend, in a palette colour.
+    pub bounds: Vec<Bound>,
+    /// Points ringed (the knee of a line), in a palette colour, named
+    /// once in the legend by `marks_label`.
+    pub marks: Vec<Mark>,
+    pub marks_label: String,
 }
 
 pub fn curves(chart: &Curves, path: &Path) -> Result<(), PlotError> {
@@ -126,7 +140,7 @@ impl Figure for Curves {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
         let points = || self.series.iter().flat_map(|s| &s.points);
         let x_axis = ValueAxis::new(self.x == XScale::Log, points().map(|p| p.0));
-        let y_axis = ValueAxis::new(self.log_y, points().map(|p| p.1));
+        let y_axis = ValueAxis::new(self.log_y, points().map(|p| p.1).chain(self.bounds.iter().map(|b| b.0)));
         let names = match &self.x {
             XScale::Categories(names) => names.clone(),
             _ => Vec::new(),
@@ -137,6 +151,7 @@ impl Figure for Curves {
         let numbers = |v: &f64| x_axis.label(*v);
         let x_format: &dyn Fn(&f64) -> String = if names.is_empty() { &numbers } else { &categories };
         let y_format = |v: &f64| y_axis.label(*v);
+        let (x_start, x_end) = (x_range.start, x_range.end);
         let mut chart = frame(
             root,
             &self.title,
@@ -169,6 +184,23 @@ impl Figure for Curves {
                     .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], style));
                 chart.draw_series(sorted.iter().map(|&p| Circle::new(p, 4, style.color.filled()))).map_err(text_error)?;
             }
+        }
+        for (value, name, colour) in &self.bounds {
+            let style = color(*colour).stroke_width(2);
+            let y = y_axis.at(*value);
+            chart
+                .draw_series(DashedLineSeries::new([(x_start, y), (x_end, y)], 12, 8, style))
+                .map_err(text_error)?
+                .label(name)
+                .legend(move |(x, y)| plotters::element::DashedPathElement::new([(x, y), (x + 24, y)], 6, 4, style));
+        }
+        if !self.marks.is_empty() {
+            let rings = self.marks.iter().map(|&(x, y, colour)| Circle::new(at(&(x, y)), 11, color(colour).stroke_width(3)));
+            chart
+                .draw_series(rings)
+                .map_err(text_error)?
+                .label(&self.marks_label)
+                .legend(|(x, y)| Circle::new((x + 12, y), 8, BLACK.stroke_width(3)));
         }
         draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
     }
@@ -325,6 +357,9 @@ mod tests {
             x: XScale::Log,
             log_y: false,
             series: vec![curve("icsim", false, 0), curve("published", true, 0)],
+            bounds: vec![(5.0, "at most 5".into(), 7)],
+            marks: vec![(4.0, 3.0, 0)],
+            marks_label: "knee".into(),
         };
         let map = Heatmap {
             title: "Map".into(),

@@ -396,8 +396,9 @@ fn readme_reference_lists_every_output_column() {
     }
     // A sweep's own columns: those of its results that a run has not, but
     // for its axes (dotted keys, listed in the reference as "one per axis").
-    let sweep = csv("plots/sweeps/machines/results.csv");
-    columns.extend(sweep[0].keys().filter(|k| !k.contains('.')).cloned());
+    for shipped in ["plots/sweeps/machines/results.csv", "plots/sweeps/serve-nvswitch-or-pcie/results.csv"] {
+        columns.extend(csv(shipped)[0].keys().filter(|k| !k.contains('.')).cloned());
+    }
     let reference = page("docs/reference.md");
     let mut missing: Vec<String> = columns
         .into_iter()
@@ -518,26 +519,41 @@ fn served(args: &str) -> impl Fn(&str, &str) -> f64 + use<> {
 }
 
 #[test]
-fn readme_serving_knee_table_matches_its_runs() {
-    const FROM: &str = "icsim serve --json at each rate (docs/serving.md's example)";
-    let quotes: Vec<Quote> = [2, 4, 6, 7, 8, 10]
-        .iter()
-        .map(|rate| {
-            let get = served(&format!("{SERVED_EXAMPLE} --tp 8 --rate {rate}"));
-            let text = format!(
-                "| {rate} | {:.0} | {:.0} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.3} |",
-                get("ttft", "p50_ms"),
-                get("ttft", "p99_ms"),
-                get("tpot", "p50_ms"),
-                get("tpot", "p99_ms"),
-                get("throughput", "requests_per_s"),
-                get("goodput", "requests_per_s"),
-                get("cost", "usd_per_million_output_tokens"),
-                get("iterations", "comm_share"),
-            );
-            quote("docs/serving.md", FROM, text)
-        })
-        .collect();
+fn readme_serving_load_and_sweep_prose_match_their_results() {
+    const RATES: &str = "icsim serve --json at 10 requests a second (docs/serving.md's example)";
+    let get = served(&format!("{SERVED_EXAMPLE} --tp 8 --rate 10"));
+    let mut quotes = vec![quote(
+        "docs/serving.md",
+        RATES,
+        format!(
+            "at 10 a second the service serves {:.1} and the p99 request waits {:.1} s for its first token",
+            get("throughput", "requests_per_s"),
+            get("ttft", "p99_ms") / 1000.0
+        ),
+    )];
+    const FROM: &str = "plots/sweeps/serve-nvswitch-or-pcie/results.csv";
+    let rows = csv(FROM);
+    let at = |label: &str, rate: &str| row(&rows, FROM, &[("label", label), ("serve.rate", rate)]).clone();
+    let (nvswitch, past, light, two, three) =
+        (at("nvswitch", "9"), at("nvswitch", "10"), at("p2p", "0.25"), at("p2p", "2"), at("p2p", "3"));
+    for text in [
+        format!(
+            "9 requests a second within a 2 s p99 TTFT (p99 {:.0} ms; at 10 a second {:.0} ms), {:.3} requests a second per $ an hour",
+            num(&nvswitch, "ttft_p99_ms"),
+            num(&past, "ttft_p99_ms"),
+            num(&nvswitch, "rate_per_usd_hour")
+        ),
+        format!("Its p99 TTFT is {:.0} ms already at 0.25 requests a second", num(&light, "ttft_p99_ms")),
+        format!("when {} of every iteration is allreduces", percent(num(&light, "comm_share"))),
+        format!(
+            "At 2 a second its p99 is {:.0} ms, and from 3 a second it serves no more than {:.2} whatever it is offered",
+            num(&two, "ttft_p99_ms"),
+            num(&three, "requests_per_s")
+        ),
+        format!("cost {:.2} $ an hour against the HGX's {:.2}", num(&light, "usd_per_hour"), num(&nvswitch, "usd_per_hour")),
+    ] {
+        quotes.push(quote("docs/serving.md", FROM, text));
+    }
     check(&quotes);
 }
 

@@ -1,0 +1,330 @@
+//! A service at several loads. Owns setting an experiment's first mode up
+//! to serve (`Server`: its KV cache, its engine, the source of its
+//! iteration times), what a service is apart from its rate (`Load`), what
+//! one rate amounts to (`LoadPoint`: the columns of `icsim serve --rates`
+//! and of a serving sweep's rows) and the knee: the highest of rising rates
+//! that meets the objectives, every lower rate meeting them too. Used by
+//! the `serve` command and by sweeps with a `[serve]` table; draws nothing.
+
+use serde::Serialize;
+
+use crate::config::ConfigError;
+use crate::config::hardware::GpuModel;
+use crate::transport::{self, Mode};
+use crate::units::{Bytes, Time};
+use crate::workload::experiment::{self, Experiment, ModeRun};
+use crate::workload::tp::{CollectiveCache, TensorParallel};
+
+use super::iteration::{IterationTimes, SimulatedIterations};
+use super::requests::{self, Arrivals, Lengths, Request};
+use super::results::{ServeReport, Setup, Slo};
+use super::scheduler::{Limits, Preemption};
+use super::{Engine, KvCapacity, ServeError, ServiceRun};
+
+/// Why a service cannot be set up or served.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+impl From<requests::RequestError> for LoadError {
+    fn from(error: requests::RequestError) -> LoadError {
+        LoadError::Serve(error.into())
+    }
+}
+
+/// How the engine runs, apart from what the GPUs' memory decides.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EngineSettings {
+    pub max_num_seqs: u64,
+    pub max_num_batched_tokens: u64,
+    pub block_size: u64,
+    pub gpu_memory_utilization: f64,
+    /// Host memory a GPU gives swapped blocks; None: preemption recomputes.
+    pub swap_space: Option<Bytes>,
+    /// The host's time each iteration adds before its forward.
+    pub step_overhead: Time,
+}
+
+impl EngineSettings {
+    /// vLLM's defaults for an H100-class GPU (its V1 engine: 256 sequences,
+    /// a budget of 8192 tokens, blocks of 16, 90 % of the memory), recompute,
+    /// no host time between iterations.
+    pub const DEFAULT: EngineSettings = EngineSettings {
+        max_num_seqs: 256,
+        max_num_batched_tokens: 8192,
+        block_size: 16,
+        gpu_memory_utilization: 0.9,
+        swap_space: None,
+        step_overhead: Time::ZERO,
+    };
+}
+
+/// An experiment's first mode set up to serve.
+pub struct Server<'e> {
+    pub experiment: &'e Experiment,
+    pub run: &'e ModeRun,
+    pub gpu: &'e GpuModel,
+    pub kv: KvCapacity,
+    pub engine: Engine,
+    pub settings: EngineSettings,
+    setup: TensorParallel<'e>,
+    /// One GPU's share of a KV block.
+    block_bytes: Bytes,
+}
+
+impl<'e> Server<'e> {
+    /// The engine of `settings` on `experiment`'s first mode.
+    pub fn new(experiment: &'e Experiment, settings: &EngineSettings) -> Result<Server<'e>, LoadError> {
+        let run = &experiment.modes[0];
+        let setup = experiment::prepare_mode(experiment, run)?;
+        let gpu =
+            run.hardware.gpu(&run.topology.gpu_model).map_err(|message| experiment.source.invalid(Some(run.index), "gpu", message))?;
+        let kv = KvCapacity::of(&experiment.llm, gpu, run.tp, settings.gpu_memory_utilization, settings.block_size)?;
+        let block_bytes = Bytes(settings.block_size * kv.bytes_per_token);
+        let preemption = match settings.swap_space {
+            Some(space) => Preemption::Swap { host_blocks: space.0 / block_bytes.0 },
+            None => Preemption::Recompute,
+        };
+        let limits = Limits {
+            max_num_seqs: settings.max_num_seqs,
+            max_num_batched_tokens: settings.max_num_batched_tokens,
+            block_size: settings.block_size,
+            kv_blocks: kv.blocks,
+            preemption,
+        };
+        let engine =
+            Engine { limits, tp: u64::from(run.tp), max_model_len: experiment.llm.context_length, step_overhead: settings.step_overhead };
+        Ok(Server { experiment, run, gpu, kv, engine, settings: *settings, setup, block_bytes })
+    }
+
+    /// Serves `requests` from an empty cache of iteration times, calling
+    /// `progress` once a finished request; with the iterations simulated
+    /// and reused. The source of iteration times is chosen here: a server
+    /// split into prefill and decode GPUs would be one more source (an
+    /// `IterationTimes`) picked by one more setting.
+    pub fn serve(&self, requests: &[Request], progress: &dyn Fn()) -> Result<(ServiceRun, (u64, u64)), ServeError> {
+        let cache = CollectiveCache::new(&self.run.topology, &self.run.hardware);
+        let mut times = SimulatedIterations::new(&self.setup, cache, self.block_bytes);
+        let run = super::simulate(requests, self.engine, &mut times, progress)?;
+        Ok((run, times.counts()))
+    }
+
+    /// What is served and how, for a report of `load` arriving as `arrivals`.
+    pub fn setup(&self, load: &Load, arrivals: &Arrivals) -> Setup {
+        let (prompt, output) = load.describe();
+        let settings = &self.settings;
+        Setup {
+            model: self.experiment.llm.name.clone(),
+            topology: self.run.topology.name.clone(),
+            gpu: self.gpu.name.clone(),
+            host: self.run.topology.host.clone(),
+            transport: self.transport(),
+            tp: self.run.tp,
+            stack: self.run.stack.to_string(),
+            arrivals: describe_arrivals(arrivals),
+            prompt,
+            output,
+            seed: load.seed,
+            max_num_seqs: settings.max_num_seqs,
+            max_num_batched_tokens: settings.max_num_batched_tokens,
+            block_size: settings.block_size,
+            kv_blocks: self.kv.blocks,
+            kv_gb_per_gpu: self.kv.bytes_per_gpu.as_f64() / 1e9,
+            step_overhead_ms: settings.step_overhead.as_ms(),
+            preemption: match settings.swap_space {
+                None => "recompute".into(),
+                Some(space) => format!("swap, {space} of host memory a GPU"),
+            },
+        }
+    }
+
+    /// The mode the collectives run in: what `auto` picks between the
+    /// first two GPUs, said as such; none at TP=1.
+    pub fn transport(&self) -> String {
+        let run = self.run;
+        match (run.mode, run.topology.gpus()) {
+            _ if run.tp == 1 => "none at TP=1".into(),
+            (Mode::Auto, [a, b, ..]) => match transport::connect(&run.topology, *a, *b, Mode::Auto) {
+                Ok(connection) => format!("{} (auto)", connection.mode(&run.topology)),
+                Err(_) => Mode::Auto.to_string(),
+            },
+            (mode, _) => mode.to_string(),
+        }
+    }
+}
+
+/// What a service is apart from its rate: how many requests, how long,
+/// how bursty, drawn with which seed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Load {
+    pub count: usize,
+    pub lengths: Lengths,
+    pub burstiness: f64,
+    pub seed: u64,
+}
+
+impl Load {
+    /// The requests of this load at `rate` a second.
+    pub fn requests(&self, rate: f64) -> Result<Vec<Request>, requests::RequestError> {
+        Ok(requests::generate(&Arrivals::rate(rate, self.burstiness)?, &self.lengths, self.count, self.seed))
+    }
+}
+
+/// Arrivals in words: "Poisson at 6/s".
+pub fn describe_arrivals(arrivals: &Arrivals) -> String {
+    match arrivals {
+        Arrivals::Rate { per_second, burstiness } if *burstiness == 1.0 => format!("Poisson at {per_second}/s"),
+        Arrivals::Rate { per_second, burstiness } => format!("gamma at {per_second}/s, burstiness {burstiness}"),
+        Arrivals::At(_) => "at listed times".into(),
+    }
+}
+
+impl Load {
+    /// The prompts' and outputs' lengths in words.
+    pub fn describe(&self) -> (String, String) {
+        match &self.lengths {
+            Lengths::Drawn { prompt, output } => (prompt.to_string(), output.to_string()),
+            Lengths::Listed(rows) => {
+                let mean = |part: fn(&(u64, u64)) -> u64| rows.iter().map(part).sum::<u64>() as f64 / rows.len() as f64;
+                (format!("from the trace, mean {:.0}", mean(|r| r.0)), format!("from the trace, mean {:.0}", mean(|r| r.1)))
+            }
+        }
+    }
+}
+
+/// What a service amounts to at one offered rate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoadPoint {
+    /// Offered, requests a second.
+    pub rate: f64,
+    pub ttft_p50_ms: f64,
+    pub ttft_p90_ms: f64,
+    pub ttft_p99_ms: f64,
+    pub tpot_p50_ms: Option<f64>,
+    pub tpot_p90_ms: Option<f64>,
+    pub tpot_p99_ms: Option<f64>,
+    pub e2e_p50_ms: f64,
+    pub e2e_p90_ms: f64,
+    pub e2e_p99_ms: f64,
+    /// Served, from the first arrival to the last token.
+    pub requests_per_s: f64,
+    pub output_tokens_per_s: f64,
+    pub goodput_requests_per_s: f64,
+    pub preemptions: u64,
+    pub comm_share: f64,
+    pub usd_per_hour: Option<f64>,
+    pub usd_per_million_output_tokens: Option<f64>,
+    /// The offered rate over what the GPUs serving it cost an hour.
+    pub rate_per_usd_hour: Option<f64>,
+    /// p99 TTFT and p50 TPOT within the objectives given; None without any.
+    pub meets_slo: Option<bool>,
+}
+
+impl LoadPoint {
+    /// Of `report`, a service offered `rate` requests a second, judged by `slo`.
+    pub fn of(rate: f64, report: &ServeReport, slo: Slo) -> LoadPoint {
+        let usd_per_hour = report.cost.map(|c| c.usd_per_gpu_hour * f64::from(report.setup.tp));
+        let tpot = report.tpot;
+        let within = |limit: Option<Time>, value: Option<f64>| limit.is_none_or(|limit| value.is_none_or(|v| v <= limit.as_ms()));
+        LoadPoint {
+            rate,
+            ttft_p50_ms: report.ttft.p50_ms,
+            ttft_p90_ms: report.ttft.p90_ms,
+            ttft_p99_ms: report.ttft.p99_ms,
+            tpot_p50_ms: tpot.map(|t| t.p50_ms),
+            tpot_p90_ms: tpot.map(|t| t.p90_ms),
+            tpot_p99_ms: tpot.map(|t| t.p99_ms),
+            e2e_p50_ms: report.e2e.p50_ms,
+            e2e_p90_ms: report.e2e.p90_ms,
+            e2e_p99_ms: report.e2e.p99_ms,
+            requests_per_s: report.throughput.requests_per_s,
+            output_tokens_per_s: report.throughput.output_tokens_per_s,
+            goodput_requests_per_s: report.goodput.requests_per_s,
+            preemptions: report.kv_cache.preemptions,
+            comm_share: report.iterations.comm_share,
+            usd_per_hour,
+            usd_per_million_output_tokens: report.cost.and_then(|c| c.usd_per_million_output_tokens),
+            rate_per_usd_hour: usd_per_hour.filter(|usd| *usd > 0.0).map(|usd| rate / usd),
+            meets_slo: (slo.ttft.is_some() || slo.tpot.is_some())
+                .then(|| within(slo.ttft, Some(report.ttft.p99_ms)) && within(slo.tpot, tpot.map(|t| t.p50_ms))),
+        }
+    }
+}
+
+/// The knee of rates in rising order, each with whether it meets the
+/// objectives: the position of the last of the leading run that meets
+/// them (the highest rate below the first that fails); None when the
+/// lowest already fails.
+pub fn knee(meets: impl IntoIterator<Item = bool>) -> Option<usize> {
+    meets.into_iter().take_while(|&met| met).count().checked_sub(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
+    use crate::serve::requests::Length;
+    use crate::serve::results;
+
+    #[test]
+    fn the_knee_is_the_last_rate_of_the_leading_run_that_meets_the_objectives() {
+        assert_eq!(knee([true, true, true, false, true]), Some(2), "a later rate meeting them again is past the knee");
+        assert_eq!(knee([true, true]), Some(1));
+        assert_eq!(knee([false, true]), None);
+        assert_eq!(knee([]), None);
+    }
+
+    fn experiment() -> Experiment {
+        let raw = RawExperiment {
+            description: String::new(),
+            model: "llama-3.1-8b".into(),
+            tp: 2,
+            output_dir: None,
+            topology: "hgx-h200".into(),
+            gpus: None,
+            gpu: None,
+            host: None,
+            models: Vec::new(),
+            allreduce: None,
+            stack: None,
+            channels: None,
+            scope: None,
+            fusion: None,
+            query: RawQuery { prompt: 1, output: 1, batch: 1 },
+            modes: vec![RawMode { transport: "nvswitch".into(), ..RawMode::default() }],
+            storage: None,
+        };
+        Experiment::resolve(raw, Source::CommandLine).unwrap()
+    }
+
+    #[test]
+    fn more_load_raises_latency_and_the_objectives_find_the_knee() {
+        let experiment = experiment();
+        let server = Server::new(&experiment, &EngineSettings::DEFAULT).unwrap();
+        assert_eq!(server.transport(), "nvswitch");
+        let load = Load {
+            count: 200,
+            lengths: Lengths::Drawn { prompt: Length::Fixed(2000), output: Length::Fixed(100) },
+            burstiness: 1.0,
+            seed: 1,
+        };
+        let slo = Slo { ttft: Some(Time::from_us(1_000_000)), tpot: None };
+        let points: Vec<LoadPoint> = [2.0, 200.0]
+            .into_iter()
+            .map(|rate| {
+                let (run, counts) = server.serve(&load.requests(rate).unwrap(), &|| {}).unwrap();
+                let setup = server.setup(&load, &Arrivals::rate(rate, 1.0).unwrap());
+                LoadPoint::of(rate, &results::report(&run, setup, slo, None, counts), slo)
+            })
+            .collect();
+        assert!(points[1].ttft_p99_ms > 10.0 * points[0].ttft_p99_ms, "{points:?}");
+        assert!(points[1].requests_per_s < 200.0, "a saturated service serves less than it is offered");
+        assert_eq!(points.iter().map(|p| p.meets_slo).collect::<Vec<_>>(), [Some(true), Some(false)]);
+        assert_eq!(knee(points.iter().map(|p| p.meets_slo == Some(true))), Some(0));
+        assert_eq!(points[0].rate_per_usd_hour, None, "no cost, no rate per dollar");
+    }
+}

@@ -1,0 +1,213 @@
+//! Sweeps whose workload is a service: the `[serve]` table (how many
+//! requests, their lengths, the engine's limits, objectives for goodput,
+//! a rate), the `serve.*` keys a point may change, and one point's row: the
+//! base experiment with the point's changes serving the requests at the
+//! point's rate (`serve::load`), priced by the sweep's cost model. The
+//! highest rate meeting an objective is searched on a grid: `serve.rate` is
+//! an axis like any other, so the rates of every configuration run in
+//! parallel and in shards as other points do, and the summary reads each
+//! configuration's knee off its rows.
+
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::change::{Change, Key, ServeKey, Value as Changed};
+use super::cost::{Bill, CostModel};
+use crate::config::{ConfigError, ConfigResult, check_range};
+use crate::report::{Record, record_of};
+use crate::serve::load::{EngineSettings, Load, LoadError, LoadPoint, Server};
+use crate::serve::requests::{Arrivals, Length, Lengths};
+use crate::serve::results::{self, Slo};
+use crate::units::{Bytes, Time};
+use crate::workload::experiment::Experiment;
+
+/// The column of the offered rate.
+pub const RATE: &str = "serve.rate";
+
+/// `[serve]` as written; what is left out is `icsim serve`'s default.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawService {
+    /// Requests a second, unless `serve.rate` is an axis or a point's key.
+    pub rate: Option<f64>,
+    pub requests: Option<u64>,
+    /// `N`, `LOW..HIGH` or `lognormal:MEAN,CV` tokens.
+    pub prompt: Option<String>,
+    pub output: Option<String>,
+    pub burstiness: Option<f64>,
+    pub seed: Option<u64>,
+    pub max_num_seqs: Option<u64>,
+    pub max_num_batched_tokens: Option<u64>,
+    pub block_size: Option<u64>,
+    pub gpu_memory_utilization: Option<f64>,
+    /// Host memory a GPU gives swapped blocks (`"4GiB"`); absent: recompute.
+    pub swap_space: Option<String>,
+    /// Objectives a request must meet to count towards goodput (`"2s"`).
+    pub slo_ttft: Option<String>,
+    pub slo_tpot: Option<String>,
+}
+
+/// A validated `[serve]` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Service {
+    pub rate: Option<f64>,
+    pub load: Load,
+    pub engine: EngineSettings,
+    pub slo: Slo,
+}
+
+/// Requests a point serves when `[serve]` does not say.
+const DEFAULT_REQUESTS: u64 = 1000;
+
+impl Service {
+    /// Checks `raw`, written under `[serve]` in `path`.
+    pub fn new(raw: &RawService, path: &Path) -> ConfigResult<Service> {
+        let key = |name: &str| format!("serve.{name}");
+        let parsed = |name: &str, text: &Option<String>, default: &str| -> ConfigResult<Length> {
+            Length::from_str(text.as_deref().unwrap_or(default)).map_err(|message| ConfigError::invalid(path, key(name), message))
+        };
+        let time = |name: &str, text: &Option<String>| -> ConfigResult<Option<Time>> {
+            text.as_deref()
+                .map(|t| match Time::from_str(t) {
+                    Ok(time) if time > Time::ZERO => Ok(time),
+                    _ => Err(ConfigError::invalid(path, key(name), format!("{t:?}: give a time above 0, as \"2s\" or \"50ms\""))),
+                })
+                .transpose()
+        };
+        let count = |name: &str, value: Option<u64>, default: u64, max: u64| -> ConfigResult<u64> {
+            let value = value.unwrap_or(default);
+            check_range(path, &key(name), value as f64, 1.0..=max as f64)?;
+            Ok(value)
+        };
+        if let Some(rate) = raw.rate {
+            check_range(path, &key("rate"), rate, f64::MIN_POSITIVE..=f64::MAX)?;
+        }
+        let burstiness = raw.burstiness.unwrap_or(1.0);
+        check_range(path, &key("burstiness"), burstiness, 0.01..=100.0)?;
+        let utilization = raw.gpu_memory_utilization.unwrap_or(EngineSettings::DEFAULT.gpu_memory_utilization);
+        check_range(path, &key("gpu_memory_utilization"), utilization, f64::MIN_POSITIVE..=1.0)?;
+        let swap_space = raw
+            .swap_space
+            .as_deref()
+            .map(|text| {
+                Bytes::from_str(text).map_err(|e| ConfigError::invalid(path, key("swap_space"), format!("{text:?}: {e}; as \"4GiB\"")))
+            })
+            .transpose()?;
+        let defaults = EngineSettings::DEFAULT;
+        Ok(Service {
+            rate: raw.rate,
+            load: Load {
+                count: count("requests", raw.requests, DEFAULT_REQUESTS, 10_000_000)? as usize,
+                lengths: Lengths::Drawn { prompt: parsed("prompt", &raw.prompt, "1024")?, output: parsed("output", &raw.output, "128")? },
+                burstiness,
+                seed: raw.seed.unwrap_or(0),
+            },
+            engine: EngineSettings {
+                max_num_seqs: count("max_num_seqs", raw.max_num_seqs, defaults.max_num_seqs, 65_536)?,
+                max_num_batched_tokens: count(
+                    "max_num_batched_tokens",
+                    raw.max_num_batched_tokens,
+                    defaults.max_num_batched_tokens,
+                    1_048_576,
+                )?,
+                block_size: count("block_size", raw.block_size, defaults.block_size, 4096)?,
+                gpu_memory_utilization: utilization,
+                swap_space,
+                step_overhead: defaults.step_overhead,
+            },
+            slo: Slo { ttft: time("slo_ttft", &raw.slo_ttft)?, tpot: time("slo_tpot", &raw.slo_tpot)? },
+        })
+    }
+
+    /// The service with a point's `serve.*` changes: its rate and engine.
+    fn changed(&self, changes: &[&Change]) -> (Option<f64>, EngineSettings) {
+        let (mut rate, mut engine) = (self.rate, self.engine);
+        for change in changes {
+            match (&change.key, &change.value) {
+                (Key::Serve(ServeKey::Rate), Changed::Number(r)) => rate = Some(*r),
+                (Key::Serve(ServeKey::MaxNumSeqs), Changed::Count(n)) => engine.max_num_seqs = *n,
+                (Key::Serve(ServeKey::MaxNumBatchedTokens), Changed::Count(n)) => engine.max_num_batched_tokens = *n,
+                _ => {}
+            }
+        }
+        (rate, engine)
+    }
+}
+
+/// Refuses keys that do not fit the sweep's workload: `serve.*` without a
+/// `[serve]` table, a query's keys with one, and a service without a rate.
+/// `keys` are the sweep's axis and point keys with where each is written.
+pub fn check_keys(service: Option<&Service>, keys: &[(String, Key)], path: &Path) -> ConfigResult<()> {
+    for (at, key) in keys {
+        match (key, service) {
+            (Key::Serve(_), None) => {
+                return Err(ConfigError::invalid(
+                    path,
+                    at,
+                    format!("{} varies a service: add a [serve] table (its requests and engine) to sweep one", key.name()),
+                ));
+            }
+            (Key::Prompt | Key::Output | Key::Batch, Some(_)) => {
+                return Err(ConfigError::invalid(
+                    path,
+                    at,
+                    format!("{} varies a query, and this sweep serves requests: set their lengths in [serve] (prompt, output)", key.name()),
+                ));
+            }
+            _ => {}
+        }
+    }
+    let rated = keys.iter().any(|(_, key)| *key == Key::Serve(ServeKey::Rate));
+    if service.is_some_and(|s| s.rate.is_none()) && !rated {
+        return Err(ConfigError::invalid(
+            path,
+            "serve.rate",
+            "the service has no rate: give rate = R in [serve], or an axis of serve.rate to find the highest that meets the goal",
+        ));
+    }
+    Ok(())
+}
+
+/// Fills `row` with what `experiment` serving `service` with `changes`
+/// yields, priced by `cost`; a service that cannot run is an `error`.
+pub fn fill(row: &mut Record, experiment: &Experiment, service: &Service, changes: &[&Change], cost: &CostModel) {
+    let (rate, engine) = service.changed(changes);
+    let rate = rate.expect("a serving sweep has a rate (checked when it is read)");
+    let outcome = Server::new(experiment, &engine).and_then(|server| {
+        let requests = service.load.requests(rate)?;
+        let (run, counts) = server.serve(&requests, &|| {})?;
+        Ok((server.setup(&service.load, &Arrivals::rate(rate, service.load.burstiness)?), run, counts))
+    });
+    match outcome {
+        Err(error) => {
+            // The point's columns say what was asked: no file or key.
+            let reason = match error {
+                LoadError::Config(ConfigError::Invalid { message, .. }) => message,
+                other => other.to_string(),
+            };
+            row.insert("error".into(), json!(reason));
+        }
+        Ok((setup, run, counts)) => {
+            let bill = Bill::of(&experiment.modes[0].topology);
+            let (per_gpu, cost_error) = match cost.per_gpu(&bill) {
+                Ok(per_gpu) => (Some(per_gpu), None),
+                Err(message) => (None, Some(message)),
+            };
+            let used = [
+                ("topology", json!(setup.topology)),
+                ("gpu", json!(setup.gpu)),
+                ("transport", json!(setup.transport)),
+                ("tp", json!(setup.tp)),
+                ("kv_blocks", json!(setup.kv_blocks)),
+                ("usd_per_gpu_hour", json!(per_gpu.map(|p| p.usd_per_hour))),
+            ];
+            let report = results::report(&run, setup, service.slo, per_gpu, counts);
+            let point = LoadPoint::of(rate, &report, service.slo);
+            super::run::insert_used(row, used.into_iter().map(|(k, v)| (k.to_string(), v)).chain(record_of(&point)));
+            row.insert("cost_error".into(), cost_error.map_or(Value::Null, Value::String));
+        }
+    }
+}
