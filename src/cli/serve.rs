@@ -13,7 +13,7 @@ use super::{BadInput, TopologyArgs, checks, notices, parse_format, progress_bar}
 use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::{self, Format, Record};
 use icsim::serve::iteration::{IterationTimes, SimulatedIterations};
-use icsim::serve::requests::{self, Arrivals, Length, Lengths, TimeUnit};
+use icsim::serve::requests::{self, Arrivals, Length, Lengths, Request, TimeUnit};
 use icsim::serve::results::{self, ServeReport, Setup, Slo};
 use icsim::serve::scheduler::{Limits, Preemption};
 use icsim::serve::{self, Engine, KvCapacity};
@@ -21,16 +21,20 @@ use icsim::sweep::cost::Bill;
 use icsim::transport::{self, Mode};
 use icsim::units::{Bytes, Time};
 use icsim::workload::experiment::{self, Experiment};
-use icsim::workload::tp::CollectiveCache;
+use icsim::topology::NodeId;
+use icsim::workload::tp::{CollectiveCache, TensorParallel};
+
+mod split;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// A shipped LLM (llama-3.1-8b, llama-3.1-70b, llama-3.1-405b) or a model file.
     #[arg(long, default_value = "llama-3.1-70b")]
     model: String,
-    /// Tensor-parallel degree: the service runs on the first TP GPUs.
-    #[arg(long, value_parser = super::gpu_count())]
-    tp: u32,
+    /// Tensor-parallel degree: the service runs on the first TP GPUs
+    /// (or give --prefill-tp and --decode-tp to split the server).
+    #[arg(long, value_parser = super::gpu_count(), required_unless_present = "prefill_tp")]
+    tp: Option<u32>,
     #[command(flatten)]
     topology: TopologyArgs,
     /// nvswitch, nvlink, p2p, shm or auto (what NCCL would pick).
@@ -115,6 +119,8 @@ pub struct ServeArgs {
     /// Write summary.json, summary.csv, requests.csv and timeline.csv into DIR.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    #[command(flatten)]
+    split: split::SplitArgs,
 }
 
 /// Requests at a rate when none is said.
@@ -133,71 +139,115 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let (arrivals, lengths, count) = requests_of(&args)?;
     let requests = requests::generate(&arrivals, &lengths, count, args.seed);
 
-    let experiment = Experiment::resolve(raw_experiment(&args), Source::CommandLine)?;
+    // A split server's groups are set up from a run of the same flags at
+    // the larger group's TP.
+    let tp = args.tp.unwrap_or_else(|| split::larger_tp(&args.split));
+    let experiment = Experiment::resolve(raw_experiment(&args, tp), Source::CommandLine)?;
     let run = &experiment.modes[0];
     let setup = experiment::prepare_mode(&experiment, run)?;
-    if let Some(warning) = run.hardware.coverage_warning(run.tp, run.stack) {
-        notices::warn(warning);
-    }
     checks::warn_unusual_links(&run.topology);
     let gpu = run.hardware.gpu(&run.topology.gpu_model).map_err(BadInput)?;
-    let kv = KvCapacity::of(&experiment.llm, gpu, args.tp, args.gpu_memory_utilization, args.block_size)?;
-    let block_bytes = Bytes(args.block_size * kv.bytes_per_token);
-    let preemption = match args.preemption.as_str() {
-        "swap" => Preemption::Swap { host_blocks: args.swap_space.0 / block_bytes.0 },
-        _ => Preemption::Recompute,
-    };
-    let limits = Limits {
-        max_num_seqs: args.max_num_seqs,
-        max_num_batched_tokens: args.max_num_batched_tokens,
-        block_size: args.block_size,
-        kv_blocks: kv.blocks,
-        preemption,
-    };
-    let engine = Engine { limits, tp: u64::from(args.tp), max_model_len: experiment.llm.context_length };
     let per_gpu = cost_per_gpu(&args, &run.topology)?;
-
-    let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&run.topology, &run.hardware), block_bytes);
-    let bar = progress_bar(requests.len() as u64, "serving {bar:40} {pos}/{len} requests, {elapsed}");
-    let served = serve::simulate(&requests, engine, &mut times, &|| bar.inc(1));
-    bar.finish_and_clear();
-    let served = served?;
     let slo = Slo { ttft: args.slo_ttft, tpot: args.slo_tpot };
-    let description = Setup {
-        model: experiment.llm.name.clone(),
-        topology: run.topology.name.clone(),
-        gpu: gpu.name.clone(),
-        host: run.topology.host.clone(),
-        transport: transport_name(run),
-        tp: args.tp,
-        stack: run.stack.to_string(),
-        arrivals: describe_arrivals(&arrivals),
-        prompt: describe_lengths(&lengths, |pair| pair.0, &args.prompt),
-        output: describe_lengths(&lengths, |pair| pair.1, &args.output),
-        seed: args.seed,
-        max_num_seqs: args.max_num_seqs,
-        max_num_batched_tokens: args.max_num_batched_tokens,
-        block_size: args.block_size,
-        kv_blocks: kv.blocks,
-        kv_gb_per_gpu: kv.bytes_per_gpu.as_f64() / 1e9,
-        preemption: match preemption {
-            Preemption::Recompute => "recompute".into(),
-            Preemption::Swap { .. } => format!("swap, {} of host memory a GPU", args.swap_space),
-        },
+    let shared = Shared { experiment: &experiment, gpu, arrivals: &arrivals, lengths: &lengths, slo, per_gpu };
+    let (report, rows) = match args.tp {
+        Some(tp) => serve_one_group(&args, &shared, &setup, &requests, tp)?,
+        None => split::serve(&args, &shared, setup, &requests)?,
     };
-    let report = results::report(&served, description, slo, per_gpu, times.counts());
     match format {
         Format::Table => emit(&table(&report))?,
         Format::Json => emit(&(serde_json::to_string_pretty(&report)? + "\n"))?,
         Format::Csv => emit(&report::render(&[report::flattened(&report)], Format::Csv))?,
     }
     if let Some(dir) = &args.out {
-        let written = write_files(dir, &report, &results::request_rows(&served, slo))?;
+        let written = write_files(dir, &report, &rows)?;
         let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
         let note = format!("wrote {}", names.join(", "));
         if format == Format::Table { emit(&format!("\n{note}\n"))? } else { eprintln!("{note}") }
     }
     Ok(())
+}
+
+/// What every way of serving shares: the experiment the flags resolve to,
+/// its GPU, the requests' description, the objectives and the price.
+struct Shared<'e> {
+    experiment: &'e Experiment,
+    gpu: &'e icsim::config::hardware::GpuModel,
+    arrivals: &'e Arrivals,
+    lengths: &'e Lengths,
+    slo: Slo,
+    per_gpu: Option<icsim::sweep::cost::PerGpu>,
+}
+
+/// Serves `requests` on the first `tp` GPUs; the report and its rows a request.
+fn serve_one_group(
+    args: &ServeArgs,
+    shared: &Shared,
+    setup: &TensorParallel,
+    requests: &[Request],
+    tp: u32,
+) -> Result<(ServeReport, Vec<results::RequestRow>)> {
+    let run = &shared.experiment.modes[0];
+    if let Some(warning) = run.hardware.coverage_warning(run.tp, run.stack) {
+        notices::warn(warning);
+    }
+    let kv = KvCapacity::of(&shared.experiment.llm, shared.gpu, tp, args.gpu_memory_utilization, args.block_size)?;
+    let block_bytes = Bytes(args.block_size * kv.bytes_per_token);
+    let limits = limits(args, args.max_num_batched_tokens, kv);
+    let engine = Engine { limits, tp: u64::from(tp), max_model_len: shared.experiment.llm.context_length };
+    let mut times = SimulatedIterations::new(setup, CollectiveCache::new(&run.topology, &run.hardware), block_bytes);
+    let bar = progress_bar(requests.len() as u64, "serving {bar:40} {pos}/{len} requests, {elapsed}");
+    let service = serve::simulate(requests, engine, &mut times, &|| bar.inc(1));
+    bar.finish_and_clear();
+    let service = service?;
+    let description = describe(args, shared, tp, transport_name(run, &run.topology.gpus()[..tp as usize]), kv);
+    let report = results::report(&service, description, shared.slo, shared.per_gpu, times.counts());
+    Ok((report, results::request_rows(&service, shared.slo)))
+}
+
+/// The scheduler's limits from the flags, with a token budget of `budget`
+/// and the cache `kv`.
+fn limits(args: &ServeArgs, budget: u64, kv: KvCapacity) -> Limits {
+    let block_bytes = args.block_size * kv.bytes_per_token;
+    Limits {
+        max_num_seqs: args.max_num_seqs,
+        max_num_batched_tokens: budget,
+        block_size: args.block_size,
+        kv_blocks: kv.blocks,
+        preemption: match args.preemption.as_str() {
+            "swap" => Preemption::Swap { host_blocks: args.swap_space.0 / block_bytes },
+            _ => Preemption::Recompute,
+        },
+    }
+}
+
+/// What was served and how, for the report: the serving group's `tp`,
+/// `transport` and cache `kv`.
+fn describe(args: &ServeArgs, shared: &Shared, tp: u32, transport: String, kv: KvCapacity) -> Setup {
+    let run = &shared.experiment.modes[0];
+    Setup {
+        model: shared.experiment.llm.name.clone(),
+        topology: run.topology.name.clone(),
+        gpu: shared.gpu.name.clone(),
+        host: run.topology.host.clone(),
+        transport,
+        tp,
+        stack: run.stack.to_string(),
+        arrivals: describe_arrivals(shared.arrivals),
+        prompt: describe_lengths(shared.lengths, |pair| pair.0, &args.prompt),
+        output: describe_lengths(shared.lengths, |pair| pair.1, &args.output),
+        seed: args.seed,
+        max_num_seqs: args.max_num_seqs,
+        max_num_batched_tokens: args.max_num_batched_tokens,
+        block_size: args.block_size,
+        kv_blocks: kv.blocks,
+        kv_gb_per_gpu: kv.bytes_per_gpu.as_f64() / 1e9,
+        preemption: match limits(args, args.max_num_batched_tokens, kv).preemption {
+            Preemption::Recompute => "recompute".into(),
+            Preemption::Swap { .. } => format!("swap, {} of host memory a GPU", args.swap_space),
+        },
+        prefill_tp: None,
+    }
 }
 
 /// When requests arrive, how long they are, and how many to serve.
@@ -248,14 +298,15 @@ fn requests_of(args: &ServeArgs) -> Result<(Arrivals, Lengths, usize)> {
     Ok((arrivals, lengths, count))
 }
 
-/// The experiment `icsim llm` would resolve from the same flags (its
-/// query unused): the model, the topology, the mode and how the forward runs.
-fn raw_experiment(args: &ServeArgs) -> RawExperiment {
+/// The experiment `icsim llm` would resolve from the same flags at TP=`tp`
+/// (its query unused): the model, the topology, the mode and how the
+/// forward runs.
+fn raw_experiment(args: &ServeArgs, tp: u32) -> RawExperiment {
     let topology = &args.topology;
     RawExperiment {
         description: String::new(),
         model: args.model.clone(),
-        tp: args.tp,
+        tp,
         output_dir: None,
         topology: topology.topology.clone(),
         gpus: topology.gpus,
@@ -285,12 +336,11 @@ fn cost_per_gpu(args: &ServeArgs, topology: &icsim::topology::Topology) -> Resul
     })
 }
 
-/// The mode the collectives run in: what `auto` picks between the first
-/// two GPUs, said as such; none at TP=1.
-fn transport_name(run: &icsim::workload::experiment::ModeRun) -> String {
-    let gpus = run.topology.gpus();
+/// The mode the collectives of a group on `gpus` run in: what `auto` picks
+/// between its first two GPUs, said as such; none at TP=1.
+fn transport_name(run: &icsim::workload::experiment::ModeRun, gpus: &[NodeId]) -> String {
     match (run.mode, gpus) {
-        _ if run.tp == 1 => "none at TP=1".into(),
+        _ if gpus.len() == 1 => "none at TP=1".into(),
         (Mode::Auto, [a, b, ..]) => match transport::connect(&run.topology, *a, *b, Mode::Auto) {
             Ok(connection) => format!("{} (auto)", connection.mode(&run.topology)),
             Err(_) => Mode::Auto.to_string(),
@@ -345,15 +395,18 @@ fn sparkline(values: impl Iterator<Item = f64>, top: f64) -> String {
 /// The human-readable report.
 fn table(r: &ServeReport) -> String {
     let s = &r.setup;
+    let (groups, cache) = match &r.split {
+        Some(split) => (split::groups_line(split), "KV cache of the decode group"),
+        None => (format!("TP={}", s.tp), "KV cache"),
+    };
     let mut text = format!(
-        "{} on {} ({}, host {}, {}), TP={}, {}: {} requests, {}, prompts {}, outputs {}, seed {}\n\
-         KV cache: {} blocks of {} tokens ({:.1} GB a GPU); at most {} sequences and {} tokens an iteration\n",
+        "{} on {} ({}, host {}, {}), {groups}, {}: {} requests, {}, prompts {}, outputs {}, seed {}\n\
+         {cache}: {} blocks of {} tokens ({:.1} GB a GPU); at most {} sequences and {} tokens an iteration\n",
         s.model,
         s.topology,
         s.gpu,
         s.host,
         s.transport,
-        s.tp,
         s.stack,
         r.requests,
         s.arrivals,
@@ -389,6 +442,11 @@ fn table(r: &ServeReport) -> String {
     );
     if let Some(cost) = &r.cost {
         section("cost at this load (models/cost/default.toml or --cost)", vec![report::flattened(cost)]);
+    }
+    if let Some(split) = &r.split {
+        for (title, rows) in split::sections(split) {
+            section(&title, rows);
+        }
     }
     let windows = &r.timeline;
     text += &format!("\nover time ({} windows of {:.2} s):\n", windows.len(), windows.first().map_or(0.0, |w| w.end_s - w.start_s));
