@@ -141,7 +141,10 @@ pub fn run(args: ServeArgs) -> Result<()> {
 
     // A split server's groups are set up from a run of the same flags at
     // the larger group's TP.
-    let tp = args.tp.unwrap_or_else(|| split::larger_tp(&args.split));
+    let tp = match args.tp {
+        Some(tp) => tp,
+        None => split::resolving_tp(&args.split, &args.model)?,
+    };
     let experiment = Experiment::resolve(raw_experiment(&args, tp), Source::CommandLine)?;
     let run = &experiment.modes[0];
     let setup = experiment::prepare_mode(&experiment, run)?;

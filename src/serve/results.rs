@@ -542,6 +542,40 @@ mod tests {
     }
 
     #[test]
+    fn a_split_servers_moves_are_shares_of_each_requests_latency_and_its_gpus_all_count() {
+        use crate::serve::split::{Handoff, PrefillRun, SplitRun};
+        // Request i's first token 100(i+1) ms after it arrives; its move
+        // takes 10 ms of that, after a wait of i ms.
+        let run = run(10);
+        let handoffs = run
+            .served
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let sent = s.first_token - ms(20);
+                Handoff { prefilled: sent - ms(i as u64), sent, arrived: sent + ms(10), bytes: 1000 }
+            })
+            .collect();
+        let prefill = PrefillRun { iterations: run.iterations[..1].to_vec(), recomputed: 0, swapped_blocks: 0 };
+        let split = SplitRun { run, prefill, handoffs };
+        let group = |tp| GroupSetup { tp, gpus: "0".into(), max_num_batched_tokens: 64, kv_blocks: 100, kv_gb_per_gpu: 1.0 };
+        let links = MoveLinks { transport: "shm".into(), busiest: None };
+        let report = split_report(&split, (group(1), group(2)), links);
+        let moves = &report.kv_move;
+        assert_eq!((moves.bytes, moves.move_ms.p50_ms, moves.wait_ms.p99_ms), (10_000, 10.0, 9.0));
+        // 10 ms of TTFTs of 100..1000 ms: nearest rank.
+        assert_eq!((moves.ttft_share_p50, moves.ttft_share_p99), (10.0 / 600.0, 0.1));
+        assert!(moves.e2e_share_p99 < moves.ttft_share_p99);
+        assert_eq!((report.prefill.iterations, report.decode.iterations, report.decode.kv_peak_use), (1, 2, 0.3));
+        assert!((report.prefill.busy_share - 0.1 / 11.1).abs() < 1e-12, "100 ms of the 11.1 s run");
+        // Per GPU, both groups' three GPUs.
+        let mut setup = setup();
+        setup.prefill_tp = Some(1);
+        let whole = super::report(&split.run, setup, Slo::default(), None, (0, 0));
+        assert!((whole.throughput.total_tokens_per_s_per_gpu * 3.0 - whole.throughput.total_tokens_per_s).abs() < 1e-9);
+    }
+
+    #[test]
     fn without_objectives_every_request_counts_and_cost_is_per_output_token() {
         let per_gpu = PerGpu { usd_per_hour: 2.0, watts: 500.0, server_usd: 1.0 };
         let report = report(&run(4), setup(), Slo::default(), Some(per_gpu), (0, 0));

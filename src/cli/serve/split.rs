@@ -17,8 +17,10 @@ use icsim::report::{self, Record};
 use icsim::serve::results::{self, GroupSetup, MoveLinks, RequestRow, ServeReport, SplitReport};
 use icsim::serve::split::{self, Sources, SplitEngine};
 use icsim::serve::{Engine, KvCapacity};
+use icsim::config::llm::LlmModel;
+use icsim::topology::MAX_GPUS;
 use icsim::units::Bytes;
-use icsim::workload::tp::{CollectiveCache, TensorParallel, TpError};
+use icsim::workload::tp::{CollectiveCache, TensorParallel, TpError, allowed_degrees};
 
 #[derive(Debug, Args)]
 pub struct SplitArgs {
@@ -45,10 +47,25 @@ pub struct SplitArgs {
     prefill_max_num_batched_tokens: Option<u64>,
 }
 
-/// The larger group's TP degree (the flags' check that both are given
-/// comes later).
-pub(super) fn larger_tp(split: &SplitArgs) -> u32 {
-    split.prefill_tp.max(split.decode_tp).unwrap_or(1)
+/// The TP degree the flags are resolved at for a split server: the larger
+/// group's, once each group's degree is one `model` splits over (refused
+/// by its flag otherwise; a model that cannot be read is the resolver's to
+/// report).
+pub(super) fn resolving_tp(split: &SplitArgs, model: &str) -> Result<u32, BadInput> {
+    if let Ok(llm) = LlmModel::load(model) {
+        let allowed = allowed_degrees(&llm, MAX_GPUS as u32);
+        for (flag, tp) in [("--prefill-tp", split.prefill_tp), ("--decode-tp", split.decode_tp)] {
+            if let Some(tp) = tp.filter(|tp| !allowed.contains(tp)) {
+                let shown: Vec<String> = allowed.iter().filter(|&&t| t <= 64).map(u32::to_string).collect();
+                return Err(BadInput(format!(
+                    "{flag} {tp}: TP={tp} cannot split {}'s heads and FFN evenly; allowed up to 64: {}",
+                    llm.name,
+                    shown.join(", ")
+                )));
+            }
+        }
+    }
+    Ok(split.prefill_tp.max(split.decode_tp).unwrap_or(1))
 }
 
 /// The GPUs (by index, in rank order) of the prefill and decode groups of
