@@ -18,10 +18,10 @@ use icsim::serve::results::{self, ServeReport, Setup, Slo};
 use icsim::serve::scheduler::{Limits, Preemption};
 use icsim::serve::{self, Engine, KvCapacity};
 use icsim::sweep::cost::Bill;
+use icsim::topology::NodeId;
 use icsim::transport::{self, Mode};
 use icsim::units::{Bytes, Time};
 use icsim::workload::experiment::{self, Experiment};
-use icsim::topology::NodeId;
 use icsim::workload::tp::{CollectiveCache, TensorParallel};
 
 mod split;
@@ -119,8 +119,9 @@ pub struct ServeArgs {
     /// Write summary.json, summary.csv, requests.csv and timeline.csv into DIR.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Boxed: a command's flags stay small beside the other commands'.
     #[command(flatten)]
-    split: split::SplitArgs,
+    split: Box<split::SplitArgs>,
 }
 
 /// Requests at a rate when none is said.

@@ -229,7 +229,8 @@ impl<'t> Group<'t> {
             return Ok(());
         }
         // An iteration that only preempted runs no forward.
-        let mut time = if iteration.scheduled.is_empty() { Default::default() } else { self.times.time(iteration.tokens(self.engine.tp))? };
+        let mut time =
+            if iteration.scheduled.is_empty() { Default::default() } else { self.times.time(iteration.tokens(self.engine.tp))? };
         // Blocks move to host memory or back before the forward runs.
         time.swap = self.times.swap(iteration.swapped_out, Direction::Write)? + self.times.swap(iteration.swapped_in, Direction::Read)?;
         time.total += time.swap;

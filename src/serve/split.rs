@@ -136,7 +136,10 @@ pub fn simulate(requests: &[Request], engine: SplitEngine, sources: Sources, pro
             return Err(ServeError::BeyondClock);
         }
     }
-    assert!(ready.is_empty() && prefill.scheduler.is_idle() && decode.scheduler.is_idle(), "the split server ends with every request served");
+    assert!(
+        ready.is_empty() && prefill.scheduler.is_idle() && decode.scheduler.is_idle(),
+        "the split server ends with every request served"
+    );
     Ok(SplitRun {
         run: ServiceRun {
             served: ledger.served(requests),
@@ -190,8 +193,13 @@ mod tests {
     }
 
     fn engine(prefill_blocks: u64, decode_blocks: u64, max_num_seqs: u64) -> SplitEngine {
-        let limits =
-            |kv_blocks, budget| Limits { max_num_seqs, max_num_batched_tokens: budget, block_size: 16, kv_blocks, preemption: Preemption::Recompute };
+        let limits = |kv_blocks, budget| Limits {
+            max_num_seqs,
+            max_num_batched_tokens: budget,
+            block_size: 16,
+            kv_blocks,
+            preemption: Preemption::Recompute,
+        };
         SplitEngine {
             prefill: Engine { limits: limits(prefill_blocks, 256), tp: 1, max_model_len: 4096 },
             decode: Engine { limits: limits(decode_blocks, 64), tp: 1, max_model_len: 4096 },

@@ -189,7 +189,20 @@ fn a_split_server_moves_every_prompts_cache_and_says_how_much_of_ttft_it_takes()
     assert!(groups["prefill"]["iterations"].as_u64().unwrap() < groups["decode"]["iterations"].as_u64().unwrap());
     // Listed GPUs are taken, and the other group the first ones left.
     let listed = icsim_json(&[
-        "serve", "--model", "llama-3.1-8b", "--prefill-tp", "2", "--decode-tp", "1", "--prefill-gpus", "6,7", "--rate", "10", "--requests", "5", "--json",
+        "serve",
+        "--model",
+        "llama-3.1-8b",
+        "--prefill-tp",
+        "2",
+        "--decode-tp",
+        "1",
+        "--prefill-gpus",
+        "6,7",
+        "--rate",
+        "10",
+        "--requests",
+        "5",
+        "--json",
     ]);
     assert_eq!((listed["split"]["prefill"]["gpus"].as_str(), listed["split"]["decode"]["gpus"].as_str()), (Some("6,7"), Some("0")));
     // The same request unsplit has no split section.
@@ -206,7 +219,10 @@ fn the_kv_move_takes_longer_through_pcie_and_host_memory_than_over_nvswitch() {
     // Every move is the same 1000 tokens: its time is the move's alone.
     assert!(slow["move_ms"]["p50_ms"].as_f64().unwrap() > 3.0 * fast["move_ms"]["p50_ms"].as_f64().unwrap(), "{slow} {fast}");
     assert_eq!(slow["transport"], "shm", "the groups sit on two sockets: the copies go through host memory");
-    assert!(slow["busiest_link"].as_str().is_some_and(|l| l.contains("socket link") || l.contains("PCIe") || l.contains("memory")), "{slow}");
+    assert!(
+        slow["busiest_link"].as_str().is_some_and(|l| l.contains("socket link") || l.contains("PCIe") || l.contains("memory")),
+        "{slow}"
+    );
     assert!(slow["ttft_share_p50"].as_f64().unwrap() > fast["ttft_share_p50"].as_f64().unwrap());
 }
 
@@ -219,7 +235,9 @@ fn a_split_is_written_in_every_output() {
     assert!(table.contains("prefill TP=1 on GPUs 0, decode TP=2 on GPUs 1,2") && table.contains("KV cache moved"), "{table}");
     let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
     let header = summary.lines().next().unwrap();
-    for column in ["setup_prefill_tp", "split_kv_move_bytes", "split_kv_move_busiest_link", "split_kv_move_ttft_share_p99", "split_prefill_kv_blocks"] {
+    for column in
+        ["setup_prefill_tp", "split_kv_move_bytes", "split_kv_move_busiest_link", "split_kv_move_ttft_share_p99", "split_prefill_kv_blocks"]
+    {
         assert!(header.split(',').any(|c| c == column), "{column} in {header}");
     }
     let csv = stdout(&icsim(&[&machine[..], &["--format", "csv"]].concat()));
@@ -235,13 +253,21 @@ fn bad_splits_are_refused_by_flag() {
     refused("a split and --tp", &with(&["--tp", "2", "--prefill-tp", "2", "--decode-tp", "2"]), &["--tp", "cannot be used with"]);
     refused("half a split", &with(&["--prefill-tp", "2"]), &["--decode-tp"]);
     refused("neither", &with(&[]), &["--tp"]);
-    refused("a GPU the server lacks", &with(&["--prefill-tp", "2", "--decode-tp", "2", "--prefill-gpus", "0,9"]), &["--prefill-gpus 0,9", "no GPU 9"]);
+    refused(
+        "a GPU the server lacks",
+        &with(&["--prefill-tp", "2", "--decode-tp", "2", "--prefill-gpus", "0,9"]),
+        &["--prefill-gpus 0,9", "no GPU 9"],
+    );
     refused(
         "a GPU in both groups",
         &with(&["--prefill-tp", "2", "--decode-tp", "2", "--prefill-gpus", "0,1", "--decode-gpus", "1,2"]),
         &["--decode-gpus", "GPU 1"],
     );
-    refused("a list of the wrong length", &with(&["--prefill-tp", "2", "--decode-tp", "2", "--decode-gpus", "4"]), &["--decode-gpus 4", "--decode-tp 2"]);
+    refused(
+        "a list of the wrong length",
+        &with(&["--prefill-tp", "2", "--decode-tp", "2", "--decode-gpus", "4"]),
+        &["--decode-gpus 4", "--decode-tp 2"],
+    );
     refused("a degree the model cannot split", &with(&["--prefill-tp", "3", "--decode-tp", "2"]), &["--prefill-tp 3", "TP=3"]);
     refused(
         "a group too small for the weights",

@@ -8,16 +8,16 @@
 use anyhow::Result;
 use clap::Args;
 
-use super::{Shared, ServeArgs, describe, limits, notices, progress_bar, transport_name};
+use super::{ServeArgs, Shared, describe, limits, notices, progress_bar, transport_name};
 use crate::cli::BadInput;
+use icsim::config::llm::LlmModel;
+use icsim::report::{self, Record};
 use icsim::serve::handoff::TopologyMoves;
 use icsim::serve::iteration::{IterationTimes, SimulatedIterations};
 use icsim::serve::requests::Request;
-use icsim::report::{self, Record};
 use icsim::serve::results::{self, GroupSetup, MoveLinks, RequestRow, ServeReport, SplitReport};
 use icsim::serve::split::{self, Sources, SplitEngine};
 use icsim::serve::{Engine, KvCapacity};
-use icsim::config::llm::LlmModel;
 use icsim::topology::MAX_GPUS;
 use icsim::units::Bytes;
 use icsim::workload::tp::{CollectiveCache, TensorParallel, TpError, allowed_degrees};
@@ -119,7 +119,12 @@ fn indices(gpus: &[usize]) -> String {
 
 /// Serves `requests` on the split server the flags describe, each group
 /// set up as `setup` is but on its own GPUs.
-pub(super) fn serve(args: &ServeArgs, shared: &Shared, setup: TensorParallel, requests: &[Request]) -> Result<(ServeReport, Vec<RequestRow>)> {
+pub(super) fn serve(
+    args: &ServeArgs,
+    shared: &Shared,
+    setup: TensorParallel,
+    requests: &[Request],
+) -> Result<(ServeReport, Vec<RequestRow>)> {
     let split = &args.split;
     let (Some(prefill_tp), Some(decode_tp)) = (split.prefill_tp, split.decode_tp) else {
         return Err(BadInput("--tp: give the TP degree, or --prefill-tp and --decode-tp to split the server".into()).into());
@@ -147,7 +152,9 @@ pub(super) fn serve(args: &ServeArgs, shared: &Shared, setup: TensorParallel, re
         prefill: engine(prefill_tp, prefill_budget, prefill_kv),
         decode: engine(decode_tp, args.max_num_batched_tokens, decode_kv),
     };
-    let times = |setup, kv: KvCapacity| SimulatedIterations::new(setup, CollectiveCache::new(topo, hardware), Bytes(args.block_size * kv.bytes_per_token));
+    let times = |setup, kv: KvCapacity| {
+        SimulatedIterations::new(setup, CollectiveCache::new(topo, hardware), Bytes(args.block_size * kv.bytes_per_token))
+    };
     let (mut prefill_times, mut decode_times) = (times(&prefill_setup, prefill_kv), times(&decode_setup, decode_kv));
     let mut moves = TopologyMoves::new(topo, hardware, llm, (&prefill_ranks, &decode_ranks), run.mode)?;
     let bar = progress_bar(requests.len() as u64, "serving {bar:40} {pos}/{len} requests, {elapsed}");
@@ -208,7 +215,10 @@ pub(super) fn sections(split: &SplitReport) -> Vec<(String, Vec<Record>)> {
         .collect();
     vec![
         ("groups (busy_share: of the run's time; the decode group's iterations are the section above)".into(), groups),
-        ("KV cache moved from the prefill to the decode group (shares: of each request's TTFT and end to end latency)".into(), vec![summary]),
+        (
+            "KV cache moved from the prefill to the decode group (shares: of each request's TTFT and end to end latency)".into(),
+            vec![summary],
+        ),
         ("per request (move: start to arrival; wait: prompt computed to move started)".into(), times),
     ]
 }
