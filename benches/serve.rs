@@ -10,9 +10,11 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use icsim::collective::Selection;
 use icsim::config::llm::{LlmModel, Scope};
+use icsim::serve::handoff::TopologyMoves;
 use icsim::serve::iteration::SimulatedIterations;
 use icsim::serve::requests::{self, Arrivals, Length, Lengths};
 use icsim::serve::scheduler::{Limits, Preemption};
+use icsim::serve::split::{self, Sources, SplitEngine};
 use icsim::serve::{self, Engine, KvCapacity};
 use icsim::stack::Stack;
 use icsim::topology::{PresetOptions, TopologySpec};
@@ -48,6 +50,26 @@ fn ten_thousand_requests(c: &mut Criterion) {
         b.iter(|| {
             let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&topo, &model), Bytes(16 * kv.bytes_per_token));
             black_box(serve::simulate(&requests, engine, &mut times, &|| {}).expect("the service runs"))
+        })
+    });
+    // Split four and four: each group its own TP=4 on its own GPUs.
+    let gpus = topo.gpus();
+    let (prefill_gpus, decode_gpus) = (gpus[..4].to_vec(), gpus[4..].to_vec());
+    let prefill_setup = setup.clone().on_gpus(prefill_gpus.clone()).expect("TP=4 on the first four");
+    let decode_setup = setup.clone().on_gpus(decode_gpus.clone()).expect("TP=4 on the last four");
+    let kv = KvCapacity::of(&llm, gpu, 4, 0.9, 16).expect("room for a KV cache");
+    let engine =
+        Engine { limits: Limits { kv_blocks: kv.blocks, ..limits }, tp: 4, max_model_len: llm.context_length, step_overhead: Time::ZERO };
+    let engine = SplitEngine { prefill: engine, decode: engine };
+    group.bench_function("10,000 requests, Llama-3.1-70B split TP=4 + TP=4 on hgx-h200, one thread (requests/s)", |b| {
+        b.iter(|| {
+            let block = Bytes(16 * kv.bytes_per_token);
+            let mut prefill = SimulatedIterations::new(&prefill_setup, CollectiveCache::new(&topo, &model), block);
+            let mut decode = SimulatedIterations::new(&decode_setup, CollectiveCache::new(&topo, &model), block);
+            let mut moves =
+                TopologyMoves::new(&topo, &model, &llm, (&prefill_gpus, &decode_gpus), Mode::Nvswitch).expect("NVSwitch joins them");
+            let sources = Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut moves };
+            black_box(split::simulate(&requests, engine, sources, &|| {}).expect("the split service runs"))
         })
     });
     group.finish();

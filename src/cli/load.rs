@@ -113,7 +113,7 @@ fn objectives(report: &LoadReport) -> Option<String> {
 
 fn table(report: &LoadReport, rows: &[Record]) -> String {
     let served = format!("{} requests at each rate, {}", report.requests, report.setup.arrivals);
-    let mut text = super::serve::header(&report.setup, &served);
+    let mut text = super::serve::header(&report.setup, &format!("TP={}", report.setup.tp), "KV cache", &served);
     text += "\nlatency (ms, per request) and throughput against load:\n";
     text += &report::render(rows, Format::Table);
     text += &match (objectives(report), report.knee_rate) {

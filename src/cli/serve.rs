@@ -12,12 +12,18 @@ use super::llm::emit;
 use super::{BadInput, TopologyArgs, checks, notices, parse_format, progress_bar};
 use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::{self, Format, Record};
-use icsim::serve::load::{EngineSettings, Load, Server};
+use icsim::serve::KvCapacity;
+use icsim::serve::load::{EngineSettings, Load, Server, describe_arrivals};
 use icsim::serve::requests::{self, Arrivals, Length, Lengths, TimeUnit};
 use icsim::serve::results::{self, ServeReport, Setup, Slo};
+use icsim::serve::scheduler::{Limits, Preemption};
 use icsim::sweep::cost::Bill;
+use icsim::topology::NodeId;
+use icsim::transport::{self, Mode};
 use icsim::units::{Bytes, Time};
-use icsim::workload::experiment::Experiment;
+use icsim::workload::experiment::{self, Experiment};
+
+mod split;
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("rated").args(["rate", "rates"])))]
@@ -25,9 +31,10 @@ pub struct ServeArgs {
     /// A shipped LLM (llama-3.1-8b, llama-3.1-70b, llama-3.1-405b) or a model file.
     #[arg(long, default_value = "llama-3.1-70b")]
     model: String,
-    /// Tensor-parallel degree: the service runs on the first TP GPUs.
-    #[arg(long, value_parser = super::gpu_count())]
-    tp: u32,
+    /// Tensor-parallel degree: the service runs on the first TP GPUs
+    /// (or give --prefill-tp and --decode-tp to split the server).
+    #[arg(long, value_parser = super::gpu_count(), required_unless_present = "prefill_tp")]
+    tp: Option<u32>,
     #[command(flatten)]
     topology: TopologyArgs,
     /// nvswitch, nvlink, p2p, shm or auto (what NCCL would pick).
@@ -121,6 +128,9 @@ pub struct ServeArgs {
     /// DIR (with --rates: load.json, load.csv and the latency-load plot).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Boxed: a command's flags stay small beside the other commands'.
+    #[command(flatten)]
+    split: Box<split::SplitArgs>,
 }
 
 /// Requests at a rate when none is said.
@@ -138,47 +148,125 @@ pub fn run(args: ServeArgs) -> Result<()> {
     }
     let (arrivals, lengths, count) = requests_of(&args)?;
 
-    let experiment = Experiment::resolve(raw_experiment(&args), Source::CommandLine)?;
-    let run = &experiment.modes[0];
-    if let Some(warning) = run.hardware.coverage_warning(run.tp, run.stack) {
-        notices::warn(warning);
-    }
-    checks::warn_unusual_links(&run.topology);
-    let settings = EngineSettings {
-        max_num_seqs: args.max_num_seqs,
-        max_num_batched_tokens: args.max_num_batched_tokens,
-        block_size: args.block_size,
-        gpu_memory_utilization: args.gpu_memory_utilization,
-        swap_space: (args.preemption == "swap").then_some(args.swap_space),
-        step_overhead: args.step_overhead,
+    // A split server's groups are set up from a run of the same flags at
+    // the larger group's TP.
+    let tp = match args.tp {
+        Some(tp) => tp,
+        None => split::resolving_tp(&args.split, &args.model)?,
     };
-    let server = Server::new(&experiment, &settings)?;
+    let experiment = Experiment::resolve(raw_experiment(&args, tp), Source::CommandLine)?;
+    let run = &experiment.modes[0];
+    checks::warn_unusual_links(&run.topology);
     let per_gpu = cost_per_gpu(&args, &run.topology)?;
     let slo = Slo { ttft: args.slo_ttft, tpot: args.slo_tpot };
-    let load = Load { count, lengths, burstiness: args.burstiness, seed: args.seed };
-    if let Some(rates) = &args.rates {
-        let files = super::load::Files { dir: args.out.as_deref(), format };
-        return super::load::run(&server, &load, rates, slo, per_gpu, files);
-    }
-
-    let requests = requests::generate(&arrivals, &load.lengths, count, args.seed);
-    let bar = progress_bar(requests.len() as u64, "serving {bar:40} {pos}/{len} requests, {elapsed}");
-    let served = server.serve(&requests, &|| bar.inc(1));
-    bar.finish_and_clear();
-    let (served, counts) = served?;
-    let report = results::report(&served, server.setup(&load, &arrivals), slo, per_gpu, counts);
+    let (report, rows) = match args.tp {
+        Some(_) => {
+            if let Some(warning) = run.hardware.coverage_warning(run.tp, run.stack) {
+                notices::warn(warning);
+            }
+            let settings = EngineSettings {
+                max_num_seqs: args.max_num_seqs,
+                max_num_batched_tokens: args.max_num_batched_tokens,
+                block_size: args.block_size,
+                gpu_memory_utilization: args.gpu_memory_utilization,
+                swap_space: (args.preemption == "swap").then_some(args.swap_space),
+                step_overhead: args.step_overhead,
+            };
+            let server = Server::new(&experiment, &settings)?;
+            let load = Load { count, lengths, burstiness: args.burstiness, seed: args.seed };
+            if let Some(rates) = &args.rates {
+                let files = super::load::Files { dir: args.out.as_deref(), format };
+                return super::load::run(&server, &load, rates, slo, per_gpu, files);
+            }
+            let requests = requests::generate(&arrivals, &load.lengths, count, args.seed);
+            let bar = progress_bar(requests.len() as u64, "serving {bar:40} {pos}/{len} requests, {elapsed}");
+            let served = server.serve(&requests, &|| bar.inc(1));
+            bar.finish_and_clear();
+            let (served, counts) = served?;
+            (results::report(&served, server.setup(&load, &arrivals), slo, per_gpu, counts), results::request_rows(&served, slo))
+        }
+        None => {
+            if args.rates.is_some() {
+                return Err(BadInput("--rates serves one group: give --tp, not --prefill-tp and --decode-tp".into()).into());
+            }
+            let setup = experiment::prepare_mode(&experiment, run)?;
+            let gpu = run.hardware.gpu(&run.topology.gpu_model).map_err(BadInput)?;
+            let requests = requests::generate(&arrivals, &lengths, count, args.seed);
+            let shared = Shared { experiment: &experiment, gpu, arrivals: &arrivals, lengths: &lengths, slo, per_gpu };
+            split::serve(&args, &shared, setup, &requests)?
+        }
+    };
     match format {
         Format::Table => emit(&table(&report))?,
         Format::Json => emit(&(serde_json::to_string_pretty(&report)? + "\n"))?,
         Format::Csv => emit(&report::render(&[report::flattened(&report)], Format::Csv))?,
     }
     if let Some(dir) = &args.out {
-        let written = write_files(dir, &report, &results::request_rows(&served, slo))?;
+        let written = write_files(dir, &report, &rows)?;
         let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
         let note = format!("wrote {}", names.join(", "));
         if format == Format::Table { emit(&format!("\n{note}\n"))? } else { eprintln!("{note}") }
     }
     Ok(())
+}
+
+/// What every way of serving shares: the experiment the flags resolve to,
+/// its GPU, the requests' description, the objectives and the price.
+struct Shared<'e> {
+    experiment: &'e Experiment,
+    gpu: &'e icsim::config::hardware::GpuModel,
+    arrivals: &'e Arrivals,
+    lengths: &'e Lengths,
+    slo: Slo,
+    per_gpu: Option<icsim::sweep::cost::PerGpu>,
+}
+
+/// The scheduler's limits from the flags, with a token budget of `budget`
+/// and the cache `kv`.
+fn limits(args: &ServeArgs, budget: u64, kv: KvCapacity) -> Limits {
+    let block_bytes = args.block_size * kv.bytes_per_token;
+    Limits {
+        max_num_seqs: args.max_num_seqs,
+        max_num_batched_tokens: budget,
+        block_size: args.block_size,
+        kv_blocks: kv.blocks,
+        preemption: match args.preemption.as_str() {
+            "swap" => Preemption::Swap { host_blocks: args.swap_space.0 / block_bytes },
+            _ => Preemption::Recompute,
+        },
+    }
+}
+
+/// What was served and how, for the report: the serving group's `tp`,
+/// `transport` and cache `kv`.
+fn describe(args: &ServeArgs, shared: &Shared, tp: u32, transport: String, kv: KvCapacity) -> Setup {
+    let run = &shared.experiment.modes[0];
+    let load = Load { count: 0, lengths: shared.lengths.clone(), burstiness: args.burstiness, seed: args.seed };
+    let (prompt, output) = load.describe();
+    Setup {
+        model: shared.experiment.llm.name.clone(),
+        topology: run.topology.name.clone(),
+        gpu: shared.gpu.name.clone(),
+        host: run.topology.host.clone(),
+        transport,
+        tp,
+        stack: run.stack.to_string(),
+        arrivals: describe_arrivals(shared.arrivals),
+        prompt,
+        output,
+        seed: args.seed,
+        max_num_seqs: args.max_num_seqs,
+        max_num_batched_tokens: args.max_num_batched_tokens,
+        block_size: args.block_size,
+        kv_blocks: kv.blocks,
+        kv_gb_per_gpu: kv.bytes_per_gpu.as_f64() / 1e9,
+        step_overhead_ms: args.step_overhead.as_ms(),
+        preemption: match limits(args, args.max_num_batched_tokens, kv).preemption {
+            Preemption::Recompute => "recompute".into(),
+            Preemption::Swap { .. } => format!("swap, {} of host memory a GPU", args.swap_space),
+        },
+        prefill_tp: None,
+    }
 }
 
 /// When requests arrive, how long they are, and how many to serve.
@@ -231,14 +319,15 @@ fn requests_of(args: &ServeArgs) -> Result<(Arrivals, Lengths, usize)> {
     Ok((arrivals, lengths, count))
 }
 
-/// The experiment `icsim llm` would resolve from the same flags (its
-/// query unused): the model, the topology, the mode and how the forward runs.
-fn raw_experiment(args: &ServeArgs) -> RawExperiment {
+/// The experiment `icsim llm` would resolve from the same flags at TP=`tp`
+/// (its query unused): the model, the topology, the mode and how the
+/// forward runs.
+fn raw_experiment(args: &ServeArgs, tp: u32) -> RawExperiment {
     let topology = &args.topology;
     RawExperiment {
         description: String::new(),
         model: args.model.clone(),
-        tp: args.tp,
+        tp,
         output_dir: None,
         topology: topology.topology.clone(),
         gpus: topology.gpus,
@@ -266,6 +355,19 @@ fn cost_per_gpu(args: &ServeArgs, topology: &icsim::topology::Topology) -> Resul
             None
         }
     })
+}
+
+/// The mode the collectives of a group on `gpus` run in: what `auto` picks
+/// between its first two GPUs, said as such; none at TP=1.
+fn transport_name(run: &icsim::workload::experiment::ModeRun, gpus: &[NodeId]) -> String {
+    match (run.mode, gpus) {
+        _ if gpus.len() == 1 => "none at TP=1".into(),
+        (Mode::Auto, [a, b, ..]) => match transport::connect(&run.topology, *a, *b, Mode::Auto) {
+            Ok(connection) => format!("{} (auto)", connection.mode(&run.topology)),
+            Err(_) => Mode::Auto.to_string(),
+        },
+        (mode, _) => mode.to_string(),
+    }
 }
 
 /// Writes the report's files into `dir` as one set.
@@ -296,7 +398,12 @@ fn sparkline(values: impl Iterator<Item = f64>, top: f64) -> String {
 /// The human-readable report.
 fn table(r: &ServeReport) -> String {
     let s = &r.setup;
-    let mut text = header(s, &format!("{} requests, {}", r.requests, s.arrivals));
+    let mut text = match &r.split {
+        Some(split) => {
+            header(s, &split::groups_line(split), "KV cache of the decode group", &format!("{} requests, {}", r.requests, s.arrivals))
+        }
+        None => header(s, &format!("TP={}", s.tp), "KV cache", &format!("{} requests, {}", r.requests, s.arrivals)),
+    };
     let mut section = |title: &str, rows: Vec<Record>| {
         text += &format!("\n{title}:\n");
         text += &report::render(&rows, Format::Table);
@@ -321,6 +428,11 @@ fn table(r: &ServeReport) -> String {
     if let Some(cost) = &r.cost {
         section("cost at this load (models/cost/default.toml or --cost)", vec![report::flattened(cost)]);
     }
+    if let Some(split) = &r.split {
+        for (title, rows) in split::sections(split) {
+            section(&title, rows);
+        }
+    }
     let windows = &r.timeline;
     text += &format!("\nover time ({} windows of {:.2} s):\n", windows.len(), windows.first().map_or(0.0, |w| w.end_s - w.start_s));
     let series: [(&str, Vec<f64>); 4] = [
@@ -339,16 +451,15 @@ fn table(r: &ServeReport) -> String {
 
 /// What was served and how, in two lines: `served` says how many requests
 /// and how they arrive.
-pub fn header(s: &Setup, served: &str) -> String {
+pub fn header(s: &Setup, groups: &str, cache: &str, served: &str) -> String {
     let mut text = format!(
-        "{} on {} ({}, host {}, {}), TP={}, {}: {served}, prompts {}, outputs {}, seed {}\n\
-         KV cache: {} blocks of {} tokens ({:.1} GB a GPU); at most {} sequences and {} tokens an iteration\n",
+        "{} on {} ({}, host {}, {}), {groups}, {}: {served}, prompts {}, outputs {}, seed {}\n\
+         {cache}: {} blocks of {} tokens ({:.1} GB a GPU); at most {} sequences and {} tokens an iteration\n",
         s.model,
         s.topology,
         s.gpu,
         s.host,
         s.transport,
-        s.tp,
         s.stack,
         s.prompt,
         s.output,

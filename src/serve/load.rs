@@ -139,6 +139,7 @@ impl<'e> Server<'e> {
                 None => "recompute".into(),
                 Some(space) => format!("swap, {space} of host memory a GPU"),
             },
+            prefill_tp: None,
         }
     }
 

@@ -1,17 +1,22 @@
-//! A service on one tensor-parallel group: requests arrive (`requests`), a
+//! A service on one tensor-parallel group, or on a server split into a
+//! prefill group and a decode group (`split`, with the KV cache moved
+//! between them by `handoff`): requests arrive (`requests`), a
 //! continuously batching scheduler turns them into iterations
 //! (`scheduler`), each iteration's kernels and collectives are replayed on
 //! the topology (`iteration`), and what each request saw becomes latency,
 //! throughput, goodput and cost (`results`). This file owns the KV cache's
-//! capacity and the clock of the service: an iteration starts when the one
-//! before ends and takes the requests arrived by then; an idle engine waits
-//! for the next arrival. Knows nothing of links; draws nothing.
+//! capacity, a group's iterations and the clock of the one-group service:
+//! an iteration starts when the one before ends and takes the requests
+//! arrived by then; an idle engine waits for the next arrival. Knows
+//! nothing of links; draws nothing.
 
+pub mod handoff;
 pub mod iteration;
 pub mod load;
 pub mod requests;
 pub mod results;
 pub mod scheduler;
+pub mod split;
 
 use crate::collective::CollectiveError;
 use crate::config::hardware::GpuModel;
@@ -150,21 +155,17 @@ pub fn simulate(
     times: &mut dyn IterationTimes,
     progress: &dyn Fn(),
 ) -> Result<ServiceRun, ServeError> {
-    check_fits(requests, engine)?;
-    let mut scheduler = Scheduler::new(engine.limits);
-    let mut first_token = vec![None; requests.len()];
-    let mut last_token = vec![Time::ZERO; requests.len()];
-    let mut finished = vec![Time::ZERO; requests.len()];
-    let mut preemptions = vec![0u32; requests.len()];
-    let mut run = ServiceRun { served: Vec::new(), iterations: Vec::new(), token_gaps: Vec::new(), recomputed: 0, swapped_blocks: 0 };
+    check_fits(requests, engine, "--tp")?;
+    let mut group = Group::new(engine, times);
+    let mut ledger = Ledger::new(requests.len());
     let mut now = Time::ZERO;
     let mut arrived = 0;
     loop {
         while arrived < requests.len() && requests[arrived].arrival <= now {
-            scheduler.arrive(arrived, requests[arrived].prompt, requests[arrived].output);
+            group.scheduler.arrive(arrived, requests[arrived].prompt, requests[arrived].output);
             arrived += 1;
         }
-        if scheduler.is_idle() {
+        if group.scheduler.is_idle() {
             match requests.get(arrived) {
                 Some(next) => {
                     now = next.arrival;
@@ -173,66 +174,157 @@ pub fn simulate(
                 None => break,
             }
         }
-        let iteration = scheduler.schedule();
-        assert!(!iteration.scheduled.is_empty(), "a request that fits alone always runs when the engine is idle");
-        let mut time = times.time(iteration.tokens(engine.tp))?;
+        group.start(now, &mut ledger.preemptions)?;
+        now = group.end().expect("a request that fits alone always runs when the engine is idle");
+        for sampled in group.finish() {
+            ledger.sampled(sampled, now, progress);
+        }
+    }
+    if now.is_end() {
+        return Err(ServeError::BeyondClock);
+    }
+    Ok(ServiceRun {
+        served: ledger.served(requests),
+        iterations: group.records,
+        token_gaps: ledger.token_gaps,
+        recomputed: group.recomputed,
+        swapped_blocks: group.swapped_blocks,
+    })
+}
+
+/// One group of GPUs serving: its scheduler, where its iteration times come
+/// from, the iteration running and those that ran.
+struct Group<'t> {
+    engine: Engine,
+    scheduler: Scheduler,
+    times: &'t mut dyn IterationTimes,
+    /// The iteration running, its record and when it ends.
+    running: Option<(scheduler::Iteration, IterationRecord, Time)>,
+    records: Vec<IterationRecord>,
+    recomputed: u64,
+    swapped_blocks: u64,
+}
+
+impl<'t> Group<'t> {
+    fn new(engine: Engine, times: &'t mut dyn IterationTimes) -> Group<'t> {
+        Group {
+            engine,
+            scheduler: Scheduler::new(engine.limits),
+            times,
+            running: None,
+            records: Vec::new(),
+            recomputed: 0,
+            swapped_blocks: 0,
+        }
+    }
+
+    /// When the running iteration ends; None when idle.
+    fn end(&self) -> Option<Time> {
+        self.running.as_ref().map(|(.., end)| *end)
+    }
+
+    /// Starts the next iteration at `now` if the group is idle and has work
+    /// that fits (or sequences to preempt), counting each request preempted
+    /// in `preemptions`.
+    fn start(&mut self, now: Time, preemptions: &mut [u32]) -> Result<(), ServeError> {
+        if self.running.is_some() || self.scheduler.is_idle() {
+            return Ok(());
+        }
+        let iteration = self.scheduler.schedule();
+        if iteration.scheduled.is_empty() && iteration.preempted.is_empty() {
+            return Ok(());
+        }
+        // An iteration that only preempted runs no forward.
+        let mut time =
+            if iteration.scheduled.is_empty() { Default::default() } else { self.times.time(iteration.tokens(self.engine.tp))? };
         // Blocks move to host memory or back before the forward runs.
-        time.swap = times.swap(iteration.swapped_out, Direction::Write)? + times.swap(iteration.swapped_in, Direction::Read)?;
+        time.swap = self.times.swap(iteration.swapped_out, Direction::Write)? + self.times.swap(iteration.swapped_in, Direction::Read)?;
         time.total += time.swap;
         let (prefill_tokens, decodes) = iteration.prefill_and_decodes();
-        let mut record = IterationRecord {
+        let record = IterationRecord {
             start: now,
             time,
             prefill_tokens,
             decodes,
-            kv_blocks: scheduler.used_blocks(),
-            running: scheduler.running() as u32,
-            waiting: scheduler.waiting() as u32,
+            kv_blocks: self.scheduler.used_blocks(),
+            running: self.scheduler.running() as u32,
+            waiting: self.scheduler.waiting() as u32,
             preempted: iteration.preempted.len() as u32,
             sampled: 0,
         };
         for &request in &iteration.preempted {
             preemptions[request] += 1;
         }
-        run.recomputed += iteration.discarded;
-        run.swapped_blocks += iteration.swapped_out;
-        now += engine.step_overhead + time.total;
-        let sampled_tokens = scheduler.complete(&iteration);
-        record.sampled = sampled_tokens.len() as u32;
-        for sampled in sampled_tokens {
-            let r = sampled.request;
-            match first_token[r] {
-                None => first_token[r] = Some(now),
-                Some(_) => run.token_gaps.push(now - last_token[r]),
-            }
-            last_token[r] = now;
-            if sampled.finished {
-                finished[r] = now;
-                progress();
-            }
+        self.recomputed += iteration.discarded;
+        self.swapped_blocks += iteration.swapped_out;
+        self.running = Some((iteration, record, now + self.engine.step_overhead + time.total));
+        Ok(())
+    }
+
+    /// Ends the running iteration: the tokens it sampled, in schedule order.
+    fn finish(&mut self) -> Vec<scheduler::Sampled> {
+        let (iteration, mut record, _) = self.running.take().expect("an iteration is running");
+        let sampled = self.scheduler.complete(&iteration);
+        record.sampled = sampled.len() as u32;
+        self.records.push(record);
+        sampled
+    }
+}
+
+/// What each request has seen so far.
+struct Ledger {
+    first_token: Vec<Option<Time>>,
+    last_token: Vec<Time>,
+    finished: Vec<Option<Time>>,
+    preemptions: Vec<u32>,
+    token_gaps: Vec<Time>,
+}
+
+impl Ledger {
+    fn new(requests: usize) -> Ledger {
+        Ledger {
+            first_token: vec![None; requests],
+            last_token: vec![Time::ZERO; requests],
+            finished: vec![None; requests],
+            preemptions: vec![0; requests],
+            token_gaps: Vec::new(),
         }
-        run.iterations.push(record);
     }
-    if now.is_end() {
-        return Err(ServeError::BeyondClock);
+
+    /// A token of a request sampled at `now`.
+    fn sampled(&mut self, sampled: scheduler::Sampled, now: Time, progress: &dyn Fn()) {
+        let r = sampled.request;
+        match self.first_token[r] {
+            None => self.first_token[r] = Some(now),
+            Some(_) => self.token_gaps.push(now - self.last_token[r]),
+        }
+        self.last_token[r] = now;
+        if sampled.finished {
+            assert!(self.finished[r].is_none(), "request {r} finishes once");
+            self.finished[r] = Some(now);
+            progress();
+        }
     }
-    run.served = requests
-        .iter()
-        .enumerate()
-        .map(|(r, &request)| Served {
-            request,
-            first_token: first_token[r].expect("every request finishes"),
-            finished: finished[r],
-            preemptions: preemptions[r],
-        })
-        .collect();
-    Ok(run)
+
+    /// Every request as served, in request order.
+    fn served(&self, requests: &[Request]) -> Vec<Served> {
+        requests
+            .iter()
+            .enumerate()
+            .map(|(r, &request)| Served {
+                request,
+                first_token: self.first_token[r].expect("every request finishes"),
+                finished: self.finished[r].expect("every request finishes"),
+                preemptions: self.preemptions[r],
+            })
+            .collect()
+    }
 }
 
 /// Refuses requests arriving beyond the clock's range, and a request
-/// longer than the model's context or that the cache cannot hold alone.
-fn check_fits(requests: &[Request], engine: Engine) -> Result<(), ServeError> {
-    let limits = engine.limits;
+/// longer than the model's context or that the cache cannot hold alone
+/// (`tp_flag` names the flag that gives the GPUs).
+fn check_fits(requests: &[Request], engine: Engine, tp_flag: &str) -> Result<(), ServeError> {
     if let Some(last) = requests.last().filter(|r| r.arrival.as_secs() > requests::MAX_SECONDS) {
         return Err(ServeError::Invalid {
             key: "--requests",
@@ -253,20 +345,27 @@ fn check_fits(requests: &[Request], engine: Engine) -> Result<(), ServeError> {
             ),
         });
     }
-    if let Some((index, r)) = requests.iter().enumerate().find(|(_, r)| limits.peak_blocks(r.prompt, r.output) > limits.kv_blocks) {
-        return Err(ServeError::Invalid {
+    let limits = engine.limits;
+    check_cache(requests, limits, |r| limits.peak_blocks(r.prompt, r.output), tp_flag)
+}
+
+/// Refuses a request whose cache at its largest (`peak` blocks) the
+/// cache of `limits` cannot hold alone.
+fn check_cache(requests: &[Request], limits: Limits, peak: impl Fn(&Request) -> u64, tp_flag: &str) -> Result<(), ServeError> {
+    match requests.iter().enumerate().find(|(_, r)| peak(r) > limits.kv_blocks) {
+        Some((index, r)) => Err(ServeError::Invalid {
             key: "--prompt",
             message: format!(
-                "request {index} ({} prompt + {} output tokens) needs {} KV blocks of {} tokens, more than the {} the GPUs hold; shorten the requests, or raise --tp or --gpu-memory-utilization",
+                "request {index} ({} prompt + {} output tokens) needs {} KV blocks of {} tokens, more than the {} the GPUs hold; shorten the requests, or raise {tp_flag} or --gpu-memory-utilization",
                 r.prompt,
                 r.output,
-                limits.peak_blocks(r.prompt, r.output),
+                peak(r),
                 limits.block_size,
                 limits.kv_blocks
             ),
-        });
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@ use crate::calibrate::validate::quantile;
 use crate::sweep::cost::PerGpu;
 use crate::units::Time;
 
-use super::{Served, ServiceRun};
+use super::split::SplitRun;
+use super::{IterationRecord, Served, ServiceRun};
 
 /// Limits a request must meet to count towards goodput (none: no limit).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -50,6 +51,18 @@ pub struct Setup {
     pub step_overhead_ms: f64,
     /// Recompute, or swap with its space.
     pub preemption: String,
+    /// GPUs of the prefill group when the server is split (`tp`,
+    /// `max_num_batched_tokens` and the KV cache are then the decode
+    /// group's); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill_tp: Option<u32>,
+}
+
+impl Setup {
+    /// GPUs serving: the TP group, or both groups of a split server.
+    pub fn gpus(&self) -> u32 {
+        self.tp + self.prefill_tp.unwrap_or(0)
+    }
 }
 
 /// A latency's distribution over requests (or gaps), in milliseconds.
@@ -183,6 +196,122 @@ pub struct ServeReport {
     pub iterations: IterationStats,
     pub cost: Option<Cost>,
     pub timeline: Vec<Window>,
+    /// The groups of a split server and the KV cache's moves between
+    /// them; absent for one group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitReport>,
+}
+
+/// A group of a split server as set up.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupSetup {
+    pub tp: u32,
+    /// Its GPUs, by index, in rank order.
+    pub gpus: String,
+    pub max_num_batched_tokens: u64,
+    pub kv_blocks: u64,
+    pub kv_gb_per_gpu: f64,
+}
+
+/// A group of a split server as it ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupReport {
+    #[serde(flatten)]
+    pub setup: GroupSetup,
+    pub kv_peak_use: f64,
+    pub preemptions: u64,
+    pub iterations: u64,
+    pub mean_iteration_ms: f64,
+    /// Share of its iterations' time in collectives.
+    pub comm_share: f64,
+    /// Share of the run it was computing.
+    pub busy_share: f64,
+}
+
+/// The KV cache's moves from the prefill group to the decode group.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KvMoveReport {
+    /// The modes the pairs' copies use.
+    pub transport: String,
+    pub bytes: u64,
+    /// The link the moves loaded most for its capacity, and that load over
+    /// the moves' time.
+    pub busiest_link: Option<String>,
+    pub busiest_link_util: Option<f64>,
+    /// Each request's move, from start to arrival.
+    pub move_ms: Percentiles,
+    /// From its prompt computed to its move starting (room in the decode
+    /// group, the move before it).
+    pub wait_ms: Percentiles,
+    /// Its move's time over its time to first token, and over its end to
+    /// end latency, across requests (nearest rank).
+    pub ttft_share_p50: f64,
+    pub ttft_share_p99: f64,
+    pub e2e_share_p50: f64,
+    pub e2e_share_p99: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SplitReport {
+    pub prefill: GroupReport,
+    pub decode: GroupReport,
+    pub kv_move: KvMoveReport,
+}
+
+/// Where the moves went, as the move source saw them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MoveLinks {
+    pub transport: String,
+    pub busiest: Option<crate::serve::handoff::BusiestLink>,
+}
+
+/// What `split` amounts to: its groups (set up as `prefill` and `decode`)
+/// and its moves (over `links`).
+pub fn split_report(split: &SplitRun, (prefill, decode): (GroupSetup, GroupSetup), links: MoveLinks) -> SplitReport {
+    let duration = split.run.served.iter().map(|s| s.finished).max().unwrap_or(Time::ZERO);
+    let group = |setup: GroupSetup, iterations: &[IterationRecord]| {
+        let busy = iterations.iter().fold(Time::ZERO, |sum, i| sum + i.time.total);
+        let comm = iterations.iter().fold(Time::ZERO, |sum, i| sum + i.time.comm);
+        GroupReport {
+            kv_peak_use: iterations.iter().map(|i| i.kv_blocks).max().unwrap_or(0) as f64 / setup.kv_blocks as f64,
+            preemptions: iterations.iter().map(|i| u64::from(i.preempted)).sum(),
+            iterations: iterations.len() as u64,
+            mean_iteration_ms: busy.as_ms() / iterations.len().max(1) as f64,
+            comm_share: comm.as_secs() / busy.as_secs().max(f64::MIN_POSITIVE),
+            busy_share: busy.as_secs() / duration.as_secs().max(f64::MIN_POSITIVE),
+            setup,
+        }
+    };
+    let moves = split.handoffs.iter().map(|h| h.arrived - h.sent);
+    let share = |total: fn(&Served) -> Time| {
+        let mut shares: Vec<f64> = split
+            .run
+            .served
+            .iter()
+            .zip(&split.handoffs)
+            .map(|(s, h)| (h.arrived - h.sent).as_secs() / total(s).as_secs().max(f64::MIN_POSITIVE))
+            .collect();
+        shares.sort_by(f64::total_cmp);
+        if shares.is_empty() { (0.0, 0.0) } else { (quantile(&shares, 0.5), quantile(&shares, 0.99)) }
+    };
+    let (ttft_share_p50, ttft_share_p99) = share(ttft);
+    let (e2e_share_p50, e2e_share_p99) = share(|s| s.finished - s.request.arrival);
+    SplitReport {
+        prefill: group(prefill, &split.prefill.iterations),
+        decode: group(decode, &split.run.iterations),
+        kv_move: KvMoveReport {
+            transport: links.transport,
+            bytes: split.handoffs.iter().map(|h| h.bytes).sum(),
+            busiest_link: links.busiest.as_ref().map(|b| b.label.clone()),
+            busiest_link_util: links.busiest.as_ref().map(|b| b.utilization),
+            move_ms: Percentiles::of(moves).unwrap_or_default(),
+            wait_ms: Percentiles::of(split.handoffs.iter().map(|h| h.sent - h.prefilled)).unwrap_or_default(),
+            ttft_share_p50,
+            ttft_share_p99,
+            e2e_share_p50,
+            e2e_share_p99,
+        },
+    }
 }
 
 fn ttft(served: &Served) -> Time {
@@ -205,7 +334,7 @@ pub fn report(run: &ServiceRun, setup: Setup, slo: Slo, per_gpu: Option<PerGpu>,
     let seconds = duration.as_secs().max(f64::MIN_POSITIVE);
     let output: u64 = served.iter().map(|s| s.request.output).sum();
     let prompt: u64 = served.iter().map(|s| s.request.prompt).sum();
-    let gpus = f64::from(setup.tp);
+    let gpus = f64::from(setup.gpus());
     let met = served.iter().filter(|s| slo.met(s)).count() as u64;
     let requests = served.len() as u64;
     let busy = run.iterations.iter().fold(Time::ZERO, |sum, i| sum + i.time.total);
@@ -257,7 +386,7 @@ pub fn report(run: &ServiceRun, setup: Setup, slo: Slo, per_gpu: Option<PerGpu>,
             mean_decodes: run.iterations.iter().map(|i| i.decodes as f64).sum::<f64>() / count,
         },
         cost: per_gpu.map(|per_gpu| {
-            let query = per_gpu.query(setup.tp, output, seconds);
+            let query = per_gpu.query(setup.gpus(), output, seconds);
             Cost {
                 usd_per_gpu_hour: per_gpu.usd_per_hour,
                 usd_per_million_output_tokens: query.usd_per_million_tokens,
@@ -266,6 +395,7 @@ pub fn report(run: &ServiceRun, setup: Setup, slo: Slo, per_gpu: Option<PerGpu>,
         }),
         timeline: timeline(run, duration, blocks),
         setup,
+        split: None,
     }
 }
 
@@ -347,6 +477,7 @@ mod tests {
             kv_gb_per_gpu: 1.0,
             step_overhead_ms: 0.0,
             preemption: "recompute".into(),
+            prefill_tp: None,
         }
     }
 
@@ -411,6 +542,40 @@ mod tests {
         assert_eq!(windows.iter().map(|w| w.output_tokens).sum::<u64>(), 6);
         assert_eq!(windows[0].iterations, 2, "both start in the first half");
         assert!((windows[1].end_s - report.duration_s).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_split_servers_moves_are_shares_of_each_requests_latency_and_its_gpus_all_count() {
+        use crate::serve::split::{Handoff, PrefillRun, SplitRun};
+        // Request i's first token 100(i+1) ms after it arrives; its move
+        // takes 10 ms of that, after a wait of i ms.
+        let run = run(10);
+        let handoffs = run
+            .served
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let sent = s.first_token - ms(20);
+                Handoff { prefilled: sent - ms(i as u64), sent, arrived: sent + ms(10), bytes: 1000 }
+            })
+            .collect();
+        let prefill = PrefillRun { iterations: run.iterations[..1].to_vec(), recomputed: 0, swapped_blocks: 0 };
+        let split = SplitRun { run, prefill, handoffs };
+        let group = |tp| GroupSetup { tp, gpus: "0".into(), max_num_batched_tokens: 64, kv_blocks: 100, kv_gb_per_gpu: 1.0 };
+        let links = MoveLinks { transport: "shm".into(), busiest: None };
+        let report = split_report(&split, (group(1), group(2)), links);
+        let moves = &report.kv_move;
+        assert_eq!((moves.bytes, moves.move_ms.p50_ms, moves.wait_ms.p99_ms), (10_000, 10.0, 9.0));
+        // 10 ms of TTFTs of 100..1000 ms: nearest rank.
+        assert!((moves.ttft_share_p50 - 10.0 / 600.0).abs() < 1e-12 && (moves.ttft_share_p99 - 0.1).abs() < 1e-12, "{moves:?}");
+        assert!(moves.e2e_share_p99 < moves.ttft_share_p99);
+        assert_eq!((report.prefill.iterations, report.decode.iterations, report.decode.kv_peak_use), (1, 2, 0.3));
+        assert!((report.prefill.busy_share - 0.1 / 11.1).abs() < 1e-12, "100 ms of the 11.1 s run");
+        // Per GPU, both groups' three GPUs.
+        let mut setup = setup();
+        setup.prefill_tp = Some(1);
+        let whole = super::report(&split.run, setup, Slo::default(), None, (0, 0));
+        assert!((whole.throughput.total_tokens_per_s_per_gpu * 3.0 - whole.throughput.total_tokens_per_s).abs() < 1e-9);
     }
 
     #[test]

@@ -169,6 +169,34 @@ impl Scheduler {
         self.limits.kv_blocks - self.free_blocks
     }
 
+    /// Whether `blocks` free blocks can be taken now.
+    pub fn has_room(&self, blocks: u64) -> bool {
+        blocks <= self.free_blocks
+    }
+
+    /// Takes `blocks` free blocks for a cache that is not a running
+    /// sequence's (one being moved in from another group, or out to it).
+    pub fn reserve(&mut self, blocks: u64) {
+        assert!(blocks <= self.free_blocks, "a reservation takes free blocks: {blocks} of {}", self.free_blocks);
+        self.free_blocks -= blocks;
+    }
+
+    /// Gives back `blocks` reserved blocks.
+    pub fn release(&mut self, blocks: u64) {
+        assert!(self.free_blocks + blocks <= self.limits.kv_blocks, "only reserved blocks are released");
+        self.free_blocks += blocks;
+    }
+
+    /// Starts running a request whose first `computed` of `tokens` tokens
+    /// are in the cache already, in `blocks` reserved blocks: its cache was
+    /// computed elsewhere and moved in. It runs from the next iteration on,
+    /// as the latest started.
+    pub fn resume(&mut self, request: usize, tokens: u64, computed: u64, remaining: u64, blocks: u64) {
+        assert!(computed < tokens && remaining >= 1, "a resumed request has a token to compute and one to generate");
+        assert!(blocks <= self.limits.blocks_for(computed + 1), "its blocks hold its cache and its next token");
+        self.running.push(Sequence { request, tokens, computed, remaining, blocks, swapped: false });
+    }
+
     /// Blocks swapped out to host memory now.
     pub fn host_blocks(&self) -> u64 {
         self.host_blocks

@@ -90,7 +90,8 @@ pub enum TpError {
 }
 
 /// A query's tensor parallelism on one topology in one transport mode: the
-/// first `tp` GPUs share every layer.
+/// first `tp` GPUs (or those [`TensorParallel::on_gpus`] names) share every
+/// layer.
 #[derive(Debug, Clone)]
 pub struct TensorParallel<'a> {
     topo: &'a Topology,
@@ -144,10 +145,32 @@ impl<'a> TensorParallel<'a> {
             launch,
             communicate: true,
         };
-        if let Some(request) = setup.allreduce(llm.allreduce_bytes(1)) {
-            Plan::new(topo, model, request)?;
-        }
+        setup.check_plan()?;
         Ok(setup)
+    }
+
+    /// Resolves an allreduce plan over the ranks (simulating nothing): that
+    /// the mode connects them.
+    fn check_plan(&self) -> Result<(), TpError> {
+        if let Some(request) = self.allreduce(self.llm.allreduce_bytes(1)) {
+            Plan::new(self.topo, self.model, request)?;
+        }
+        Ok(())
+    }
+
+    /// Runs on `ranks` (GPUs of the topology, in rank order) instead of the
+    /// first TP GPUs: one group of a server split in two. Their number must
+    /// be a degree the model splits over, and the mode must connect them.
+    pub fn on_gpus(mut self, ranks: Vec<NodeId>) -> Result<Self, TpError> {
+        let tp = ranks.len() as u32;
+        let allowed = allowed_degrees(self.llm, self.topo.gpus().len() as u32);
+        if !allowed.contains(&tp) {
+            return Err(TpError::Degree { tp, model: self.llm.name.clone(), gpus: self.topo.gpus().len(), allowed });
+        }
+        assert!(ranks.iter().all(|r| self.topo.gpus().contains(r)), "a group's ranks are GPUs of its topology");
+        self.ranks = ranks;
+        self.check_plan()?;
+        Ok(self)
     }
 
     /// Chooses allreduce algorithms as `selection` says (default: NCCL's tuner).

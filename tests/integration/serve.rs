@@ -2,8 +2,9 @@
 //! throughput and goodput agreeing with the requests served), a seed
 //! repeats a run, load and a slower transport raise latency, traces and
 //! listed times are served, a full cache preempts (and swaps with swap
-//! space), the output folder is written, and bad input is
-//! refused by flag with exit code 2.
+//! space), the output folder is written, a server split into prefill and
+//! decode groups reports its KV moves (slower through PCIe and host memory
+//! than over NVSwitch), and bad input is refused by flag with exit code 2.
 
 use serde_json::Value;
 
@@ -185,4 +186,128 @@ fn bad_serving_input_is_refused_by_flag() {
     refused("a missing trace", &with(&["--trace", "/nonexistent/t.jsonl", "--rate", "1"]), &["cannot read trace"]);
     let untimed = inputs.file("untimed.jsonl", "{\"input_length\": 3, \"output_length\": 1}\n");
     refused("a trace without times and no rate", &with(&["--trace", &untimed]), &["--rate", "no timestamps"]);
+}
+
+/// Llama-3.1-8B's KV cache of one token: 32 layers x K and V x 8 heads of
+/// 128 x 2 bytes.
+const EIGHT_B_TOKEN_KV: u64 = 32 * 2 * 8 * 128 * 2;
+
+/// Llama-3.1-8B on a server split into a prefill group of `prefill` and a
+/// decode group of `decode` GPUs, 60 requests of 1000 prompt and 50 output
+/// tokens at 10 a second.
+fn split(machine: &[&str], prefill: &str, decode: &str) -> Value {
+    let args = ["serve", "--model", "llama-3.1-8b", "--prefill-tp", prefill, "--decode-tp", decode, "--json"];
+    let load = ["--rate", "10", "--requests", "60", "--prompt", "1000", "--output", "50"];
+    icsim_json(&[&args[..], machine, &load[..]].concat())
+}
+
+#[test]
+fn a_split_server_moves_every_prompts_cache_and_says_how_much_of_ttft_it_takes() {
+    let report = split(&[], "2", "2");
+    assert_eq!(report["requests"], 60);
+    assert_eq!(report["setup"]["prefill_tp"], 2);
+    let groups = &report["split"];
+    assert_eq!((groups["prefill"]["gpus"].as_str(), groups["decode"]["gpus"].as_str()), (Some("0,1"), Some("2,3")));
+    let moves = &groups["kv_move"];
+    assert_eq!(moves["bytes"].as_u64(), Some(60 * 1000 * EIGHT_B_TOKEN_KV), "every prompt's cache, once");
+    assert_eq!(moves["transport"], "nvswitch");
+    assert!(moves["busiest_link"].as_str().is_some_and(|l| l.contains("nvswitch")), "{moves}");
+    let (p50, p99) = (moves["ttft_share_p50"].as_f64().unwrap(), moves["ttft_share_p99"].as_f64().unwrap());
+    assert!(0.0 < p50 && p50 <= p99 && p99 < 1.0, "{moves}");
+    assert!(moves["e2e_share_p50"].as_f64().unwrap() < p50, "a smaller part of the whole request");
+    // Four GPUs serve: per-GPU throughput divides by four.
+    let throughput = &report["throughput"];
+    let per_gpu = throughput["output_tokens_per_s_per_gpu"].as_f64().unwrap();
+    assert!((per_gpu * 4.0 / throughput["output_tokens_per_s"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+    // The decode group decodes only; the prefill group's iterations are its own.
+    assert!(report["iterations"]["mean_tokens"].as_f64() == report["iterations"]["mean_decodes"].as_f64(), "{}", report["iterations"]);
+    assert!(groups["prefill"]["iterations"].as_u64().unwrap() < groups["decode"]["iterations"].as_u64().unwrap());
+    // Listed GPUs are taken, and the other group the first ones left.
+    let listed = icsim_json(&[
+        "serve",
+        "--model",
+        "llama-3.1-8b",
+        "--prefill-tp",
+        "2",
+        "--decode-tp",
+        "1",
+        "--prefill-gpus",
+        "6,7",
+        "--rate",
+        "10",
+        "--requests",
+        "5",
+        "--json",
+    ]);
+    assert_eq!((listed["split"]["prefill"]["gpus"].as_str(), listed["split"]["decode"]["gpus"].as_str()), (Some("6,7"), Some("0")));
+    // The same request unsplit has no split section.
+    assert!(serve_json(&["--rate", "10", "--requests", "5"]).get("split").is_none());
+}
+
+#[test]
+fn the_kv_move_takes_longer_through_pcie_and_host_memory_than_over_nvswitch() {
+    let nvswitch = split(&[], "4", "4");
+    let pcie = split(&["-t", "pcie-gen5-8gpu"], "4", "4");
+    let moves = |report: &Value| report["split"]["kv_move"].clone();
+    let (fast, slow) = (moves(&nvswitch), moves(&pcie));
+    assert_eq!(fast["bytes"], slow["bytes"], "the same caches move");
+    // Every move is the same 1000 tokens: its time is the move's alone.
+    assert!(slow["move_ms"]["p50_ms"].as_f64().unwrap() > 3.0 * fast["move_ms"]["p50_ms"].as_f64().unwrap(), "{slow} {fast}");
+    assert_eq!(slow["transport"], "shm", "the groups sit on two sockets: the copies go through host memory");
+    assert!(
+        slow["busiest_link"].as_str().is_some_and(|l| l.contains("socket link") || l.contains("PCIe") || l.contains("memory")),
+        "{slow}"
+    );
+    assert!(slow["ttft_share_p50"].as_f64().unwrap() > fast["ttft_share_p50"].as_f64().unwrap());
+}
+
+#[test]
+fn a_split_is_written_in_every_output() {
+    let inputs = Inputs::new("serve-split");
+    let out = inputs.0.join("out");
+    let machine = ["serve", "--model", "llama-3.1-8b", "--prefill-tp", "1", "--decode-tp", "2", "--rate", "10", "--requests", "20"];
+    let table = succeeded(&icsim(&[&machine[..], &["--out", out.to_str().unwrap()]].concat()));
+    assert!(table.contains("prefill TP=1 on GPUs 0, decode TP=2 on GPUs 1,2") && table.contains("KV cache moved"), "{table}");
+    let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    let header = summary.lines().next().unwrap();
+    for column in
+        ["setup_prefill_tp", "split_kv_move_bytes", "split_kv_move_busiest_link", "split_kv_move_ttft_share_p99", "split_prefill_kv_blocks"]
+    {
+        assert!(header.split(',').any(|c| c == column), "{column} in {header}");
+    }
+    let csv = stdout(&icsim(&[&machine[..], &["--format", "csv"]].concat()));
+    assert_eq!(csv, summary, "stdout's CSV is the summary's");
+}
+
+#[test]
+fn bad_splits_are_refused_by_flag() {
+    fn with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+        ["serve", "--model", "llama-3.1-8b", "--rate", "1"].into_iter().chain(extra.iter().copied()).collect()
+    }
+    refused("more GPUs than the server has", &with(&["--prefill-tp", "4", "--decode-tp", "8"]), &["--decode-tp 8", "8 GPUs"]);
+    refused("a split and --tp", &with(&["--tp", "2", "--prefill-tp", "2", "--decode-tp", "2"]), &["--tp", "cannot be used with"]);
+    // clap names the missing flag on the line below its error.
+    refused("half a split", &with(&["--prefill-tp", "2"]), &["required arguments"]);
+    refused("neither", &with(&[]), &["required arguments"]);
+    refused(
+        "a GPU the server lacks",
+        &with(&["--prefill-tp", "2", "--decode-tp", "2", "--prefill-gpus", "0,9"]),
+        &["--prefill-gpus 0,9", "no GPU 9"],
+    );
+    refused(
+        "a GPU in both groups",
+        &with(&["--prefill-tp", "2", "--decode-tp", "2", "--prefill-gpus", "0,1", "--decode-gpus", "1,2"]),
+        &["--decode-gpus", "GPU 1"],
+    );
+    refused(
+        "a list of the wrong length",
+        &with(&["--prefill-tp", "2", "--decode-tp", "2", "--decode-gpus", "4"]),
+        &["--decode-gpus 4", "--decode-tp 2"],
+    );
+    refused("a degree the model cannot split", &with(&["--prefill-tp", "3", "--decode-tp", "2"]), &["--prefill-tp 3", "TP=3"]);
+    refused(
+        "a group too small for the weights",
+        &["serve", "--model", "llama-3.1-70b", "--rate", "1", "--prefill-tp", "1", "--decode-tp", "4"],
+        &["prefill", "--prefill-tp 1"],
+    );
 }

@@ -598,3 +598,34 @@ fn readme_serving_interconnect_and_preemption_tables_match_their_runs() {
     }
     check(&quotes);
 }
+
+#[test]
+fn readme_serving_split_table_matches_its_runs() {
+    const FROM: &str = "icsim serve --json --prefill-tp 4 --decode-tp 4 at 1 request a second (docs/serving.md's split table)";
+    let quotes: Vec<Quote> = [("hgx-h200", "hgx-h200"), ("pcie-gen5-8gpu --gpu h200-nvl", "pcie-gen5-8gpu, h200-nvl")]
+        .iter()
+        .map(|(machine, name)| {
+            let args: Vec<String> = format!("serve --json {SERVED_EXAMPLE} --prefill-tp 4 --decode-tp 4 --rate 1 -t {machine}")
+                .split_whitespace()
+                .map(String::from)
+                .collect();
+            let run = icsim_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            let (moves, get) = (&run["split"]["kv_move"], |section: &str, field: &str| run[section][field].as_f64().unwrap());
+            let share = |field: &str| moves[field].as_f64().unwrap();
+            let text = format!(
+                "| {name} | {} | {:.0} | {:.0} | {:.1} | {:.3} | {:.2} | {:.4} | {:.4} | {} |",
+                moves["transport"].as_str().unwrap(),
+                get("ttft", "p50_ms"),
+                get("ttft", "p99_ms"),
+                get("tpot", "p50_ms"),
+                moves["move_ms"]["p50_ms"].as_f64().unwrap(),
+                moves["move_ms"]["p99_ms"].as_f64().unwrap(),
+                share("ttft_share_p50"),
+                share("ttft_share_p99"),
+                moves["busiest_link"].as_str().unwrap(),
+            );
+            quote("docs/serving.md", FROM, text)
+        })
+        .collect();
+    check(&quotes);
+}

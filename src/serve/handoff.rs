@@ -1,0 +1,254 @@
+//! The KV cache's move from the prefill group to the decode group of a
+//! split server. Tensor parallelism shards the KV heads on each side (GPU
+//! `i` of TP=`t` holds heads `i*K/t ..`, and where the `K` heads are fewer
+//! than the GPUs each is replicated on `t/K` neighbours), so each decode
+//! GPU takes the heads it holds from a prefill GPU holding them. A move of
+//! one request's cache is one task graph: every pair's copy at once, each
+//! made as `transport::add_copy` makes a GPU-to-GPU copy (one DMA over
+//! NVLink or PCIe, or staged through host memory in chunks), run by the
+//! engine on the topology's links. Moves are kept by token count rounded
+//! up as iterations are (`iteration::round_up`), each timed alone on an
+//! idle network: not sharing links with the groups' collectives nor with
+//! another move (the service queues moves one at a time). Knows nothing
+//! of scheduling.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use crate::collective;
+use crate::config::hardware::HardwareModel;
+use crate::config::llm::LlmModel;
+use crate::engine::{self, TaskGraph};
+use crate::network::LinkUsage;
+use crate::topology::{NodeId, Topology};
+use crate::transport::{self, Mode};
+use crate::units::{Bytes, Time};
+
+use super::ServeError;
+use super::iteration::round_up;
+
+/// A source of the times of KV moves.
+pub trait MoveTimes {
+    /// Bytes of one token's KV cache a move carries, over every pair.
+    fn bytes_per_token(&self) -> u64;
+    /// The time of moving the cache of `tokens` tokens.
+    fn time(&mut self, tokens: u64) -> Result<Time, ServeError>;
+}
+
+/// What one prefill GPU sends one decode GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Share {
+    pub from: NodeId,
+    pub to: NodeId,
+    pub bytes_per_token: u64,
+}
+
+/// The KV heads GPU `rank` of a TP=`tp` group holds, of `kv_heads`.
+fn heads(kv_heads: u64, tp: u64, rank: u64) -> Range<u64> {
+    if kv_heads >= tp {
+        let each = kv_heads.div_ceil(tp);
+        (rank * each).min(kv_heads)..((rank + 1) * each).min(kv_heads)
+    } else {
+        let head = rank * kv_heads / tp;
+        head..head + 1
+    }
+}
+
+/// Who sends whom the KV cache of `llm` when `prefill` GPUs (in rank
+/// order) hand requests to `decode` GPUs: each decode GPU's heads, each
+/// from a prefill GPU holding it (among replicas, spread by the decode
+/// GPU's rank), one share a pair.
+pub fn shares(llm: &LlmModel, prefill: &[NodeId], decode: &[NodeId]) -> Vec<Share> {
+    let head_bytes = u64::try_from(llm.kv_cache_bytes_per_gpu(1, 1, llm.kv_heads as u32)).expect("a head's token fits in memory");
+    let (p, d) = (prefill.len() as u64, decode.len() as u64);
+    // Heads each pair carries, by (prefill rank, decode rank), ordered.
+    let mut counts: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+    for j in 0..d {
+        for head in heads(llm.kv_heads, d, j) {
+            let holders: Vec<u64> = (0..p).filter(|&i| heads(llm.kv_heads, p, i).contains(&head)).collect();
+            let from = holders[(j as usize) % holders.len()];
+            *counts.entry((from, j)).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .map(|((i, j), heads)| Share { from: prefill[i as usize], to: decode[j as usize], bytes_per_token: heads * head_bytes })
+        .collect()
+}
+
+/// A move simulated, and what the moves kept under its key carried.
+#[derive(Debug)]
+struct Kept {
+    time: Time,
+    usage: Vec<LinkUsage>,
+    /// Moves timed by it, and their tokens (unrounded).
+    moves: u64,
+    tokens: u64,
+}
+
+/// Which link carried the moves most for its capacity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BusiestLink {
+    pub label: String,
+    pub bytes: Bytes,
+    /// Its bytes over its capacity for the moves' whole time.
+    pub utilization: f64,
+}
+
+/// KV moves simulated on a topology.
+pub struct TopologyMoves<'a> {
+    topo: &'a Topology,
+    model: &'a HardwareModel,
+    /// Each pair's share and the mode its copy really uses.
+    shares: Vec<(Share, Mode)>,
+    kept: BTreeMap<u64, Kept>,
+}
+
+impl<'a> TopologyMoves<'a> {
+    /// Moves of `llm`'s cache from `prefill` to `decode` GPUs in `mode`;
+    /// where `p2p` is refused for a pair (across sockets) it goes through
+    /// host memory, as NCCL falls back per connection.
+    pub fn new(
+        topo: &'a Topology,
+        model: &'a HardwareModel,
+        llm: &LlmModel,
+        (prefill, decode): (&[NodeId], &[NodeId]),
+        mode: Mode,
+    ) -> Result<Self, ServeError> {
+        let shares = shares(llm, prefill, decode)
+            .into_iter()
+            .map(|share| {
+                let (connection, _) = transport::connect_with_fallback(topo, share.from, share.to, mode)?;
+                Ok((share, connection.mode(topo)))
+            })
+            .collect::<Result<Vec<_>, transport::TransportError>>()
+            .map_err(collective::CollectiveError::from)?;
+        Ok(TopologyMoves { topo, model, shares, kept: BTreeMap::new() })
+    }
+
+    /// The modes the pairs' copies use, each once, in pair order.
+    pub fn transport(&self) -> String {
+        let mut modes: Vec<String> = Vec::new();
+        for (_, mode) in &self.shares {
+            if !modes.contains(&mode.to_string()) {
+                modes.push(mode.to_string());
+            }
+        }
+        modes.join(", ")
+    }
+
+    /// One move of `tokens` tokens, simulated: its time and every link's use.
+    fn simulate(&self, tokens: u64) -> Result<(Time, Vec<LinkUsage>), ServeError> {
+        let mut graph = TaskGraph::new();
+        for (share, mode) in &self.shares {
+            let bytes = Bytes(tokens * share.bytes_per_token);
+            transport::add_copy(&mut graph, self.topo, self.model, (share.from, share.to), bytes, *mode, &[])
+                .map_err(collective::CollectiveError::from)?;
+        }
+        let mut network = self.topo.network();
+        let schedule = engine::run(&graph, &mut network);
+        Ok((schedule.makespan(), network.usage()))
+    }
+
+    /// The link the moves timed so far loaded most for its capacity over
+    /// their time; None before any move.
+    pub fn busiest_link(&self) -> Option<BusiestLink> {
+        let mut bytes = vec![0u128; self.topo.links().len()];
+        let mut time = Time::ZERO;
+        for (&key, kept) in &self.kept {
+            // A link's bytes grow with the tokens moved: scaled from the
+            // rounded move to the moves' own tokens.
+            for (link, usage) in kept.usage.iter().enumerate() {
+                bytes[link] += u128::from(usage.bytes.0) * u128::from(kept.tokens) / u128::from(key);
+            }
+            time += kept.time * kept.moves;
+        }
+        let usage: Vec<LinkUsage> = bytes.iter().map(|&b| LinkUsage { bytes: Bytes(b as u64), busy: Time::ZERO }).collect();
+        let (link, utilization) = collective::busiest_link(self.topo, &usage, time)?;
+        Some(BusiestLink { label: self.topo.link_label(link), bytes: usage[link.index()].bytes, utilization })
+    }
+}
+
+impl MoveTimes for TopologyMoves<'_> {
+    fn bytes_per_token(&self) -> u64 {
+        self.shares.iter().map(|(share, _)| share.bytes_per_token).sum()
+    }
+
+    fn time(&mut self, tokens: u64) -> Result<Time, ServeError> {
+        let key = round_up(tokens);
+        if !self.kept.contains_key(&key) {
+            let (time, usage) = self.simulate(key)?;
+            self.kept.insert(key, Kept { time, usage, moves: 0, tokens: 0 });
+        }
+        let kept = self.kept.get_mut(&key).expect("kept above");
+        kept.moves += 1;
+        kept.tokens += tokens;
+        Ok(kept.time)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{PresetOptions, preset};
+
+    fn board(name: &str) -> (Topology, HardwareModel) {
+        let model = HardwareModel::base();
+        (preset(name, &PresetOptions::default(), &model).unwrap(), model)
+    }
+
+    #[test]
+    fn heads_are_split_in_runs_and_replicated_when_fewer_than_the_gpus() {
+        assert_eq!((0..4).map(|r| heads(8, 4, r)).collect::<Vec<_>>(), [0..2, 2..4, 4..6, 6..8]);
+        assert_eq!((0..8).map(|r| heads(2, 8, r).start).collect::<Vec<_>>(), [0, 0, 0, 0, 1, 1, 1, 1]);
+        assert_eq!(heads(8, 1, 0), 0..8);
+    }
+
+    #[test]
+    fn every_decode_gpu_gets_its_heads_from_a_prefill_gpu_holding_them() {
+        let llm = LlmModel::load("llama-3.1-70b").unwrap();
+        let (topo, _) = board("hgx-h200");
+        let g = topo.gpus();
+        let per_gpu = |tp: u32| u64::try_from(llm.kv_cache_bytes_per_gpu(1, 1, tp)).unwrap();
+        // 8 KV heads: TP=2 prefill hands its 4 heads a GPU to four GPUs
+        // holding 2 each, two from each prefill GPU.
+        let wide = shares(&llm, &g[..2], &g[2..6]);
+        assert_eq!(wide.iter().map(|s| (s.from, s.to)).collect::<Vec<_>>(), [(g[0], g[2]), (g[0], g[3]), (g[1], g[4]), (g[1], g[5])]);
+        assert!(wide.iter().all(|s| s.bytes_per_token == per_gpu(4)));
+        // Narrow: each decode GPU gathers from two prefill GPUs.
+        let narrow = shares(&llm, &g[..4], &g[4..6]);
+        assert_eq!(narrow.len(), 4);
+        // Either way, the decode group receives every head once.
+        for (p, d) in [(2, 4), (4, 2), (1, 8), (8, 1), (4, 4)] {
+            let total: u64 = shares(&llm, &g[..p], &g[8 - d..]).iter().map(|s| s.bytes_per_token).sum();
+            assert_eq!(total, d as u64 * per_gpu(d as u32), "TP {p} -> {d}");
+            assert_eq!(total, per_gpu(1), "no head replicated at TP <= 8 heads");
+        }
+    }
+
+    #[test]
+    fn a_move_over_nvswitch_beats_one_through_pcie_and_host_memory() {
+        let llm = LlmModel::load("llama-3.1-70b").unwrap();
+        let time = |name: &str| {
+            let (topo, model) = board(name);
+            let g = topo.gpus();
+            let mut moves = TopologyMoves::new(&topo, &model, &llm, (&g[..4], &g[4..]), Mode::Auto).unwrap();
+            let time = moves.time(2000).unwrap();
+            assert_eq!(moves.time(1990).unwrap(), time, "rounded to the same key");
+            (time, moves.transport(), moves.busiest_link().unwrap())
+        };
+        let (nvswitch, nvswitch_mode, nvswitch_link) = time("hgx-h200");
+        let (pcie, pcie_mode, pcie_link) = time("pcie-gen5-8gpu");
+        assert_eq!((nvswitch_mode.as_str(), pcie_mode.as_str()), ("nvswitch", "shm"), "the groups sit on two sockets of the PCIe board");
+        assert!(pcie > nvswitch * 3, "{pcie} vs {nvswitch}");
+        assert!(nvswitch_link.label.contains("NVLink") || nvswitch_link.label.to_lowercase().contains("nvl"), "{nvswitch_link:?}");
+        assert!(pcie_link.utilization > 0.0 && pcie_link.utilization <= 1.0 + 1e-9, "{pcie_link:?}");
+        // The bytes the busiest link carried are the two moves' own.
+        let bytes = (2000 + 1990) * llm.kv_cache_bytes_per_gpu(1, 1, 1) as u64;
+        assert!(nvswitch_link.bytes.0 <= bytes && nvswitch_link.bytes.0 >= bytes / 8, "{nvswitch_link:?}");
+        // Bounded below by the bytes over the fastest link a GPU has.
+        let (topo, _) = board("hgx-h200");
+        let out = topo.links().iter().filter(|l| l.from == topo.gpus()[0]).map(|l| l.bandwidth).max().unwrap();
+        assert!(nvswitch >= Bytes(2000 * llm.kv_cache_bytes_per_gpu(1, 1, 4) as u64) / out);
+    }
+}
