@@ -21,7 +21,8 @@ pub mod transport;
 pub mod units;
 pub mod workload;
 
-/// Any error the library reports to a user.
+/// Any error the library reports to a user: what the CLI and sweeps, which
+/// call every layer, join; each layer below has its own.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
@@ -29,19 +30,15 @@ pub enum Error {
     #[error(transparent)]
     Topology(#[from] topology::TopologyError),
     #[error(transparent)]
-    Import(#[from] topology::import::ImportError),
+    Resolve(#[from] topology::ResolveError),
     #[error(transparent)]
     Collective(#[from] collective::CollectiveError),
     #[error(transparent)]
     Transport(#[from] transport::TransportError),
     #[error(transparent)]
     Storage(#[from] storage::StorageError),
-    /// A query ran to the end of the simulated clock: no result to rank.
-    #[error(
-        "{what} on {topology} takes longer than the simulated clock's range ({end}, about 213 days); its slowest link runs at {slowest}",
-        end = units::Time::END
-    )]
-    BeyondClock { what: String, topology: String, slowest: units::Bandwidth },
+    #[error(transparent)]
+    Run(#[from] workload::experiment::RunError),
 }
 
 /// The position of the first item of `items` that repeats an earlier one:

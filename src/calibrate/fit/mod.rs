@@ -18,6 +18,8 @@ mod groups;
 mod nelder_mead;
 mod overlay;
 mod parameters;
+#[cfg(test)]
+mod tests;
 
 use rayon::prelude::*;
 
@@ -30,7 +32,7 @@ pub(in crate::calibrate) use parameters::{exponent, parameter, ratio, time};
 use super::predict::predict;
 use super::schema::Measurement;
 use crate::config::hardware::HardwareModel;
-use crate::topology::{Blueprint, Topology};
+use crate::topology::{Blueprint, ResolveError, Topology};
 
 /// Measurements and the machine they were made on.
 pub struct Source {
@@ -58,7 +60,7 @@ pub struct Skipped {
 }
 
 /// The sources' topologies under `model` (its link rates and latencies).
-pub fn build_all(sources: &[Source], model: &HardwareModel) -> Result<Vec<Topology>, crate::Error> {
+pub fn build_all(sources: &[Source], model: &HardwareModel) -> Result<Vec<Topology>, ResolveError> {
     sources.iter().map(|s| s.board.build(model)).collect()
 }
 
@@ -118,7 +120,7 @@ const PASSES: usize = 3;
 
 /// Fits every group in turn, `PASSES` times; each group's report spans all
 /// passes (its values and error before the first, after the last).
-pub fn fit(sources: &[Source], start: &HardwareModel, max_evaluations: usize) -> Result<Fit, crate::Error> {
+pub fn fit(sources: &[Source], start: &HardwareModel, max_evaluations: usize) -> Result<Fit, ResolveError> {
     let mut model = start.clone();
     let (groups, skipped) = groups(&build_all(sources, start)?, start, sources);
     let mut fits: Vec<GroupFit> = Vec::new();
