@@ -21,22 +21,15 @@ pub mod transport;
 pub mod units;
 pub mod workload;
 
-/// Any error the library reports to a user: what the CLI and sweeps, which
-/// call every layer, join; each layer below has its own.
+/// An error of a whole experiment, from its file to its result: what a
+/// sweep or a diff records for a point that cannot run. Each layer has its
+/// own error type, with the key it is about as data; the CLI joins them.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The experiment (with its changes) does not resolve.
     #[error(transparent)]
     Config(#[from] config::ConfigError),
-    #[error(transparent)]
-    Topology(#[from] topology::TopologyError),
-    #[error(transparent)]
-    Resolve(#[from] topology::ResolveError),
-    #[error(transparent)]
-    Collective(#[from] collective::CollectiveError),
-    #[error(transparent)]
-    Transport(#[from] transport::TransportError),
-    #[error(transparent)]
-    Storage(#[from] storage::StorageError),
+    /// It resolves, and cannot run or runs to no result.
     #[error(transparent)]
     Run(#[from] workload::experiment::RunError),
 }

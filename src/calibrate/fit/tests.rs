@@ -23,7 +23,7 @@ fn fitted_parameters() -> BTreeMap<String, Parameter> {
         ("h200x2-runner", &["measurements.jsonl"], "hgx-h200", Some(2)),
         ("h200x4-runner", &["measurements.jsonl"], "hgx-h200", Some(4)),
         ("h200x4-channels", &["measurements.jsonl"], "hgx-h200", Some(4)),
-        ("h200-device-1gpu", &["measurements.jsonl", "host-channels.jsonl", "host-step.jsonl", "one-rank.jsonl", "torch-caller.jsonl"], "hgx-h200", Some(1)),
+        ("h200-device-1gpu", &["measurements.jsonl", "one-rank.jsonl", "torch-caller.jsonl"], "hgx-h200", Some(1)),
         ("h200-kernels", &["measurements.jsonl"], "hgx-h200", Some(1)),
         ("h200-forward", &["forward.jsonl", "profile.jsonl"], "hgx-h200", Some(2)),
         ("public-aiconfigurator", &["gb200.jsonl"], "gb200-nvl72", Some(4)),
