@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use crate::collective::Selection;
-use crate::config::experiment::{MAX_CHANNELS, RawExperiment};
 use crate::config::dotted::Overlay;
+use crate::config::experiment::{MAX_CHANNELS, RawExperiment};
 use crate::config::hardware::{HardwareModel, ModelSource};
 use crate::config::llm::LlmModel;
-use crate::config::{ConfigError, names_a_file, ConfigResult};
+use crate::config::{ConfigError, ConfigResult, names_a_file};
 use crate::network::LinkId;
 use crate::stack::Stack;
 use crate::topology::{self, LinkKind, LinkRates, Topology};

@@ -134,7 +134,8 @@ pub fn preset(name: &str, options: &PresetOptions, model: &HardwareModel) -> Res
     let fixed_gpu = |gpu: &str| -> Result<String, TopologyError> {
         match &options.gpu {
             Some(other) if other != gpu => {
-                Err(PresetOption::Gpu.error(format!("preset {name} is built around {gpu}; --gpu {other} applies to the pcie-* presets only")))
+                let message = format!("preset {name} is built around {gpu}; --gpu {other} applies to the pcie-* presets only");
+                Err(PresetOption::Gpu.error(message))
             }
             _ => Ok(gpu.to_string()),
         }

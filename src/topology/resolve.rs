@@ -30,9 +30,8 @@ impl ResolveError {
     /// if it is about one: its caller names its own flag or key for it.
     pub fn option(&self) -> Option<PresetOption> {
         match self {
-            ResolveError::Topology(TopologyError::Option { option, .. }) | ResolveError::Import(ImportError::UnknownPart { option, .. }) => {
-                Some(*option)
-            }
+            ResolveError::Topology(TopologyError::Option { option, .. })
+            | ResolveError::Import(ImportError::UnknownPart { option, .. }) => Some(*option),
             _ => None,
         }
     }

@@ -290,7 +290,6 @@ fn check_kv_cache(query: &RawQuery, llm: &LlmModel, tp: u32, topology: &Topology
     ))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,6 +381,34 @@ gpu = "h20"
         assert!(error.contains("key `scope`") && error.contains("layers"), "{error}");
         let error = error_of(&GOOD.replace("gpu = \"h20\"", "gpu = \"h20\"\nfusion = \"sglang\""));
         assert!(error.contains("key `mode[1].fusion`") && error.contains("torch, vllm"), "{error}");
+    }
+
+    #[test]
+    fn a_topology_error_names_the_key_its_data_is_about() {
+        let error = error_of(&GOOD.replace("gpu = \"h20\"", "gpu = \"h20\"\ngpus = 9"));
+        assert!(error.contains("key `mode[1].gpus`") && error.contains("--gpus must be 1 to 8"), "{error}");
+        let error = error_of(&GOOD.replace("gpu = \"h20\"", "gpu = \"h21\""));
+        assert!(error.contains("key `mode[1].gpu`") && error.contains("unknown GPU model \"h21\""), "{error}");
+        let error = error_of(&GOOD.replace("tp = 8", "tp = 8\nhost = \"epyc-9\""));
+        assert!(error.contains("key `host`") && error.contains("unknown host platform"), "{error}");
+        // An overlay file that cannot be read is the `models` key's, not the topology's.
+        let error = error_of(&GOOD.replace("tp = 8", "tp = 8\nmodels = [\"missing.toml\"]"));
+        assert!(error.contains("key `models`") && error.contains("cannot read missing.toml"), "{error}");
+    }
+
+    #[test]
+    fn a_captured_topology_is_read_beside_the_experiment() {
+        let text = GOOD.replace("tp = 8\ntopology = \"hgx-h20\"", "tp = 2\ntopology = \"nvidia-smi-topo-h200x2.txt\"");
+        let experiment = Experiment::parse(Path::new("tests/data/exp.toml"), &text.replace("gpu = \"h20\"", "")).unwrap();
+        let topology = &experiment.modes[0].topology;
+        assert_eq!((topology.name.as_str(), topology.gpus().len()), ("nvidia-smi-topo-h200x2", 2));
+        // The GPU the capture is read as is the `gpu` key's.
+        let named_gpu = text.replace("tp = 2\n", "tp = 2\ngpu = \"h21\"\n");
+        let error = Experiment::parse(Path::new("tests/data/exp.toml"), &named_gpu).unwrap_err().to_string();
+        assert!(error.contains("key `gpu`") && error.contains("unknown GPU model \"h21\""), "{error}");
+        // Named from the current folder, where it is not.
+        let error = error_of(&text);
+        assert!(error.contains("key `topology`") && error.contains("cannot read nvidia-smi-topo-h200x2.txt"), "{error}");
     }
 
     #[test]

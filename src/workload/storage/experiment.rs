@@ -195,13 +195,7 @@ fn once(
     simulate(topo, &run.hardware, &job).map_err(|e| experiment.source.invalid(Some(run.index), "storage", e.to_string()).into())
 }
 
-fn sweep_point(
-    experiment: &Experiment,
-    spec: &StorageSpec,
-    run: &ModeRun,
-    drives: u32,
-    path: StoragePath,
-) -> Result<LoadPoint, RunError> {
+fn sweep_point(experiment: &Experiment, spec: &StorageSpec, run: &ModeRun, drives: u32, path: StoragePath) -> Result<LoadPoint, RunError> {
     let layout = crate::topology::DriveLayout { count: drives, ..run.topology.drive_layout() };
     let topo = run.topology.with_drives(&layout, &run.hardware)?;
     Ok(LoadPoint { drives, path, run: once(experiment, spec, run, &topo, (Operation::Load, path))? })
