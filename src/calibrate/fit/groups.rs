@@ -163,7 +163,7 @@ fn arch_latency(context: &Context, found: &mut Found) {
     found.push(
         Group {
             name: format!("latency of {arch}"),
-            parameters: arch_latency_parameters(&arch),
+            parameters: arch_latency_parameters(arch),
             points: small.iter().map(|r| r.index).collect(),
             needs: needs.clone(),
         },
@@ -187,7 +187,7 @@ fn thread_blocks(context: &Context, found: &mut Found) {
         found.push(
             Group {
                 name: format!("thread blocks {protocol} on {arch}"),
-                parameters: cta_parameters(&arch, protocol),
+                parameters: cta_parameters(arch, protocol),
                 points: alone.iter().map(|r| r.index).collect(),
                 needs: needs.clone(),
             },
