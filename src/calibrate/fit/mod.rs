@@ -11,9 +11,11 @@
 //! Nelder-Mead on the mean squared log error, the simulation in the loop.
 //!
 //! Files: `parameters` (what may change, with bounds), `groups` (which
-//! groups the data identifies), `nelder_mead` (the optimizer), `overlay`
-//! (the overlay written from a fit).
+//! groups the data identifies, a builder for each concept) and `copies`
+//! (the copy paths' groups), `nelder_mead` (the optimizer), `overlay` (the
+//! overlay written from a fit).
 
+mod copies;
 mod groups;
 mod nelder_mead;
 mod overlay;
