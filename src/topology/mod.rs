@@ -6,6 +6,7 @@
 
 mod drives;
 mod edit;
+mod error;
 pub(crate) mod file;
 pub mod import;
 pub mod plausible;
@@ -22,6 +23,7 @@ use petgraph::visit::EdgeRef;
 
 pub use drives::{DriveLayout, Placement, drive_link_rates, preset_drives};
 pub use edit::{Edit, Unchanged, resolve_edited};
+pub use error::{PresetOption, TopologyError};
 pub use file::{build as build_from_file, load_file};
 pub use presets::{PRESET_MODELS, PRESETS, PresetOptions, preset};
 pub(crate) use rates::LinkRates;
@@ -135,45 +137,6 @@ pub struct Policy {
     pub root_complex_p2p_factor: f64,
     /// NVSwitches reduce in the switch (NVLS).
     pub nvls: bool,
-}
-
-/// Why a path could not be found or used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TopologyError {
-    #[error("{0}")]
-    NoPath(String),
-    #[error("{0}")]
-    Invalid(String),
-    /// What a preset option asks for cannot be built (a GPU count the board
-    /// does not have, a GPU or host the hardware model does not know);
-    /// `option` says which, for the caller to name its own flag or key.
-    #[error("{message}")]
-    Option { option: PresetOption, message: String },
-}
-
-/// The options a user sets on a preset or an import ([`PresetOptions`]),
-/// as data that an error can carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PresetOption {
-    Gpus,
-    Gpu,
-    Host,
-}
-
-impl PresetOption {
-    /// Its name as an experiment key (`gpus`) and, after `--`, a flag.
-    pub fn key(self) -> &'static str {
-        match self {
-            PresetOption::Gpus => "gpus",
-            PresetOption::Gpu => "gpu",
-            PresetOption::Host => "host",
-        }
-    }
-
-    /// An error about this option saying `message`.
-    pub fn error(self, message: impl Into<String>) -> TopologyError {
-        TopologyError::Option { option: self, message: message.into() }
-    }
 }
 
 /// A server: its parts and links, and the rules of its platform.
