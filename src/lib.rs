@@ -21,27 +21,17 @@ pub mod transport;
 pub mod units;
 pub mod workload;
 
-/// Any error the library reports to a user.
+/// An error of a whole experiment, from its file to its result: what a
+/// sweep or a diff records for a point that cannot run. Each layer has its
+/// own error type, with the key it is about as data; the CLI joins them.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The experiment (with its changes) does not resolve.
     #[error(transparent)]
     Config(#[from] config::ConfigError),
+    /// It resolves, and cannot run or runs to no result.
     #[error(transparent)]
-    Topology(#[from] topology::TopologyError),
-    #[error(transparent)]
-    Import(#[from] topology::import::ImportError),
-    #[error(transparent)]
-    Collective(#[from] collective::CollectiveError),
-    #[error(transparent)]
-    Transport(#[from] transport::TransportError),
-    #[error(transparent)]
-    Storage(#[from] storage::StorageError),
-    /// A query ran to the end of the simulated clock: no result to rank.
-    #[error(
-        "{what} on {topology} takes longer than the simulated clock's range ({end}, about 213 days); its slowest link runs at {slowest}",
-        end = units::Time::END
-    )]
-    BeyondClock { what: String, topology: String, slowest: units::Bandwidth },
+    Run(#[from] workload::experiment::RunError),
 }
 
 /// The position of the first item of `items` that repeats an earlier one:

@@ -31,6 +31,10 @@ pub enum Mode {
 
 pub const MODES: [Mode; 5] = [Mode::Auto, Mode::Shm, Mode::P2p, Mode::Nvlink, Mode::Nvswitch];
 
+/// The modes that name one path, fastest first: what `llm --transport all`
+/// tries, and the order a refusal lists the modes a topology offers in.
+pub const FIXED_MODES: [Mode; 4] = [Mode::Nvswitch, Mode::Nvlink, Mode::P2p, Mode::Shm];
+
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

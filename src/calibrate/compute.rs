@@ -29,7 +29,7 @@ fn llm_of(m: &Measurement) -> Result<LlmModel, PredictError> {
 /// A row's TP degree, checked against the LLM.
 fn tp_of(m: &Measurement, llm: &LlmModel) -> Result<u64, PredictError> {
     let tp = u64::from(m.tp.unwrap_or(1));
-    if tp == 0 || !llm.heads.is_multiple_of(tp) || !llm.ffn.is_multiple_of(tp) {
+    if !crate::workload::tp::splits(llm, tp) {
         return Err(PredictError::Failed(format!(
             "tp {tp}: {} splits over a TP degree that divides its {} heads and {} FFN columns",
             llm.name, llm.heads, llm.ffn

@@ -14,6 +14,7 @@ use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::experiment::ModeRow;
 use icsim::report::{self, Format, Record};
 use icsim::sweep::cost::{Bill, Economics};
+use icsim::transport::FIXED_MODES;
 use icsim::workload::experiment::{self, Experiment, ExperimentResult, RunOptions};
 
 /// The experiment a plain `icsim` (or `cargo run`) runs.
@@ -130,9 +131,6 @@ pub struct LlmArgs {
     files: OutputArgs,
 }
 
-/// The modes `--transport all` tries, fastest first.
-const ALL_TRANSPORTS: [&str; 4] = ["nvswitch", "nvlink", "p2p", "shm"];
-
 pub fn run_experiment(args: RunArgs) -> Result<()> {
     let path = &args.experiment;
     let experiment = if !path.exists() && path == Path::new(DEFAULT_EXPERIMENT) {
@@ -160,7 +158,7 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
         ))
         .into());
     }
-    let transports: Vec<String> = if all { ALL_TRANSPORTS.map(String::from).to_vec() } else { vec![args.transport.clone()] };
+    let transports: Vec<String> = if all { FIXED_MODES.map(|mode| mode.to_string()).to_vec() } else { vec![args.transport.clone()] };
     let raw = RawExperiment {
         description: String::new(),
         model: args.model.clone(),
@@ -189,7 +187,7 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
             return Err(super::BadInput(format!(
                 "--transport all: topology {} offers none of {} for TP={}",
                 args.topology,
-                ALL_TRANSPORTS.join(", "),
+                FIXED_MODES.map(|mode| mode.to_string()).join(", "),
                 args.tp
             ))
             .into());

@@ -114,9 +114,9 @@ pub fn blueprint_topology(spec: &TopologySpec, overlay_flag: &str) -> Result<(to
 }
 
 /// An unknown overlay named as the flag that gave it; other errors as they are.
-fn overlay_named(error: icsim::Error, overlay_flag: &str) -> anyhow::Error {
+fn overlay_named(error: topology::ResolveError, overlay_flag: &str) -> anyhow::Error {
     match error {
-        icsim::Error::Config(misnamed) if misnamed.is_misnamed() => BadInput(format!("{overlay_flag}: {misnamed}")).into(),
+        topology::ResolveError::Config(misnamed) if misnamed.is_misnamed() => BadInput(format!("{overlay_flag}: {misnamed}")).into(),
         other => other.into(),
     }
 }
@@ -215,6 +215,8 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             || cause.is::<icsim::Error>()
             || cause.is::<icsim::config::ConfigError>()
             || cause.is::<icsim::topology::TopologyError>()
+            || cause.is::<icsim::topology::ResolveError>()
+            || cause.is::<icsim::workload::experiment::RunError>()
             || cause.is::<icsim::topology::import::ImportError>()
             || cause.is::<icsim::transport::TransportError>()
             || cause.is::<icsim::collective::CollectiveError>()

@@ -131,6 +131,14 @@ impl Source {
         }
     }
 
+    /// A name written in the experiment (a model, a topology, an
+    /// overlay): a file ([`super::names_a_file`]) as its path from the
+    /// experiment's folder, anything else as written.
+    pub fn file_or_name(&self, name: &str) -> String {
+        let path = super::relative_to(&self.base_dir(), Path::new(name));
+        if super::names_a_file(name, &path) { path.display().to_string() } else { name.to_string() }
+    }
+
     pub fn invalid(&self, mode: Option<usize>, name: &str, message: impl Into<String>) -> ConfigError {
         ConfigError::invalid(self.path(), self.key(mode, name), message)
     }

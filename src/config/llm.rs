@@ -206,7 +206,7 @@ impl LlmModel {
         let local = PathBuf::from("models/llm").join(format!("{name}.toml"));
         let known: Vec<String> = SHIPPED.iter().map(|(s, _)| s.to_string()).collect();
         ConfigError::if_directory(as_path, "an LLM", &known)?;
-        let (path, text) = if name.ends_with(".toml") || as_path.is_file() {
+        let (path, text) = if super::names_a_file(name, as_path) {
             (as_path.to_path_buf(), read_text(as_path)?)
         } else if local.is_file() {
             let text = read_text(&local)?;

@@ -4,6 +4,7 @@
 
 pub mod compute;
 mod cta;
+pub mod dotted;
 pub mod experiment;
 pub mod hardware;
 mod hardware_checks;
@@ -61,6 +62,15 @@ impl ConfigError {
         Err(ConfigError::Directory { what, path: path.to_path_buf(), example, known: known.to_vec() })
     }
 
+    /// The file this error is about, where it names one.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            ConfigError::Io { path, .. } | ConfigError::Syntax { path, .. } | ConfigError::Invalid { path, .. } => Some(path),
+            ConfigError::Directory { path, .. } => Some(path),
+            ConfigError::UnknownName { .. } => None,
+        }
+    }
+
     /// Whether this error is a name that names nothing usable (unknown, or
     /// a folder): its reader's caller says where the name was written.
     pub fn is_misnamed(&self) -> bool {
@@ -104,6 +114,15 @@ fn one_line(message: &str) -> String {
         .filter(|l| !l.starts_with('|') && !l.chars().next().is_some_and(|c| c.is_ascii_digit() && l.contains('|')))
         .collect();
     excerpt_free.join("; ")
+}
+
+/// The one rule for whether a name a user wrote for a topology, an LLM or
+/// a hardware model is a file rather than a shipped name: it ends in an
+/// extension icsim reads (`.toml`, the `.txt` of `nvidia-smi topo -m`, the
+/// `.xml` of NCCL's dump), has a folder in it, or is a file at `path` (the
+/// name resolved from where it was written).
+pub fn names_a_file(name: &str, path: &Path) -> bool {
+    [".toml", ".txt", ".xml"].iter().any(|extension| name.ends_with(extension)) || name.contains('/') || path.is_file()
 }
 
 /// A path written in a file, resolved from that file's folder `base`: an

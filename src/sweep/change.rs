@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use crate::collective::Selection;
+use crate::config::dotted::Overlay;
 use crate::config::experiment::{MAX_CHANNELS, RawExperiment};
 use crate::config::hardware::{HardwareModel, ModelSource};
 use crate::config::llm::LlmModel;
-use crate::config::{ConfigError, ConfigResult};
+use crate::config::{ConfigError, ConfigResult, names_a_file};
 use crate::network::LinkId;
 use crate::stack::Stack;
 use crate::topology::{self, LinkKind, LinkRates, Topology};
@@ -198,11 +199,6 @@ pub fn parse_value_text(text: &str) -> toml::Value {
         .unwrap_or_else(|| toml::Value::String(text.to_string()))
 }
 
-/// Whether a topology or model name is a file rather than a shipped name.
-pub fn names_a_file(name: &str) -> bool {
-    name.ends_with(".toml") || name.ends_with(".txt") || name.ends_with(".xml") || name.contains('/')
-}
-
 impl Change {
     /// Checks `value` for `key`, written at `origin`.
     pub fn new(key: Key, value: &toml::Value, origin: Origin) -> ConfigResult<Change> {
@@ -280,11 +276,11 @@ fn check_text(key: &Key, text: &str, origin: Origin) -> Result<String, String> {
     let known = |names: Vec<&String>| names.into_iter().map(String::as_str).collect::<Vec<_>>().join(", ");
     match key {
         Key::Model => {
-            let name = if names_a_file(text) { file(text).to_string_lossy().into_owned() } else { text.to_string() };
+            let name = if names_a_file(text, &file(text)) { file(text).to_string_lossy().into_owned() } else { text.to_string() };
             LlmModel::load(&name).map_err(|error| hardware_message(&error))?;
             Ok(name)
         }
-        Key::Topology if names_a_file(text) => {
+        Key::Topology if names_a_file(text, &file(text)) => {
             let path = file(text);
             if path.is_file() { Ok(path.to_string_lossy().into_owned()) } else { Err(format!("no topology file {}", path.display())) }
         }
@@ -313,25 +309,13 @@ fn check_text(key: &Key, text: &str, origin: Origin) -> Result<String, String> {
 /// The hardware model overlay of the `hardware.*` changes, later ones
 /// winning, named `<path> (what-if changes)` in messages.
 fn overlay(changes: &[&Change], path: &Path) -> Option<ModelSource> {
-    let mut root = toml::Table::new();
+    let mut overlay = Overlay::default();
     for change in changes {
-        let (Key::Hardware(dotted), Value::Toml(value)) = (&change.key, &change.value) else { continue };
-        let parts: Vec<&str> = dotted.split('.').collect();
-        let (last, parents) = parts.split_last().expect("a hardware key has a path");
-        let mut table = &mut root;
-        for part in parents {
-            let entry = table.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
-            if !entry.is_table() {
-                *entry = toml::Value::Table(toml::Table::new());
-            }
-            table = entry.as_table_mut().expect("made a table above");
+        if let (Key::Hardware(dotted), Value::Toml(value)) = (&change.key, &change.value) {
+            overlay.set(dotted, value.clone());
         }
-        table.insert(last.to_string(), value.clone());
     }
-    (!root.is_empty()).then(|| ModelSource::Text {
-        label: PathBuf::from(format!("{} (what-if changes)", path.display())),
-        text: toml::to_string(&root).expect("a table of scalars prints"),
-    })
+    overlay.into_source(PathBuf::from(format!("{} (what-if changes)", path.display())))
 }
 
 /// Sets `changes`' experiment keys in `raw`, in every mode; hardware and

@@ -16,7 +16,7 @@ use crate::config::ConfigError;
 use crate::config::experiment::{RawExperiment, Source};
 use crate::report::experiment::ModeRow;
 use crate::report::{Record, record_of};
-use crate::workload::experiment::{self, Experiment, ExperimentResult, RunOptions};
+use crate::workload::experiment::{self, Experiment, ExperimentResult, RunError, RunOptions};
 
 /// The base experiment `base` (read from `source`) with `changes`, named
 /// as made in `path` in messages.
@@ -28,14 +28,15 @@ pub fn resolve(base: &RawExperiment, source: &Source, changes: &[&Change], path:
 
 /// Replays every mode of `experiment` (no size sweep, no timeline).
 pub fn replay(experiment: &Experiment) -> Result<ExperimentResult, crate::Error> {
-    experiment::run(experiment, &RunOptions::replay_only(), &|| {})
+    Ok(experiment::run(experiment, &RunOptions::replay_only(), &|| {})?)
 }
 
 /// Why something could not run, without the file and key of the base
 /// experiment (the point's own columns say what was asked).
 pub fn reason(error: &crate::Error) -> String {
     match error {
-        crate::Error::Config(ConfigError::Invalid { message, .. }) => message.clone(),
+        crate::Error::Config(ConfigError::Invalid { message, .. })
+        | crate::Error::Run(RunError::Config(ConfigError::Invalid { message, .. })) => message.clone(),
         other => other.to_string(),
     }
 }

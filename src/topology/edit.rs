@@ -3,7 +3,7 @@
 //! model it was built from. The changes themselves are their maker's
 //! (`sweep::change`); this only says when they apply.
 
-use super::resolve::blueprint_with;
+use super::resolve::{ResolveError, blueprint_with};
 use super::{LinkKind, Topology, TopologyError, TopologySpec};
 use crate::config::hardware::{HardwareModel, ModelSource};
 use crate::network::LinkId;
@@ -41,7 +41,7 @@ impl Edit for Unchanged {
 
 /// [`super::resolve`] with `edit` applied: its overlay last, then its changes to
 /// what was built.
-pub fn resolve_edited(spec: &TopologySpec, edit: &dyn Edit) -> Result<(Topology, HardwareModel), crate::Error> {
+pub fn resolve_edited(spec: &TopologySpec, edit: &dyn Edit) -> Result<(Topology, HardwareModel), ResolveError> {
     let (blueprint, mut model) = blueprint_with(spec, edit.overlay())?;
     let mut topology = blueprint.build(&model)?;
     edit.built(&mut topology, &mut model).map_err(TopologyError::Invalid)?;

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::PresetOption;
 use crate::config::hardware::HardwareModel;
 use crate::config::topology::{LinkFile, LinkKindFile, NodeFile, NodeKindFile, TopologyFile};
 
@@ -34,6 +35,10 @@ pub enum ImportError {
     Syntax { path: PathBuf, line: usize, message: String },
     #[error("{}: {message}", path.display())]
     Invalid { path: PathBuf, message: String },
+    /// The GPU or host (the user's option, or what the file identifies) is
+    /// not in the hardware model.
+    #[error("{}: {message}", path.display())]
+    UnknownPart { path: PathBuf, option: PresetOption, message: String },
 }
 
 impl ImportError {
@@ -43,6 +48,10 @@ impl ImportError {
 
     fn invalid(path: &Path, message: impl Into<String>) -> ImportError {
         ImportError::Invalid { path: path.to_path_buf(), message: message.into() }
+    }
+
+    fn unknown_part(path: &Path, option: PresetOption, message: String) -> ImportError {
+        ImportError::UnknownPart { path: path.to_path_buf(), option, message }
     }
 }
 
@@ -284,8 +293,8 @@ impl Assembly {
         host: String,
         description: String,
     ) -> Result<TopologyFile, ImportError> {
-        model.gpu(&gpu).map_err(|m| ImportError::invalid(path, format!("GPU model: {m}")))?;
-        model.host(&host).map_err(|m| ImportError::invalid(path, format!("host platform: {m}")))?;
+        nvlink_links(path, model, &gpu)?;
+        model.host(&host).map_err(|m| ImportError::unknown_part(path, PresetOption::Host, format!("host platform: {m}")))?;
         Ok(TopologyFile {
             name: topology_name(path),
             gpu,
@@ -301,7 +310,7 @@ impl Assembly {
 
 /// The GPU model's NVLink count, naming the file if the model is unknown.
 fn nvlink_links(path: &Path, model: &HardwareModel, gpu: &str) -> Result<u32, ImportError> {
-    model.gpu(gpu).map(|g| g.nvlink_links).map_err(|m| ImportError::invalid(path, format!("GPU model: {m}")))
+    model.gpu(gpu).map(|g| g.nvlink_links).map_err(|m| ImportError::unknown_part(path, PresetOption::Gpu, format!("GPU model: {m}")))
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 mod drives;
 mod edit;
+mod error;
 pub(crate) mod file;
 pub mod import;
 pub mod plausible;
@@ -22,10 +23,11 @@ use petgraph::visit::EdgeRef;
 
 pub use drives::{DriveLayout, Placement, drive_link_rates, preset_drives};
 pub use edit::{Edit, Unchanged, resolve_edited};
+pub use error::{PresetOption, TopologyError};
 pub use file::{build as build_from_file, load_file};
 pub use presets::{PRESET_MODELS, PRESETS, PresetOptions, preset};
 pub(crate) use rates::LinkRates;
-pub use resolve::{Blueprint, TopologySpec, blueprint, model_source, model_sources, resolve};
+pub use resolve::{Blueprint, ResolveError, TopologySpec, blueprint, model_source, model_sources, resolve};
 pub use show::{TopologyView, describe};
 
 use crate::network::{LinkId, Network, Path};
@@ -135,15 +137,6 @@ pub struct Policy {
     pub root_complex_p2p_factor: f64,
     /// NVSwitches reduce in the switch (NVLS).
     pub nvls: bool,
-}
-
-/// Why a path could not be found or used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TopologyError {
-    #[error("{0}")]
-    NoPath(String),
-    #[error("{0}")]
-    Invalid(String),
 }
 
 /// A server: its parts and links, and the rules of its platform.

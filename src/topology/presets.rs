@@ -5,7 +5,7 @@
 //! few numbers that belong to a board or rack design rather than a part
 //! live in the table below, with sources.
 
-use super::{LinkKind, LinkRates, MAX_GPUS, NodeId, NodeKind, Policy, Topology, TopologyError};
+use super::{LinkKind, LinkRates, MAX_GPUS, NodeId, NodeKind, Policy, PresetOption, Topology, TopologyError};
 use crate::config::hardware::HardwareModel;
 use crate::units::{Bandwidth, Time};
 
@@ -133,23 +133,24 @@ pub fn preset(name: &str, options: &PresetOptions, model: &HardwareModel) -> Res
     let hgx = PcieLayout::Switches { gpus: board::GPUS_PER_PCIE_SWITCH, per_socket: board::PCIE_SWITCHES_PER_SOCKET };
     let fixed_gpu = |gpu: &str| -> Result<String, TopologyError> {
         match &options.gpu {
-            Some(other) if other != gpu => Err(TopologyError::Invalid(format!(
-                "preset {name} is built around {gpu}; --gpu {other} applies to the pcie-* presets only"
-            ))),
+            Some(other) if other != gpu => {
+                let message = format!("preset {name} is built around {gpu}; --gpu {other} applies to the pcie-* presets only");
+                Err(PresetOption::Gpu.error(message))
+            }
             _ => Ok(gpu.to_string()),
         }
     };
     let board = match name {
         "hgx-h100" | "hgx-h200" | "hgx-h20" => {
             let gpu = fixed_gpu(&name["hgx-".len()..])?;
-            let pcie_generation = model.gpu(&gpu).map_err(TopologyError::Invalid)?.pcie_generation.clone();
+            let pcie_generation = model.gpu(&gpu).map_err(|m| PresetOption::Gpu.error(m))?.pcie_generation.clone();
             Board { name: leak(name), gpu, host: host_or("spr-2s"), pcie_generation, layout: hgx, fabric: GpuFabric::NvSwitch }
         }
         // DGX B200 (NVIDIA datasheet): eight B200 on NVLink 5 switches, two
         // Intel Xeon Platinum 8570 (Emerald Rapids) hosts, PCIe Gen5.
         "hgx-b200" => {
             let gpu = fixed_gpu("b200")?;
-            let pcie_generation = model.gpu(&gpu).map_err(TopologyError::Invalid)?.pcie_generation.clone();
+            let pcie_generation = model.gpu(&gpu).map_err(|m| PresetOption::Gpu.error(m))?.pcie_generation.clone();
             Board { name: "hgx-b200", gpu, host: host_or("emr-2s"), pcie_generation, layout: hgx, fabric: GpuFabric::NvSwitch }
         }
         "hgx-a100" => Board {
@@ -202,7 +203,7 @@ pub fn preset(name: &str, options: &PresetOptions, model: &HardwareModel) -> Res
         },
         "pcie-direct-8gpu" => {
             let host = host_or("epyc-turin");
-            let pcie_generation = model.host(&host).map_err(TopologyError::Invalid)?.pcie_generation.clone();
+            let pcie_generation = model.host(&host).map_err(|m| PresetOption::Host.error(m))?.pcie_generation.clone();
             Board {
                 name: "pcie-direct-8gpu",
                 gpu: gpu_or("rtx-pro-6000"),
@@ -217,12 +218,14 @@ pub fn preset(name: &str, options: &PresetOptions, model: &HardwareModel) -> Res
             let default = if name == "gb200-nvl72" { board::NVL72_GPUS } else { board::NVLINK5_DOMAIN_GPUS };
             let gpus = options.gpus.unwrap_or(default);
             if gpus == 0 || gpus > most {
-                return Err(TopologyError::Invalid(format!("{name} takes 1 to {most} GPUs; --gpus {gpus} is outside that")));
+                return Err(PresetOption::Gpus.error(format!("{name} takes 1 to {most} GPUs; --gpus {gpus} is outside that")));
             }
-            if let Some(host) = options.host.as_deref().filter(|h| *h != "grace") {
-                return Err(TopologyError::Invalid(format!("{name} is built of Grace CPUs; --host {host} applies to the other presets")));
+            if let Some(host) = options.host.as_deref().filter(|h| *h != RACK_HOST) {
+                return Err(PresetOption::Host.error(format!("{name} is built of Grace CPUs; --host {host} applies to the other presets")));
             }
-            return rack(leak(name), &fixed_gpu("b200")?, gpus, model).map_err(TopologyError::Invalid);
+            let gpu = fixed_gpu("b200")?;
+            known_parts(model, &gpu, RACK_HOST)?;
+            return rack(leak(name), &gpu, gpus, model).map_err(TopologyError::Invalid);
         }
         other => {
             let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
@@ -234,10 +237,22 @@ pub fn preset(name: &str, options: &PresetOptions, model: &HardwareModel) -> Res
     };
     let gpus = options.gpus.unwrap_or(board::BOARD_GPUS);
     if gpus == 0 || gpus > board::BOARD_GPUS {
-        return Err(TopologyError::Invalid(format!("{name} has {} GPUs; --gpus must be 1 to {}", board::BOARD_GPUS, board::BOARD_GPUS)));
+        return Err(PresetOption::Gpus.error(format!("{name} has {} GPUs; --gpus must be 1 to {}", board::BOARD_GPUS, board::BOARD_GPUS)));
     }
+    known_parts(model, &board.gpu, &board.host)?;
     build(&board, gpus, model).map_err(TopologyError::Invalid)
 }
+
+/// A board's GPU and host must be in the hardware model: an unknown one is
+/// an error about the option that names it.
+fn known_parts(model: &HardwareModel, gpu: &str, host: &str) -> Result<(), TopologyError> {
+    model.gpu(gpu).map_err(|m| PresetOption::Gpu.error(m))?;
+    model.host(host).map_err(|m| PresetOption::Host.error(m))?;
+    Ok(())
+}
+
+/// The host of a GB200 rack: its Grace CPUs.
+const RACK_HOST: &str = "grace";
 
 /// Preset names are static strings; this maps a matched name back to one.
 fn leak(name: &str) -> &'static str {
@@ -387,7 +402,7 @@ fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, St
 /// memory traffic crosses it, no collective over the NVLink fabric does).
 fn rack(name: &'static str, gpu: &str, gpus: u32, model: &HardwareModel) -> Result<Topology, String> {
     let gpu_model = model.gpu(gpu)?;
-    let host_key = "grace";
+    let host_key = RACK_HOST;
     let host = model.host(host_key)?;
     let policy = Policy {
         p2p_across_sockets: host.p2p_across_sockets,

@@ -5,11 +5,37 @@
 
 use std::path::Path;
 
+use super::import::ImportError;
 use super::presets::PresetOptions;
-use super::{PRESET_MODELS, Topology, TopologyError, build_from_file, import, preset};
+use super::{PRESET_MODELS, PresetOption, Topology, TopologyError, build_from_file, import, preset};
 use crate::config::hardware::{self, HardwareModel, ModelSource};
 use crate::config::topology::TopologyFile;
-use crate::config::{ConfigError, parse_toml, read_text};
+use crate::config::{ConfigError, names_a_file, parse_toml, read_text};
+
+/// Why what a user named as a topology could not be built: a file or an
+/// overlay that cannot be read, an import that fails, or a topology that
+/// cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Import(#[from] ImportError),
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+}
+
+impl ResolveError {
+    /// The preset option ([`TopologySpec::options`]) this error is about,
+    /// if it is about one: its caller names its own flag or key for it.
+    pub fn option(&self) -> Option<PresetOption> {
+        match self {
+            ResolveError::Topology(TopologyError::Option { option, .. })
+            | ResolveError::Import(ImportError::UnknownPart { option, .. }) => Some(*option),
+            _ => None,
+        }
+    }
+}
 
 /// What a user names as a topology: a preset with options, or a file.
 #[derive(Debug, Clone, Default)]
@@ -26,13 +52,14 @@ pub struct TopologySpec {
 /// is neither shipped nor a `.toml` path nor an existing file is refused,
 /// listing the shipped ones, and so is a folder.
 pub fn model_source(name: &str, base_dir: &Path) -> Result<ModelSource, ConfigError> {
-    if let Some(source) = hardware::shipped(name).filter(|_| !name.ends_with(".toml")) {
+    let path = crate::config::relative_to(base_dir, Path::new(name));
+    let a_file = names_a_file(name, &path);
+    if let Some(source) = hardware::shipped(name).filter(|_| !a_file) {
         return Ok(source);
     }
-    let path = crate::config::relative_to(base_dir, Path::new(name));
     let known: Vec<String> = hardware::shipped_names().map(String::from).collect();
     ConfigError::if_directory(&path, "a hardware model", &known)?;
-    if name.ends_with(".toml") || path.is_file() {
+    if a_file {
         Ok(ModelSource::File(path))
     } else {
         Err(ConfigError::UnknownName { what: "hardware model", name: name.to_string(), known, otherwise: "a model .toml file".into() })
@@ -54,7 +81,7 @@ pub enum Blueprint {
 
 impl Blueprint {
     /// The topology under `model`.
-    pub fn build(&self, model: &HardwareModel) -> Result<Topology, crate::Error> {
+    pub fn build(&self, model: &HardwareModel) -> Result<Topology, ResolveError> {
         match self {
             Blueprint::Preset { name, options } => Ok(preset(name, options, model)?),
             Blueprint::File { path, raw } => Ok(build_from_file(path, raw, model)?),
@@ -70,23 +97,22 @@ impl Blueprint {
 /// the user's (or a folder) is a [`ConfigError`] that
 /// [`ConfigError::is_misnamed`], for the caller to name where it was
 /// written; one in a topology file names the file.
-pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), crate::Error> {
+pub fn resolve(spec: &TopologySpec) -> Result<(Topology, HardwareModel), ResolveError> {
     super::resolve_edited(spec, &super::Unchanged)
 }
 
 /// What [`resolve`] builds from, and the hardware model.
-pub fn blueprint(spec: &TopologySpec) -> Result<(Blueprint, HardwareModel), crate::Error> {
+pub fn blueprint(spec: &TopologySpec) -> Result<(Blueprint, HardwareModel), ResolveError> {
     blueprint_with(spec, None)
 }
 
 /// [`blueprint`] with `last` as the last model overlay (a what-if change).
-pub(super) fn blueprint_with(spec: &TopologySpec, last: Option<ModelSource>) -> Result<(Blueprint, HardwareModel), crate::Error> {
+pub(super) fn blueprint_with(spec: &TopologySpec, last: Option<ModelSource>) -> Result<(Blueprint, HardwareModel), ResolveError> {
     let here = Path::new(".");
     let mut user = model_sources(&spec.models, here)?;
     user.extend(last);
     let path = Path::new(&spec.name);
-    let looks_like_file = [".toml", ".txt", ".xml"].iter().any(|ext| spec.name.ends_with(ext)) || spec.name.contains('/') || path.is_file();
-    if looks_like_file {
+    if names_a_file(&spec.name, path) {
         let text = read_text(path)?;
         let (raw, model) = match import::Format::detect(&text) {
             Some(format) => {
@@ -110,13 +136,9 @@ pub(super) fn blueprint_with(spec: &TopologySpec, last: Option<ModelSource>) -> 
         if let Some(gpus) = spec.options.gpus
             && (gpus as usize > topology.gpus().len() || gpus == 0)
         {
-            return Err(TopologyError::Invalid(format!(
-                "{} has {} GPUs; --gpus must be 1 to {}",
-                spec.name,
-                topology.gpus().len(),
-                topology.gpus().len()
-            ))
-            .into());
+            return Err(PresetOption::Gpus
+                .error(format!("{} has {} GPUs; --gpus must be 1 to {}", spec.name, topology.gpus().len(), topology.gpus().len()))
+                .into());
         }
         return Ok((blueprint, model));
     }

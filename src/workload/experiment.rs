@@ -11,13 +11,37 @@ use rayon::prelude::*;
 
 pub use resolve::{Experiment, ModeRun};
 
-use crate::collective::{self, Algorithm, Protocol};
+use crate::collective::{self, Algorithm, CollectiveError, Protocol};
 use crate::config::ConfigError;
-use crate::transport::Mode;
+use crate::storage::StorageError;
+use crate::topology::TopologyError;
+use crate::transport::{FIXED_MODES, Mode, TransportError};
 use crate::units::{Bandwidth, Bytes, Time};
 
 use super::layer::LayerRun;
 use super::tp::{CollectiveCache, Pass, Query, QueryReplay, TensorParallel, TpError};
+
+/// Why a resolved experiment could not run, or ran to no result.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A mode or a storage job the topology cannot serve, named by its key.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    #[error(transparent)]
+    Collective(#[from] CollectiveError),
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// A query ran to the end of the simulated clock: no result to rank.
+    #[error(
+        "{what} on {topology} takes longer than the simulated clock's range ({end}, about 213 days); its slowest link runs at {slowest}",
+        end = Time::END
+    )]
+    BeyondClock { what: String, topology: String, slowest: Bandwidth },
+}
 
 /// What to compute besides the replay.
 #[derive(Debug, Clone)]
@@ -112,8 +136,9 @@ pub fn prepare_mode<'e>(experiment: &'e Experiment, run: &'e ModeRun) -> Result<
     let source = &experiment.source;
     let setup = TensorParallel::new(&run.topology, &run.hardware, &experiment.llm, run.tp, run.mode).map_err(|error| match error {
         TpError::Collective(collective::CollectiveError::Transport(_)) => {
-            let offered: Vec<String> = [Mode::Nvswitch, Mode::Nvlink, Mode::P2p, Mode::Shm, Mode::Auto]
+            let offered: Vec<String> = FIXED_MODES
                 .into_iter()
+                .chain([Mode::Auto])
                 .filter(|&mode| TensorParallel::new(&run.topology, &run.hardware, &experiment.llm, run.tp, mode).is_ok())
                 .map(|mode| mode.to_string())
                 .collect();
@@ -138,7 +163,7 @@ enum Done {
 }
 
 /// Runs `experiment`, calling `progress` once per finished step.
-pub fn run(experiment: &Experiment, options: &RunOptions, progress: &(dyn Fn() + Sync)) -> Result<ExperimentResult, crate::Error> {
+pub fn run(experiment: &Experiment, options: &RunOptions, progress: &(dyn Fn() + Sync)) -> Result<ExperimentResult, RunError> {
     let setups = prepare(experiment)?;
     let query = experiment.query;
     let mut jobs = Vec::new();
@@ -153,7 +178,7 @@ pub fn run(experiment: &Experiment, options: &RunOptions, progress: &(dyn Fn() +
                 Job::Replay(index) => {
                     let run = &experiment.modes[index];
                     let mut cache = CollectiveCache::new(&run.topology, &run.hardware);
-                    setups[index].replay(&query, &mut cache).map(|r| Done::Replay(Box::new(r))).map_err(crate::Error::from)
+                    setups[index].replay(&query, &mut cache).map(|r| Done::Replay(Box::new(r))).map_err(RunError::from)
                 }
                 Job::Sweep(index, bytes) => sweep_point(experiment, &setups[index], index, bytes).map(Done::Sweep),
             };
@@ -193,7 +218,7 @@ pub fn run(experiment: &Experiment, options: &RunOptions, progress: &(dyn Fn() +
     Ok(ExperimentResult { model: experiment.llm.name.clone(), query, modes, timelines, storage })
 }
 
-fn sweep_point(experiment: &Experiment, setup: &TensorParallel, index: usize, bytes: Bytes) -> Result<SweepPoint, crate::Error> {
+fn sweep_point(experiment: &Experiment, setup: &TensorParallel, index: usize, bytes: Bytes) -> Result<SweepPoint, RunError> {
     let run = &experiment.modes[index];
     let Some(request) = setup.allreduce(bytes) else {
         return Ok(SweepPoint { bytes, time: Time::ZERO, busbw_gbps: 0.0, algorithm: Algorithm::Ring, protocol: Protocol::Simple });
@@ -202,10 +227,10 @@ fn sweep_point(experiment: &Experiment, setup: &TensorParallel, index: usize, by
     Ok(SweepPoint { bytes, time: outcome.time, busbw_gbps: outcome.busbw_gbps(), algorithm: outcome.algorithm, protocol: outcome.protocol })
 }
 
-fn mode_result(experiment: &Experiment, setup: &TensorParallel, index: usize, replay: QueryReplay) -> Result<ModeResult, crate::Error> {
+fn mode_result(experiment: &Experiment, setup: &TensorParallel, index: usize, replay: QueryReplay) -> Result<ModeResult, RunError> {
     let run = &experiment.modes[index];
     if replay.total().is_end() {
-        return Err(crate::Error::BeyondClock {
+        return Err(RunError::BeyondClock {
             what: format!("the query under {}", run.label),
             topology: run.topology.name.clone(),
             slowest: run.topology.slowest_link_rate(),

@@ -69,17 +69,44 @@ impl Query {
     }
 }
 
-/// TP degrees that can split `llm` over at most `gpus` GPUs: they divide its
-/// attention heads and its FFN width (KV heads are replicated when fewer).
+/// Whether TP=`tp` splits `llm`: it divides its attention heads and its FFN
+/// width (KV heads are replicated when fewer).
+pub fn splits(llm: &LlmModel, tp: u64) -> bool {
+    tp > 0 && llm.heads.is_multiple_of(tp) && llm.ffn.is_multiple_of(tp)
+}
+
+/// TP degrees that can split `llm` over at most `gpus` GPUs.
 pub fn allowed_degrees(llm: &LlmModel, gpus: u32) -> Vec<u32> {
-    (1..=gpus).filter(|&tp| llm.heads.is_multiple_of(u64::from(tp)) && llm.ffn.is_multiple_of(u64::from(tp))).collect()
+    (1..=gpus).filter(|&tp| splits(llm, u64::from(tp))).collect()
+}
+
+/// The one check of a TP degree: `tp` must be one of
+/// [`allowed_degrees`] of `llm` on `topology`'s GPUs.
+pub fn check_degree(llm: &LlmModel, tp: u32, topology: &Topology) -> Result<(), TpError> {
+    let gpus = topology.gpus().len() as u32;
+    let allowed = allowed_degrees(llm, gpus);
+    if allowed.contains(&tp) {
+        return Ok(());
+    }
+    let list: Vec<String> = allowed.iter().map(u32::to_string).collect();
+    Err(TpError::Degree {
+        tp,
+        model: llm.name.clone(),
+        heads: llm.heads,
+        ffn: llm.ffn,
+        gpus,
+        topology: topology.name.clone(),
+        allowed: list.join(", "),
+    })
 }
 
 /// Why a tensor-parallel setup cannot run.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TpError {
-    #[error("TP={tp} cannot split {model} over {gpus} GPUs; allowed: {allowed:?}")]
-    Degree { tp: u32, model: String, gpus: usize, allowed: Vec<u32> },
+    #[error(
+        "TP={tp} cannot run {model} on the {gpus} GPUs of {topology}: TP must divide its {heads} heads and {ffn} FFN columns and fit the GPUs; allowed: {allowed}"
+    )]
+    Degree { tp: u32, model: String, heads: u64, ffn: u64, gpus: u32, topology: String, allowed: String },
     #[error("hardware model: {0}")]
     Model(String),
     /// The fusion or the stack named is not in the model files.
@@ -116,11 +143,7 @@ impl<'a> TensorParallel<'a> {
     /// allreduce plan, which simulates nothing). The forward is the whole
     /// model with the LLM's default fusion, launched by the default stack.
     pub fn new(topo: &'a Topology, model: &'a HardwareModel, llm: &'a LlmModel, tp: u32, mode: Mode) -> Result<Self, TpError> {
-        let gpus = topo.gpus().len();
-        let allowed = allowed_degrees(llm, gpus as u32);
-        if !allowed.contains(&tp) {
-            return Err(TpError::Degree { tp, model: llm.name.clone(), gpus, allowed });
-        }
+        check_degree(llm, tp, topo)?;
         let gpu = model.gpu(&topo.gpu_model).map_err(TpError::Model)?;
         let fusion = llm
             .fusion

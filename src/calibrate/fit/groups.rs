@@ -1,5 +1,5 @@
 //! Which parameter groups the measurements can identify, in fitting order:
-//! copies (link rates), thread-block rates (one-channel collectives), a
+//! copies (link rates, in `copies`), thread-block rates (one-channel collectives), a
 //! channel's rate through host memory, the contention of many channels on a
 //! link, latencies per protocol and path, how much calls with empty chunks
 //! overlap in a stream, each other caller's cost, and NVLS; a group its
@@ -7,9 +7,10 @@
 
 use std::collections::BTreeSet;
 
+use super::copies::copy_groups;
 use super::parameters::{
-    Parameter, Read, Unit, Write, arch_latency_parameters, class_name, cta_parameters, latency_parameters, parameter, path_cost,
-    path_cost_ref, protocol_mut, rate, time,
+    Parameter, Unit, arch_latency_parameters, class_name, cta_parameters, latency_parameters, parameter, path_cost, path_cost_ref,
+    protocol_mut, rate, time,
 };
 use super::{Group, Point, Skipped, Source};
 use crate::calibrate::predict::plan_as_measured;
@@ -21,8 +22,6 @@ use crate::topology::Topology;
 use crate::transport::PathClass;
 use crate::units::{Bandwidth, Time};
 
-/// Copies from this size up constrain link rates.
-const LARGE_COPY: u64 = 64 << 20;
 /// Collectives from this size up are set by bandwidth.
 const LARGE: u64 = 16 << 20;
 /// ... and fitted up to this size: larger ones add simulation time, not
@@ -78,7 +77,6 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
     let mut out = copy_groups(topo, model, sources);
     // Compute curves: one group per GPU and kind of kernel measured.
     out.extend(crate::calibrate::compute_fit::groups(topologies, model, sources));
-    let mut skipped = Vec::new();
     let every_size: Vec<Run> = sources
         .iter()
         .zip(topologies)
@@ -94,38 +92,89 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         .collect();
     let (runs, larger): (Vec<Run>, Vec<Run>) = every_size.into_iter().partition(|r| r.m.bytes <= LARGEST);
     let arch = model.gpu(&topo.gpu_model).map(|g| format!("sm{}", g.arch)).unwrap_or_default();
-    // A group is fitted only where its data can place every parameter: the
-    // right kind of runs, and at least as many of them as parameters.
-    let mut push = |group: Group, identified: bool, reason: String| {
+    let follows_another = model.cta.get(&arch).is_some_and(|c| c.like.is_some());
+    let context = Context { runs, larger, model, topo, arch };
+    // An architecture whose thread blocks follow another's fits only its
+    // own latency; everything else stays as fitted on the one it follows.
+    let builders: &[Builder] = if follows_another {
+        &[arch_latency]
+    } else {
+        &[thread_blocks, contention, host_memory, latencies, kernel_starts, call_overlap, callers, channel_skew, nvls]
+    };
+    let mut found = Found { out, skipped: Vec::new() };
+    for builder in builders {
+        builder(&context, &mut found);
+    }
+    (found.out, found.skipped)
+}
+
+/// What every builder of groups reads: the collective runs in the starting
+/// model (up to `LARGEST`, and `larger` ones), the model, the first board
+/// and its GPU's architecture.
+struct Context<'a> {
+    runs: Vec<Run>,
+    larger: Vec<Run>,
+    model: &'a HardwareModel,
+    topo: &'a Topology,
+    arch: String,
+}
+
+impl Context<'_> {
+    /// Runs in which many channels share a link of `class` with a protocol
+    /// `keep` takes (see [`Run::crowds`]).
+    fn crowded(&self, class: PathClass, keep: fn(Protocol) -> bool) -> Vec<Point> {
+        self.runs.iter().filter(|r| r.crowds(class, keep)).map(|r| r.index).collect()
+    }
+}
+
+/// Adds the groups of one concept to what is found.
+type Builder = fn(&Context, &mut Found);
+
+/// The groups found so far, and those skipped with the reason.
+struct Found {
+    out: Vec<Group>,
+    skipped: Vec<Skipped>,
+}
+
+impl Found {
+    /// A group is fitted only where its data can place every parameter: the
+    /// right kind of runs, and at least as many of them as parameters.
+    fn push(&mut self, group: Group, identified: bool, reason: String) {
         let (points, parameters) = (group.points.len(), group.parameters.len());
         if identified && points >= parameters {
-            out.push(group);
+            self.out.push(group);
         } else if identified {
             let reason = format!("{points} point(s) for {parameters} parameters; needs {}", group.needs);
-            skipped.push(Skipped { name: group.name, reason });
+            self.skipped.push(Skipped { name: group.name, reason });
         } else if points > 0 || group.name.starts_with("thread blocks") {
-            skipped.push(Skipped { name: group.name, reason });
+            self.skipped.push(Skipped { name: group.name, reason });
         }
-    };
-    // An architecture whose thread blocks follow another's: its calls place
-    // only what it adds to a call's start and to a step; everything else
-    // stays as fitted on the architecture it follows.
-    if model.cta.get(&arch).is_some_and(|c| c.like.is_some()) {
-        let small: Vec<&Run> = runs.iter().filter(|r| r.ring_or_tree() && r.m.bytes <= ARCH_LATENCY_LARGEST).collect();
-        let steps: BTreeSet<usize> = small.iter().map(|r| r.steps()).collect();
-        let needs = format!("ring or tree calls of at most 64 KiB on {arch} at two step counts or more");
-        push(
-            Group {
-                name: format!("latency of {arch}"),
-                parameters: arch_latency_parameters(&arch),
-                points: small.iter().map(|r| r.index).collect(),
-                needs: needs.clone(),
-            },
-            steps.len() >= 2,
-            format!("{} step count(s); needs {needs}", steps.len()),
-        );
-        return (out, skipped);
     }
+}
+
+/// An architecture whose thread blocks follow another's: its calls place
+/// only what it adds to a call's start and to a step.
+fn arch_latency(context: &Context, found: &mut Found) {
+    let Context { runs, arch, .. } = context;
+    let small: Vec<&Run> = runs.iter().filter(|r| r.ring_or_tree() && r.m.bytes <= ARCH_LATENCY_LARGEST).collect();
+    let steps: BTreeSet<usize> = small.iter().map(|r| r.steps()).collect();
+    let needs = format!("ring or tree calls of at most 64 KiB on {arch} at two step counts or more");
+    found.push(
+        Group {
+            name: format!("latency of {arch}"),
+            parameters: arch_latency_parameters(arch),
+            points: small.iter().map(|r| r.index).collect(),
+            needs: needs.clone(),
+        },
+        steps.len() >= 2,
+        format!("{} step count(s); needs {needs}", steps.len()),
+    );
+}
+
+/// One channel alone, per protocol: the thread block's rates over NVLink,
+/// and the channel's rate through host memory.
+fn thread_blocks(context: &Context, found: &mut Found) {
+    let Context { runs, model, arch, .. } = context;
     for protocol in crate::collective::PROTOCOLS {
         // One channel over NVLink: the thread block alone sets the rate.
         let alone: Vec<&Run> = runs
@@ -134,14 +183,14 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             .collect();
         let shapes: BTreeSet<(Op, usize)> = alone.iter().map(|r| (r.plan.request.op, r.ranks())).collect();
         let needs = "one-channel runs (icsim calibrate run --channels 1) of at least three of allreduce/allgather/reducescatter at 2 and 4 GPUs over NVLink, from 16 MiB".to_string();
-        push(
+        found.push(
             Group {
                 name: format!("thread blocks {protocol} on {arch}"),
-                parameters: cta_parameters(&arch, protocol),
+                parameters: cta_parameters(arch, protocol),
                 points: alone.iter().map(|r| r.index).collect(),
                 needs: needs.clone(),
             },
-            shapes.len() >= 3 && model.cta.contains_key(&arch),
+            shapes.len() >= 3 && model.cta.contains_key(arch.as_str()),
             format!("{} one-channel shapes; needs {needs}", shapes.len()),
         );
         // One channel through host memory: the path's own rate.
@@ -162,18 +211,20 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             needs: "one-channel runs through host memory (--transports shm --channels 1) from 16 MiB".into(),
         };
         let identified = !shm.is_empty();
-        push(shm_group, identified, "no one-channel runs through host memory".into());
+        found.push(shm_group, identified, "no one-channel runs through host memory".into());
     }
-    // Many channels on a link: the contention knee (NVLink), and what GPU
-    // threads reading host memory get of their PCIe link (SHM).
-    let crowded = |candidates: &'_ [Run], class: PathClass, keep: fn(Protocol) -> bool| -> Vec<Point> {
-        candidates.iter().filter(|r| r.crowds(class, keep)).map(|r| r.index).collect()
-    };
+}
+
+/// Many channels on NVLink: the contention knee, and channels drifting
+/// apart over the longest calls.
+fn contention(context: &Context, found: &mut Found) {
+    let Context { larger, .. } = context;
+    // Many channels on a link: the contention knee.
     let contention = |key: &str, bounds: (f64, f64), get: fn(&HardwareModel) -> f64, set: fn(&mut HardwareModel, f64)| {
         parameter(format!("contention.{key}"), Unit::Ratio, bounds, get, set)
     };
-    let nvlink = crowded(&runs, PathClass::Nvlink, |p| p != Protocol::Ll);
-    push(
+    let nvlink = context.crowded(PathClass::Nvlink, |p| p != Protocol::Ll);
+    found.push(
         Group {
             name: "channels sharing NVLink".into(),
             parameters: vec![
@@ -194,7 +245,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
     let drifting_runs: Vec<&Run> = larger.iter().filter(|r| r.crowds(PathClass::Nvlink, |p| p != Protocol::Ll)).collect();
     let drifting: Vec<Point> = drifting_runs.iter().map(|r| r.index).collect();
     let channel_counts: BTreeSet<u32> = drifting_runs.iter().map(|r| r.plan.channels).collect();
-    push(
+    found.push(
         Group {
             name: "channels drifting apart on NVLink".into(),
             parameters: vec![contention("drift", (0.0, 1.0), |m| m.contention.drift, |m, v| m.contention.drift = v)],
@@ -204,6 +255,12 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         channel_counts.len() >= 2,
         "no multi-channel rings over NVLink above 256 MiB at two channel counts (--channels 4,16)".into(),
     );
+}
+
+/// GPU threads reading host memory over their PCIe link: LL128's shares,
+/// and Simple's read-write share.
+fn host_memory(context: &Context, found: &mut Found) {
+    let Context { runs, model, topo, .. } = context;
     if let Some(generation) = model.gpu(&topo.gpu_model).ok().map(|g| g.pcie_generation.clone()) {
         // Simple: the protocol NCCL runs through host memory for large
         // calls. LL128 (only where forced) polls a flag in every line it
@@ -212,7 +269,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         // there (2-rank all-gathers and reduce-scatters) sees the read
         // share, one whose steps read and write in one pass (allreduces,
         // and every ring of 3 ranks or more) the read-write share too.
-        let ll128 = crowded(&runs, PathClass::Shm, |p| p == Protocol::Ll128);
+        let ll128 = context.crowded(PathClass::Shm, |p| p == Protocol::Ll128);
         type Share = fn(&HostShares) -> f64;
         type SetShare = fn(&mut PathCost, f64);
         let shares: [(&str, Share, SetShare); 2] = [
@@ -232,7 +289,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
                 )
             })
             .collect();
-        push(
+        found.push(
             Group {
                 name: "ll128 threads reading host memory".into(),
                 parameters: ll128_shares,
@@ -252,7 +309,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         let shm: Vec<Point> =
             runs.iter().filter(|r| r.ranks() == 2 && r.crowds(PathClass::Shm, |p| p == Protocol::Simple)).map(|r| r.index).collect();
         let (get_gen, set_gen) = (generation.clone(), generation.clone());
-        push(
+        found.push(
             Group {
                 name: format!("GPU threads reading host memory over PCIe {generation}"),
                 parameters: vec![parameter(
@@ -269,6 +326,11 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             "no large multi-channel rings through host memory".into(),
         );
     }
+}
+
+/// Latencies per protocol and kind of path, from calls of a few bytes.
+fn latencies(context: &Context, found: &mut Found) {
+    let Context { runs, .. } = context;
     // Latencies: a few bytes, at two step counts or more (one count cannot
     // tell a call's cost from a step's), from every caller, each call with
     // its caller's own cost (fitted in the callers' groups below, in turn
@@ -307,7 +369,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
                 needs += ", and Simple rings from 64 KiB to 16 MiB";
                 identified &= !medium.is_empty();
             }
-            push(
+            found.push(
                 Group {
                     name: format!("{protocol} latency over {}", class_name(class)),
                     parameters,
@@ -323,6 +385,11 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             );
         }
     }
+}
+
+/// Kernels that start later than the allreduce's, per protocol.
+fn kernel_starts(context: &Context, found: &mut Found) {
+    let Context { runs, model, .. } = context;
     // Kernels that start later than the allreduce's: those the base model
     // gives a start of their own (a gap between the operations' small calls
     // that is the same on every path, so the kernel's), fitted on the
@@ -349,7 +416,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         }
         let small: Vec<&Run> = runs.iter().filter(|r| r.plan.protocol == protocol && r.ring_or_tree() && r.m.bytes <= SMALL).collect();
         let ops: BTreeSet<Op> = small.iter().map(|r| r.plan.request.op).collect();
-        push(
+        found.push(
             Group {
                 name: format!("{protocol} kernels by operation"),
                 parameters,
@@ -360,6 +427,11 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             format!("{protocol} calls of at most 4 KiB of {} operation(s); needs all three", ops.len()),
         );
     }
+}
+
+/// Calls overlapping in a stream where their chunks are partly empty.
+fn call_overlap(context: &Context, found: &mut Found) {
+    let Context { runs, .. } = context;
     // Calls overlapping in a stream: small LL allreduces over NVLink whose
     // chunks are partly empty (fewer than 16 bytes a rank), against the
     // full ones the latencies above are fitted on. Fitted over NVLink only:
@@ -377,7 +449,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         .collect();
     let needs =
         "LL allreduces of fewer than 16 bytes a rank over NVLink at 4 GPUs or more (8 and 32 B), and the latency fit's calls beside them";
-    push(
+    found.push(
         Group {
             name: "calls overlapping in a stream".into(),
             parameters: vec![parameter(
@@ -393,6 +465,11 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         !sparse.is_empty(),
         format!("no overlapping calls; needs {needs}"),
     );
+}
+
+/// Each caller's own cost besides the reference's.
+fn callers(context: &Context, found: &mut Found) {
+    let Context { runs, .. } = context;
     // Each other caller's own cost, on top of what is fitted above: per step
     // where its calls come at two step counts or more, else per call (one
     // count cannot tell the two apart). Not both: fitted beside the cost a
@@ -412,7 +489,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             move |m| get(&m.stack[name]),
             move |m, v| set(m.stack.get_mut(name).expect("every stack is in the model"), v),
         );
-        push(
+        found.push(
             Group {
                 name: format!("{stack} caller"),
                 parameters: vec![parameter],
@@ -423,6 +500,11 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
             format!("no small collectives measured through {stack}"),
         );
     }
+}
+
+/// Many channels ending with the slowest.
+fn channel_skew(context: &Context, found: &mut Found) {
+    let Context { runs, .. } = context;
     // Many channels end with the slowest: LL calls over NVLink past one
     // channel and short of the links' worth, at several channel counts.
     let skewed: Vec<&Run> = runs
@@ -441,7 +523,7 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
     let channel_counts: BTreeSet<u32> = skewed.iter().map(|r| r.plan.channels).collect();
     let step_counts: BTreeSet<usize> = skewed.iter().map(|r| r.steps()).collect();
     let needs = "LL calls over NVLink from 4 KiB to 512 KiB at two channel counts and two step counts or more (2 and 4 GPUs, or allreduce and allgather)";
-    push(
+    found.push(
         Group {
             name: "channels ending apart".into(),
             parameters: vec![time("skew.step_spread".into(), |m| m.skew.step_spread, |m, v| m.skew.step_spread = v)],
@@ -451,13 +533,18 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         channel_counts.len() >= 2 && step_counts.len() >= 2,
         format!("{} channel count(s) and {} step count(s); needs {needs}", channel_counts.len(), step_counts.len()),
     );
+}
+
+/// NVLS: the switch's reduction rate and its latency.
+fn nvls(context: &Context, found: &mut Found) {
+    let Context { runs, model, .. } = context;
     // NVLS: the switch's reduction rate and its latency.
     let nvls: Vec<&Run> = runs.iter().filter(|r| r.plan.algorithm == Algorithm::Nvls).collect();
     let nvls_large: Vec<Point> = nvls.iter().filter(|r| r.m.bytes >= LARGE).map(|r| r.index).collect();
     // NCCL shrinks the NVLS chunk for smaller calls: sizes on both sides of
     // a shrink tell the per-chunk cost from the rate.
     let nvls_chunks: BTreeSet<u64> = nvls.iter().map(|r| r.plan.nvls_chunk(model).0).collect();
-    push(
+    found.push(
         Group {
             name: "nvls".into(),
             parameters: vec![
@@ -477,69 +564,4 @@ pub fn groups(topologies: &[Topology], model: &HardwareModel, sources: &[Source]
         !nvls_large.is_empty() && nvls.len() > nvls_large.len() && nvls_chunks.len() >= 2,
         "needs NVLS allreduces both small and from 16 MiB, at two chunk sizes or more".into(),
     );
-    (out, skipped)
-}
-
-/// One link rate per copy path family: PCIe for host copies, NVLink for
-/// peer copies, HBM for copies within a GPU.
-fn copy_groups(topo: &Topology, model: &HardwareModel, sources: &[Source]) -> Vec<Group> {
-    let gpu_key = topo.gpu_model.clone();
-    let Some(gpu) = model.gpu.get(&gpu_key) else { return Vec::new() };
-    let (pcie, nvlink) = (gpu.pcie_generation.clone(), gpu.nvlink_generation.clone());
-    // Link rates are fitted on large copies only: below 64 MiB the host
-    // clock's fixed cost (and, within one GPU, the 60 MB L2 cache) dominates.
-    // Copies timed with CUDA events are preferred where there are any: a
-    // host clock adds the launch and the synchronization to every copy.
-    let points = |names: &[&str]| -> Vec<Point> {
-        let large: Vec<(Point, bool)> = sources
-            .iter()
-            .enumerate()
-            .flat_map(|(s, source)| {
-                source
-                    .measurements
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, m)| m.op == "copy" && m.bytes >= LARGE_COPY && names.contains(&m.path.as_deref().unwrap_or("")))
-                    .map(move |(i, m)| ((s, i), m.timing.as_deref().is_some_and(|t| t.contains("cuda events"))))
-            })
-            .collect();
-        let any_events = large.iter().any(|(_, events)| *events);
-        large.into_iter().filter(|(_, events)| *events || !any_events).map(|(p, _)| p).collect()
-    };
-    let efficiency = |key: String, get: Read, set: Write| Parameter { key, unit: Unit::Ratio, bounds: (0.05, 1.0), get, set };
-    let (p1, p2, n1, n2, g1, g2) = (pcie.clone(), pcie.clone(), nvlink.clone(), nvlink.clone(), gpu_key.clone(), gpu_key.clone());
-    let families = [
-        (
-            points(&["h2d_pinned", "d2h_pinned"]),
-            format!("copies over PCIe {pcie}"),
-            efficiency(
-                format!("pcie.{pcie}.efficiency"),
-                Box::new(move |m| m.pcie[&p1].efficiency),
-                Box::new(move |m, v| m.pcie.get_mut(&p2).expect("generation exists").efficiency = v),
-            ),
-        ),
-        (
-            points(&["p2p_0to1", "p2p_bidir_total"]),
-            format!("copies over NVLink {nvlink}"),
-            efficiency(
-                format!("nvlink.{nvlink}.efficiency"),
-                Box::new(move |m| m.nvlink[&n1].efficiency),
-                Box::new(move |m, v| m.nvlink.get_mut(&n2).expect("generation exists").efficiency = v),
-            ),
-        ),
-        (
-            points(&["d2d_gpu0"]),
-            format!("copies within one {gpu_key}"),
-            efficiency(
-                format!("gpu.{gpu_key}.compute.memory"),
-                Box::new(move |m| m.gpu[&g1].compute.memory),
-                Box::new(move |m, v| m.gpu.get_mut(&g2).expect("gpu exists").compute.memory = v),
-            ),
-        ),
-    ];
-    families
-        .into_iter()
-        .filter(|(points, _, _)| !points.is_empty())
-        .map(|(points, name, parameter)| Group { name, parameters: vec![parameter], points, needs: "copies from 64 MiB".into() })
-        .collect()
 }

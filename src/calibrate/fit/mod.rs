@@ -11,13 +11,17 @@
 //! Nelder-Mead on the mean squared log error, the simulation in the loop.
 //!
 //! Files: `parameters` (what may change, with bounds), `groups` (which
-//! groups the data identifies), `nelder_mead` (the optimizer), `overlay`
-//! (the overlay written from a fit).
+//! groups the data identifies, a builder for each concept) and `copies`
+//! (the copy paths' groups), `nelder_mead` (the optimizer), `overlay` (the
+//! overlay written from a fit).
 
+mod copies;
 mod groups;
 mod nelder_mead;
 mod overlay;
 mod parameters;
+#[cfg(test)]
+mod tests;
 
 use rayon::prelude::*;
 
@@ -30,7 +34,7 @@ pub(in crate::calibrate) use parameters::{exponent, parameter, ratio, time};
 use super::predict::predict;
 use super::schema::Measurement;
 use crate::config::hardware::HardwareModel;
-use crate::topology::{Blueprint, Topology};
+use crate::topology::{Blueprint, ResolveError, Topology};
 
 /// Measurements and the machine they were made on.
 pub struct Source {
@@ -58,7 +62,7 @@ pub struct Skipped {
 }
 
 /// The sources' topologies under `model` (its link rates and latencies).
-pub fn build_all(sources: &[Source], model: &HardwareModel) -> Result<Vec<Topology>, crate::Error> {
+pub fn build_all(sources: &[Source], model: &HardwareModel) -> Result<Vec<Topology>, ResolveError> {
     sources.iter().map(|s| s.board.build(model)).collect()
 }
 
@@ -118,7 +122,7 @@ const PASSES: usize = 3;
 
 /// Fits every group in turn, `PASSES` times; each group's report spans all
 /// passes (its values and error before the first, after the last).
-pub fn fit(sources: &[Source], start: &HardwareModel, max_evaluations: usize) -> Result<Fit, crate::Error> {
+pub fn fit(sources: &[Source], start: &HardwareModel, max_evaluations: usize) -> Result<Fit, ResolveError> {
     let mut model = start.clone();
     let (groups, skipped) = groups(&build_all(sources, start)?, start, sources);
     let mut fits: Vec<GroupFit> = Vec::new();

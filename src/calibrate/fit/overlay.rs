@@ -2,31 +2,29 @@
 //! that were fitted, nested as the model file nests them, in its units.
 
 use super::{GroupFit, Unit};
+use crate::config::dotted::Overlay;
 use crate::units::Time;
 
 /// The fitted values as a model overlay: only the keys that were fitted.
 pub fn overlay(fits: &[GroupFit]) -> toml::Table {
-    let mut root = toml::Table::new();
+    let mut overlay = Overlay::default();
     for fit in fits {
         for (key, unit, _, value) in &fit.parameters {
-            let parts: Vec<&str> = key.split('.').collect();
-            let mut table = &mut root;
-            for part in &parts[..parts.len() - 1] {
-                table = table
-                    .entry(part.to_string())
-                    .or_insert_with(|| toml::Value::Table(toml::Table::new()))
-                    .as_table_mut()
-                    .expect("keys nest tables");
-            }
-            let value = match unit {
-                Unit::Time => toml::Value::String(Time::from_us_f64(value.max(0.0)).to_string()),
-                Unit::Rate => toml::Value::String(format!("{:.4}GB/s", value.max(0.0))),
-                Unit::Ratio => toml::Value::Float((value * 1e4).round() / 1e4),
-            };
-            table.insert(parts[parts.len() - 1].to_string(), value);
+            overlay.set(key, unit.written(*value));
         }
     }
-    root
+    overlay.into_table()
+}
+
+impl Unit {
+    /// `value` (in this unit's number) as a model file writes it.
+    pub fn written(self, value: f64) -> toml::Value {
+        match self {
+            Unit::Time => toml::Value::String(Time::from_us_f64(value.max(0.0)).to_string()),
+            Unit::Rate => toml::Value::String(format!("{:.4}GB/s", value.max(0.0))),
+            Unit::Ratio => toml::Value::Float((value * 1e4).round() / 1e4),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use super::{Probe, RunOptions};
 /// `prompt` tokens and one decode step, each `allreduces_per_pass` calls.
 /// Says in `notices` why any is left out.
 pub fn sequence_points(llm: &LlmModel, prompt: u64, ranks: usize, device_limit: u64, notices: &mut Vec<String>) -> Vec<CollectivePoint> {
-    if !crate::workload::tp::allowed_degrees(llm, ranks as u32).contains(&(ranks as u32)) {
+    if !crate::workload::tp::splits(llm, ranks as u64) {
         notices
             .push(format!("{}: TP={ranks} cannot split its heads and FFN, so its allreduces are not replayed on {ranks} GPUs", llm.name));
         return Vec::new();

@@ -14,7 +14,7 @@ use crate::config::hardware::HardwareModel;
 use crate::config::llm::{Fusion, LlmModel, Scope};
 use crate::config::{ConfigError, ConfigResult, parse_toml, read_text, relative_to};
 use crate::stack::Stack;
-use crate::topology::{self, Edit, PresetOptions, Topology, TopologySpec};
+use crate::topology::{self, Edit, PresetOption, PresetOptions, ResolveError, Topology, TopologySpec};
 use crate::transport::Mode;
 use crate::workload::storage::shard_bytes;
 use crate::workload::storage::spec::{StorageSpec, check_fits};
@@ -77,12 +77,7 @@ impl Experiment {
     /// [`Experiment::resolve`] with a what-if change to every mode's
     /// hardware model and topology.
     pub fn resolve_edited(raw: RawExperiment, source: Source, edit: &dyn Edit) -> ConfigResult<Experiment> {
-        let base_dir = source.base_dir();
-        let model_name = if looks_like_file(&raw.model) {
-            relative_to(&base_dir, Path::new(&raw.model)).display().to_string()
-        } else {
-            raw.model.clone()
-        };
+        let model_name = source.file_or_name(&raw.model);
         let llm = LlmModel::load(&model_name).map_err(|error| match error {
             // The model file's own errors name it; one that cannot be read is the experiment's key.
             unknown if unknown.is_misnamed() || matches!(unknown, ConfigError::Io { .. }) => {
@@ -140,8 +135,7 @@ impl Experiment {
                 ));
             }
             for run in &mut modes {
-                run.topology = spec.layout.apply(&run.topology, &run.hardware).map_err(|message| {
-                    let key = if message.contains("unknown drive") { "storage.drive" } else { "storage.placement" };
+                run.topology = spec.layout.apply(&run.topology, &run.hardware).map_err(|(key, message)| {
                     source.invalid(None, key, format!("mode[{}] on {}: {message}", run.index, run.topology.name))
                 })?;
                 check_fits(spec, &llm, run).map_err(|(key, message)| source.invalid(None, key, message))?;
@@ -154,7 +148,7 @@ impl Experiment {
                 "is empty: name the folder for results, or leave the key out for results/<file name>",
             ));
         }
-        let output_dir = raw.output_dir.as_deref().map(|dir| relative_to(&base_dir, dir));
+        let output_dir = raw.output_dir.as_deref().map(|dir| relative_to(&source.base_dir(), dir));
         Ok(Experiment { source, description: raw.description, llm, query, output_dir, modes, storage })
     }
 }
@@ -210,51 +204,29 @@ fn resolve_mode(
     }
 
     // Files named in the experiment are read relative to its folder.
-    let base_dir = source.base_dir();
-    let from_here = |name: &String| {
-        if looks_like_file(name) { relative_to(&base_dir, Path::new(name)).to_string_lossy().into_owned() } else { name.clone() }
-    };
-    let name = from_here(&topology_name);
-    let models: Vec<String> = models.iter().map(from_here).collect();
-    // An error an overlay file names itself in is the experiment's `models`.
-    let in_overlay = |message: &str| models.iter().any(|m| looks_like_file(m) && message.starts_with(&format!("{m}:")));
+    let name = source.file_or_name(&topology_name);
+    let models: Vec<String> = models.iter().map(|m| source.file_or_name(m)).collect();
     let spec = TopologySpec { name, options: PresetOptions { gpus, gpu: gpu.clone(), host: host.clone() }, models: models.clone() };
     let (topology, hardware) = topology::resolve_edited(&spec, edit).map_err(|error| {
-        if let crate::Error::Config(unknown) = &error
-            && unknown.is_misnamed()
-        {
-            return source.invalid(owner(mode.models.is_some()), "models", unknown.to_string());
-        }
-        let message = error.to_string();
-        if in_overlay(&message) {
-            return ConfigError::invalid(source.path(), source.key(owner(mode.models.is_some()), "models"), message);
-        }
-        let key = match topology_error_key(&message) {
-            "gpus" => source.key(owner(mode.gpus.is_some()), "gpus"),
-            "gpu" => source.key(owner(mode.gpu.is_some()), "gpu"),
-            "host" => source.key(owner(mode.host.is_some()), "host"),
-            _ => source.key(owner(mode.topology.is_some()), "topology"),
+        let key = match &error {
+            // A misnamed overlay, or one whose file is at fault, is the experiment's `models`.
+            ResolveError::Config(overlay)
+                if overlay.is_misnamed() || overlay.path().is_some_and(|path| models.iter().any(|m| Path::new(m) == path)) =>
+            {
+                source.key(owner(mode.models.is_some()), "models")
+            }
+            _ => match error.option() {
+                Some(PresetOption::Gpus) => source.key(owner(mode.gpus.is_some()), "gpus"),
+                Some(PresetOption::Gpu) => source.key(owner(mode.gpu.is_some()), "gpu"),
+                Some(PresetOption::Host) => source.key(owner(mode.host.is_some()), "host"),
+                None => source.key(owner(mode.topology.is_some()), "topology"),
+            },
         };
-        ConfigError::invalid(source.path(), key, message)
+        ConfigError::invalid(source.path(), key, error.to_string())
     })?;
 
-    let gpus = topology.gpus().len() as u32;
-    let allowed = tp::allowed_degrees(llm, gpus);
-    if !allowed.contains(&tp) {
-        let list: Vec<String> = allowed.iter().map(u32::to_string).collect();
-        return Err(source.invalid(
-            owner(mode.tp.is_some()),
-            "tp",
-            format!(
-                "TP={tp} cannot run {} on the {gpus} GPUs of {}: TP must divide its {} heads and {} FFN columns and fit the GPUs; allowed: {}",
-                llm.name,
-                topology.name,
-                llm.heads,
-                llm.ffn,
-                list.join(", ")
-            ),
-        ));
-    }
+    tp::check_degree(llm, tp, &topology).map_err(|error| source.invalid(owner(mode.tp.is_some()), "tp", error.to_string()))?;
+    let allowed = tp::allowed_degrees(llm, topology.gpus().len() as u32);
     check_weights(llm, tp, &allowed, &topology, &hardware).map_err(|message| source.invalid(owner(mode.tp.is_some()), "tp", message))?;
     check_kv_cache(&raw.query, llm, tp, &topology, &hardware).map_err(|message| source.invalid(None, "query.batch", message))?;
     Ok(ModeRun {
@@ -316,26 +288,6 @@ fn check_kv_cache(query: &RawQuery, llm: &LlmModel, tp: u32, topology: &Topology
         gpu.memory.as_f64() / 1e9,
         left / per_sequence
     ))
-}
-
-/// Whether a name in an experiment is a file (resolved from the
-/// experiment's folder) rather than a shipped model or preset.
-fn looks_like_file(name: &str) -> bool {
-    name.ends_with(".toml") || name.contains('/')
-}
-
-/// Which key a topology error is about, from its message (the topology
-/// layer reports options by their flag names).
-fn topology_error_key(message: &str) -> &'static str {
-    if message.contains("--gpus") {
-        "gpus"
-    } else if message.contains("--gpu ") || message.contains("unknown GPU model") {
-        "gpu"
-    } else if message.contains("--host ") || message.contains("unknown host platform") {
-        "host"
-    } else {
-        "topology"
-    }
 }
 
 #[cfg(test)]
@@ -429,6 +381,34 @@ gpu = "h20"
         assert!(error.contains("key `scope`") && error.contains("layers"), "{error}");
         let error = error_of(&GOOD.replace("gpu = \"h20\"", "gpu = \"h20\"\nfusion = \"sglang\""));
         assert!(error.contains("key `mode[1].fusion`") && error.contains("torch, torch-varlen, vllm"), "{error}");
+    }
+
+    #[test]
+    fn a_topology_error_names_the_key_its_data_is_about() {
+        let error = error_of(&GOOD.replace("gpu = \"h20\"", "gpu = \"h20\"\ngpus = 9"));
+        assert!(error.contains("key `mode[1].gpus`") && error.contains("--gpus must be 1 to 8"), "{error}");
+        let error = error_of(&GOOD.replace("gpu = \"h20\"", "gpu = \"h21\""));
+        assert!(error.contains("key `mode[1].gpu`") && error.contains("unknown GPU model \"h21\""), "{error}");
+        let error = error_of(&GOOD.replace("tp = 8", "tp = 8\nhost = \"epyc-9\""));
+        assert!(error.contains("key `host`") && error.contains("unknown host platform"), "{error}");
+        // An overlay file that cannot be read is the `models` key's, not the topology's.
+        let error = error_of(&GOOD.replace("tp = 8", "tp = 8\nmodels = [\"missing.toml\"]"));
+        assert!(error.contains("key `models`") && error.contains("cannot read missing.toml"), "{error}");
+    }
+
+    #[test]
+    fn a_captured_topology_is_read_beside_the_experiment() {
+        let text = GOOD.replace("tp = 8\ntopology = \"hgx-h20\"", "tp = 2\ntopology = \"nvidia-smi-topo-h200x2.txt\"");
+        let experiment = Experiment::parse(Path::new("tests/data/exp.toml"), &text.replace("gpu = \"h20\"", "")).unwrap();
+        let topology = &experiment.modes[0].topology;
+        assert_eq!((topology.name.as_str(), topology.gpus().len()), ("nvidia-smi-topo-h200x2", 2));
+        // The GPU the capture is read as is the `gpu` key's.
+        let named_gpu = text.replace("tp = 2\n", "tp = 2\ngpu = \"h21\"\n");
+        let error = Experiment::parse(Path::new("tests/data/exp.toml"), &named_gpu).unwrap_err().to_string();
+        assert!(error.contains("key `gpu`") && error.contains("unknown GPU model \"h21\""), "{error}");
+        // Named from the current folder, where it is not.
+        let error = error_of(&text);
+        assert!(error.contains("key `topology`") && error.contains("cannot read nvidia-smi-topo-h200x2.txt"), "{error}");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::topology::Topology;
 use crate::units::Bytes;
 use crate::workload::cache::CollectiveCache;
 use crate::workload::compute::Launch;
-use crate::workload::experiment::{Experiment, ModeRun};
+use crate::workload::experiment::{Experiment, ModeRun, RunError};
 use crate::workload::replay::Collectives;
 use crate::workload::tp::{Pass, Query, TensorParallel};
 
@@ -132,7 +132,7 @@ enum Done {
 }
 
 /// Runs the storage part of every mode, calling `progress` once a run.
-pub fn run(experiment: &Experiment, setups: &[TensorParallel], progress: &(dyn Fn() + Sync)) -> Result<Vec<StorageRun>, crate::Error> {
+pub fn run(experiment: &Experiment, setups: &[TensorParallel], progress: &(dyn Fn() + Sync)) -> Result<Vec<StorageRun>, RunError> {
     let Some(spec) = &experiment.storage else { return Ok(Vec::new()) };
     let jobs: Vec<(usize, Work)> = (0..experiment.modes.len()).flat_map(|m| work(spec).into_iter().map(move |w| (m, w))).collect();
     let done: Vec<Done> =
@@ -185,7 +185,7 @@ fn once(
     run: &ModeRun,
     topo: &Topology,
     (operation, path): (Operation, StoragePath),
-) -> Result<JobRun, crate::Error> {
+) -> Result<JobRun, RunError> {
     let llm = &experiment.llm;
     let job = match operation {
         Operation::Load => Job::load(topo, llm, run.tp, spec.load.unwrap_or(super::LoadKind::Shard), path, spec.drives),
@@ -195,13 +195,7 @@ fn once(
     simulate(topo, &run.hardware, &job).map_err(|e| experiment.source.invalid(Some(run.index), "storage", e.to_string()).into())
 }
 
-fn sweep_point(
-    experiment: &Experiment,
-    spec: &StorageSpec,
-    run: &ModeRun,
-    drives: u32,
-    path: StoragePath,
-) -> Result<LoadPoint, crate::Error> {
+fn sweep_point(experiment: &Experiment, spec: &StorageSpec, run: &ModeRun, drives: u32, path: StoragePath) -> Result<LoadPoint, RunError> {
     let layout = crate::topology::DriveLayout { count: drives, ..run.topology.drive_layout() };
     let topo = run.topology.with_drives(&layout, &run.hardware)?;
     Ok(LoadPoint { drives, path, run: once(experiment, spec, run, &topo, (Operation::Load, path))? })
@@ -209,7 +203,7 @@ fn sweep_point(
 
 /// The prompt's KV cache written to host memory (`path` none) or to the
 /// drives on `path`, from the first decode step on.
-fn offload(experiment: &Experiment, run: &ModeRun, setup: &TensorParallel, path: Option<StoragePath>) -> Result<Offload, crate::Error> {
+fn offload(experiment: &Experiment, run: &ModeRun, setup: &TensorParallel, path: Option<StoragePath>) -> Result<Offload, RunError> {
     let query = experiment.query;
     let bytes = kv_bytes_per_gpu(&experiment.llm, u64::from(run.tp), query.prompt, query.batch);
     let target = match (path, &experiment.storage) {
@@ -247,7 +241,7 @@ struct Decode<'a> {
 
 impl Decode<'_> {
     /// Decode steps `steps` added to `graph`; returns their last task.
-    fn add(&self, graph: &mut TaskGraph<Path>, steps: std::ops::Range<u64>) -> Result<TaskId, crate::Error> {
+    fn add(&self, graph: &mut TaskGraph<Path>, steps: std::ops::Range<u64>) -> Result<TaskId, RunError> {
         let replayer = self.setup.replayer();
         let mut cache = CollectiveCache::new(replayer.topo, replayer.model);
         let ranks = replayer.ranks.len();

@@ -40,8 +40,10 @@ pub struct LayoutChange {
 
 impl LayoutChange {
     /// `topo`'s drives with this change applied (its own where nothing
-    /// changes); the error says what is wrong, for the caller to name a key.
-    pub fn apply(&self, topo: &Topology, model: &HardwareModel) -> Result<Topology, String> {
+    /// changes); the error is (key, message): a drive the hardware model
+    /// does not know is `storage.drive`'s, drives the topology has no place
+    /// for `storage.placement`'s.
+    pub fn apply(&self, topo: &Topology, model: &HardwareModel) -> Result<Topology, (&'static str, String)> {
         if *self == LayoutChange::default() {
             return Ok(topo.clone());
         }
@@ -51,8 +53,8 @@ impl LayoutChange {
             drive: self.drive.clone().unwrap_or(current.drive),
             placement: self.placement.unwrap_or(current.placement),
         };
-        model.drive(&layout.drive)?;
-        topo.with_drives(&layout, model).map_err(|e| e.to_string())
+        model.drive(&layout.drive).map_err(|message| ("storage.drive", message))?;
+        topo.with_drives(&layout, model).map_err(|error| ("storage.placement", error.to_string()))
     }
 }
 

@@ -136,8 +136,7 @@ pub fn plan(llms: &[(String, LlmModel)], options: &KernelOptions, model: &Hardwa
         }
     };
     for (label, llm) in llms {
-        let divides = |tp: u64| tp > 0 && llm.heads.is_multiple_of(tp) && llm.ffn.is_multiple_of(tp);
-        for &tp in options.tps.iter().filter(|&&tp| divides(tp)) {
+        for &tp in options.tps.iter().filter(|&&tp| crate::workload::tp::splits(llm, tp)) {
             let shapes = forward::gemm_shapes(llm, tp);
             let decode = options.decode.iter().map(|&batch| Shape { tp, batch, tokens: 1, context: 0 });
             let prefill = options.prefill.iter().map(|&tokens| Shape { tp, batch: 1, tokens, context: 0 });
