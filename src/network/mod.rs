@@ -64,7 +64,10 @@ enum Phase {
 #[derive(Debug, Clone)]
 struct Flow {
     transfer: TaskId,
-    links: Arc<[LinkId]>,
+    /// The links of its path: a copy kept with the flow's slot and refilled
+    /// when the slot is reused, so that starting and finishing a flow
+    /// touches no shared count.
+    links: Vec<LinkId>,
     latency: Time,
     /// Bytes of one copy.
     bytes: Bytes,
@@ -129,6 +132,57 @@ pub struct Network {
     /// Re-solve every flow on every change: the slow reference the
     /// incremental solver is tested against.
     full_recompute: bool,
+    takings: Takings,
+}
+
+/// What progressive filling leaves of a link's spare capacity once each copy
+/// of a flow has taken its share, one copy after another (each subtraction
+/// rounded, never below zero), remembered by its inputs. In a fabric of
+/// identical links the same spare loses the same share to flows of as many
+/// copies on link after link, and taking many copies one by one is the
+/// solver's longest chain of arithmetic; a remembered result is the same
+/// bits as one taken again.
+#[derive(Debug, Clone)]
+struct Takings {
+    /// (spare's bits, share's bits, copies) and what is left, by a hash of
+    /// the first three; copies of 0 marks an empty entry.
+    entries: Vec<(u64, u64, u32, f64)>,
+}
+
+impl Takings {
+    /// Bits of the hash that pick an entry.
+    const BITS: u32 = 6;
+
+    fn new() -> Takings {
+        Takings { entries: vec![(0, 0, 0, 0.0); 1 << Self::BITS] }
+    }
+
+    fn take(&mut self, spare: f64, share: f64, copies: u32) -> f64 {
+        let once = |left: f64| (left - share).max(0.0);
+        if copies == 1 {
+            return once(spare);
+        }
+        let key = (spare.to_bits(), share.to_bits(), copies);
+        let hash = (key.0 ^ key.1.rotate_left(29) ^ u64::from(copies)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let entry = &mut self.entries[(hash >> (64 - Self::BITS)) as usize];
+        if (entry.0, entry.1, entry.2) == key {
+            return entry.3;
+        }
+        // The same arithmetic as `once` copy after copy, without its
+        // comparison on the chain: a share no more than what is left leaves
+        // zero or more, and once a share is more than what is left, nothing
+        // is left.
+        let mut left = spare;
+        for _ in 0..copies {
+            if left < share {
+                left = 0.0;
+                break;
+            }
+            left -= share;
+        }
+        *entry = (key.0, key.1, key.2, left);
+        left
+    }
 }
 
 impl Network {
@@ -163,6 +217,7 @@ impl Network {
             pending: Vec::new(),
             pending_at: Time::ZERO,
             full_recompute: false,
+            takings: Takings::new(),
         }
     }
 
@@ -195,15 +250,20 @@ impl Network {
         state.flows.iter().map(|&f| self.flows[f as usize].total_rate()).sum::<f64>() / state.capacity
     }
 
-    fn allocate(&mut self, flow: Flow) -> u32 {
+    /// A slot for `flow` (whose own list of links is empty), its links
+    /// copied in: a reused slot keeps its list's room.
+    fn allocate(&mut self, flow: Flow, links: &[LinkId]) -> u32 {
         match self.free_slots.pop() {
             Some(slot) => {
-                let generation = self.flows[slot as usize].generation.wrapping_add(1);
-                self.flows[slot as usize] = Flow { generation, ..flow };
+                let old = &mut self.flows[slot as usize];
+                let mut kept = std::mem::take(&mut old.links);
+                kept.clear();
+                kept.extend_from_slice(links);
+                *old = Flow { generation: old.generation.wrapping_add(1), links: kept, ..flow };
                 slot
             }
             None => {
-                self.flows.push(flow);
+                self.flows.push(Flow { links: links.to_vec(), ..flow });
                 (self.flows.len() - 1) as u32
             }
         }
@@ -221,7 +281,7 @@ impl Network {
         let cap = rate_cap.map_or(f64::INFINITY, |c| c.bytes_per_sec());
         let flow = Flow {
             transfer,
-            links: path.links.clone(),
+            links: Vec::new(),
             latency: path.latency,
             bytes,
             copies,
@@ -236,7 +296,7 @@ impl Network {
             mark: 0,
             frozen: false,
         };
-        let slot = self.allocate(flow);
+        let slot = self.allocate(flow, &path.links);
         if bytes.0 == 0 || path.links.is_empty() {
             // Nothing to share: the flow only pays its latency (or, on an
             // empty path, moves at its own cap within one device).
@@ -460,9 +520,7 @@ impl Network {
                 unfrozen -= 1;
                 for l in flow.links.iter() {
                     let state = &mut self.links[l.index()];
-                    for _ in 0..flow.copies {
-                        state.spare = (state.spare - share).max(0.0);
-                    }
+                    state.spare = self.takings.take(state.spare, share, flow.copies);
                     state.unfrozen -= flow.copies;
                 }
             }
@@ -472,7 +530,9 @@ impl Network {
     /// A flow's last byte has left: it frees its links, and finishes once
     /// that byte has arrived (at once, over a path without latency).
     fn drain_finished(&mut self, now: Time, slot: u32, finished: &mut Vec<TaskId>) {
-        let links = self.flows[slot as usize].links.clone();
+        // Taken out while the links are updated, and put back: the flow's
+        // arrival counts its bytes on them.
+        let links = std::mem::take(&mut self.flows[slot as usize].links);
         let rate = self.flows[slot as usize].total_rate();
         // Fast path: if none of its links was saturated, none was anyone's
         // bottleneck, and no other share changes when it leaves.
@@ -491,7 +551,11 @@ impl Network {
                 state.usage.busy += now - state.busy_since;
             }
         }
+        if saturated {
+            self.defer(now, &links);
+        }
         let flow = &mut self.flows[slot as usize];
+        flow.links = links;
         flow.phase = Phase::Arriving;
         flow.rate = 0.0;
         flow.remaining = 0.0;
@@ -500,9 +564,6 @@ impl Network {
             self.arrived(slot, finished);
         } else {
             self.schedule(slot, now + latency);
-        }
-        if saturated {
-            self.defer(now, &links);
         }
     }
 
