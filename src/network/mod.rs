@@ -94,6 +94,8 @@ struct Flow {
 struct LinkState {
     capacity: f64,
     flows: Vec<u32>,
+    /// Copies of the flows in `flows`, kept as they come and go.
+    copies: u32,
     /// Sum of the rates of the flows on the link, every copy counted.
     allocated: f64,
     usage: LinkUsage,
@@ -196,6 +198,7 @@ impl Network {
                 LinkState {
                     capacity: capacity.bytes_per_sec(),
                     flows: Vec::new(),
+                    copies: 0,
                     allocated: 0.0,
                     usage: LinkUsage::default(),
                     busy_since: Time::ZERO,
@@ -323,6 +326,7 @@ impl Network {
                 state.busy_since = now;
             }
             state.flows.push(slot);
+            state.copies += copies;
             if fits {
                 state.allocated += demand;
             }
@@ -479,11 +483,9 @@ impl Network {
     /// its share from the link's spare capacity as a flow of its own would.
     fn fill_progressively(&mut self, component_links: &[u32], component_flows: &[u32]) {
         for &link in component_links {
-            let state = &self.links[link as usize];
-            let copies = state.flows.iter().map(|&f| self.flows[f as usize].copies).sum();
             let state = &mut self.links[link as usize];
             state.spare = state.capacity;
-            state.unfrozen = copies;
+            state.unfrozen = state.copies;
         }
         let mut unfrozen = component_flows.len();
         while unfrozen > 0 {
@@ -534,6 +536,7 @@ impl Network {
         // arrival counts its bytes on them.
         let links = std::mem::take(&mut self.flows[slot as usize].links);
         let rate = self.flows[slot as usize].total_rate();
+        let copies = self.flows[slot as usize].copies;
         // Fast path: if none of its links was saturated, none was anyone's
         // bottleneck, and no other share changes when it leaves.
         let saturated = self.full_recompute
@@ -546,6 +549,7 @@ impl Network {
             let state = &mut self.links[link.index()];
             let position = state.flows.iter().position(|&f| f == slot).expect("a draining flow is listed on each of its links");
             state.flows.swap_remove(position);
+            state.copies -= copies;
             state.allocated = if state.flows.is_empty() { 0.0 } else { (state.allocated - rate).max(0.0) };
             if state.flows.is_empty() {
                 state.usage.busy += now - state.busy_since;
