@@ -11,10 +11,14 @@
 //! gets the share one of them would, and the flow takes them all from its
 //! links.
 
+mod takings;
+
 use std::sync::Arc;
 
 use crate::engine::{EventQueue, Fabric, TaskId};
 use crate::units::{Bandwidth, Bytes, Time};
+
+use takings::Takings;
 
 /// Index of a directed link (one direction of a cable, or a shared resource
 /// such as a memory bus) in the network.
@@ -135,56 +139,6 @@ pub struct Network {
     /// incremental solver is tested against.
     full_recompute: bool,
     takings: Takings,
-}
-
-/// What progressive filling leaves of a link's spare capacity once each copy
-/// of a flow has taken its share, one copy after another (each subtraction
-/// rounded, never below zero), remembered by its inputs. In a fabric of
-/// identical links the same spare loses the same share to flows of as many
-/// copies on link after link, and taking many copies one by one is the
-/// solver's longest chain of arithmetic; a remembered result is the same
-/// bits as one taken again.
-#[derive(Debug, Clone)]
-struct Takings {
-    /// (spare's bits, share's bits, copies) and what is left, by a hash of
-    /// the first three; copies of 0 marks an empty entry.
-    entries: Vec<(u64, u64, u32, f64)>,
-}
-
-impl Takings {
-    /// Bits of the hash that pick an entry.
-    const BITS: u32 = 6;
-
-    fn new() -> Takings {
-        Takings { entries: vec![(0, 0, 0, 0.0); 1 << Self::BITS] }
-    }
-
-    fn take(&mut self, spare: f64, share: f64, copies: u32) -> f64 {
-        let once = |left: f64| (left - share).max(0.0);
-        if copies == 1 {
-            return once(spare);
-        }
-        let key = (spare.to_bits(), share.to_bits(), copies);
-        let hash = (key.0 ^ key.1.rotate_left(29) ^ u64::from(copies)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let entry = &mut self.entries[(hash >> (64 - Self::BITS)) as usize];
-        if (entry.0, entry.1, entry.2) == key {
-            return entry.3;
-        }
-        // The same arithmetic as `once` copy after copy, without its
-        // comparison on the chain: a share no more than what is left leaves
-        // zero or more, and once a share is more than what is left, nothing
-        // is left.
-        let mut left = spare;
-        for _ in 0..copies {
-            if left < share {
-                left = 0.0;
-                break;
-            }
-            left -= share;
-        }
-        *entry = (key.0, key.1, key.2, left);
-        left
-    }
 }
 
 impl Network {

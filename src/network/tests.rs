@@ -90,24 +90,3 @@ fn a_flow_of_copies_shares_as_that_many_flows() {
     assert_eq!(usage[0].bytes, Bytes(4 * GB), "every copy's bytes counted");
     assert_eq!(copied(1), (vec![Time::from_us(40_000); 3], lone, usage), "the same as three flows of their own");
 }
-
-#[test]
-fn a_remembered_taking_is_the_same_bits_as_one_taken_again() {
-    let mut takings = Takings::new();
-    let by_hand = |spare: f64, share: f64, copies: u32| (0..copies).fold(spare, |left, _| (left - share).max(0.0));
-    // Spares and shares that repeat (as in a fabric of identical links) and
-    // some that collide in the table, with shares that empty the link.
-    for round in 0..3 {
-        for i in 0..200u32 {
-            let spare = 1e11 / f64::from(1 + i % 7) + f64::from(round);
-            let share = spare / f64::from(3 + i % 11) * if i % 13 == 0 { 4.0 } else { 1.0 };
-            let copies = 1 + i % 40;
-            let taken = takings.take(spare, share, copies);
-            assert_eq!(taken.to_bits(), by_hand(spare, share, copies).to_bits(), "{spare} less {copies} x {share}");
-        }
-    }
-    // A share that empties the link exactly, and no share at all.
-    for (spare, share, copies) in [(3e9, 1e9, 3), (3e9, 1e9, 5), (0.0, 0.0, 4), (2.5e9, 0.0, 2)] {
-        assert_eq!(takings.take(spare, share, copies).to_bits(), by_hand(spare, share, copies).to_bits());
-    }
-}
