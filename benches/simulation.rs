@@ -2,8 +2,12 @@
 //! figures): events per second of the engine alone and driving the flow
 //! network; the prefill's 160 allreduces of 128 MiB and the seed query's
 //! 40,960 decode allreduces, each simulated on its own; a 1 GiB ring
-//! allreduce on 8, 72 (GB200 NVL72), 256 and 1,024 GPUs; and the default
-//! experiment. `cargo bench --bench simulation` runs them all.
+//! allreduce on 8, 72 (GB200 NVL72), 256 and 1,024 GPUs; a 1 MiB allreduce
+//! on 1,024 and 4,096 GPUs under PCIe switches (the largest PCIe input within
+//! the README's bounds, issue 35's 20 s target); a 16 GiB tree allreduce on
+//! 64 GPUs of one fabric (every link saturated: the flow solver's worst
+//! case); and the default experiment. `cargo bench --bench simulation` runs
+//! them all.
 
 use std::hint::black_box;
 use std::path::Path;
@@ -16,6 +20,9 @@ use icsim::topology::{PresetOptions, Topology, TopologySpec, resolve};
 use icsim::transport::Mode;
 use icsim::units::{Bandwidth, Bytes, Time};
 use icsim::workload::experiment::{self, Experiment, RunOptions};
+
+#[path = "common/pcie_switches.rs"]
+mod pcie_switches;
 
 /// A fabric with nothing in flight: the engine alone.
 struct Idle;
@@ -81,6 +88,38 @@ fn ring_1gib(c: &mut Criterion) {
     group.finish();
 }
 
+/// A 1 MiB allreduce as `icsim collective` runs it (NCCL's choice: a ring,
+/// P2P under each switch and SHM between them) on GPUs under PCIe switches
+/// of 32 each, one CPU: 2n(n-1) transfers, each simulated.
+fn pcie_switches_1mib(c: &mut Criterion) {
+    let mut group = c.benchmark_group("allreduce 1 MiB under PCIe switches");
+    group.sample_size(10);
+    for gpus in [1024, 4096] {
+        let file = std::env::temp_dir().join(format!("icsim-bench-pcie-{gpus}-{}.toml", std::process::id()));
+        std::fs::write(&file, pcie_switches::pcie_switches(gpus)).expect("a topology file in the temporary folder");
+        let (topo, model) = topology(file.to_str().expect("a UTF-8 temporary folder"), None);
+        std::fs::remove_file(&file).expect("the topology file is removed");
+        let plan = plan(&topo, &model, Bytes::mib(1), Choice::Auto, Choice::Auto);
+        group.bench_function(format!("{gpus} GPUs"), |b| {
+            b.iter(|| black_box(collective::simulate_plan(&topo, &model, &plan).expect("runs")))
+        });
+    }
+    group.finish();
+}
+
+/// A 16 GiB tree allreduce on 64 GPUs of one NVLink fabric: from when the
+/// chain is full every link is saturated, and each flow event re-solves
+/// the fair shares of every flow through the switch.
+fn tree_saturated(c: &mut Criterion) {
+    let (topo, model) = topology("nvlink-fabric", Some(64));
+    let plan = plan(&topo, &model, Bytes::gib(16), Choice::Fixed(Algorithm::Tree), Choice::Auto);
+    let mut group = c.benchmark_group("tree allreduce 16 GiB");
+    group.sample_size(10);
+    group
+        .bench_function("64 GPUs, nvlink-fabric", |b| b.iter(|| black_box(collective::simulate_plan(&topo, &model, &plan).expect("runs"))));
+    group.finish();
+}
+
 /// Allreduces of one size simulated one after another, each on its own
 /// (no outcome cached), the plan resolved once as a workload's cache of
 /// plans does.
@@ -125,5 +164,14 @@ fn default_experiment(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, engine_alone, ring_1gib, prefill_allreduces, decode_allreduces, default_experiment);
+criterion_group!(
+    benches,
+    engine_alone,
+    ring_1gib,
+    pcie_switches_1mib,
+    tree_saturated,
+    prefill_allreduces,
+    decode_allreduces,
+    default_experiment
+);
 criterion_main!(benches);

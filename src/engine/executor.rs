@@ -17,18 +17,21 @@ pub fn run<R, F: Fabric<R>>(graph: &TaskGraph<R>, fabric: &mut F) -> Schedule {
 }
 
 /// Where a task stands among those ready at one instant: as a graph built
-/// whole would number it. The graph's task in the top 32 bits of `place`,
-/// then a stream's lane (0 for the graph's own tasks) in the next 32, then
+/// whole would number it. The graph's task in the top 32 bits of `lane`,
+/// then a stream's lane (0 for the graph's own tasks) in the low 32, then
 /// the task's group in its lane; then the order it was added to the lane.
+/// Compared field by field (three words, aligned as words, so that a slot
+/// fits a cache line).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Order {
-    place: u128,
+    lane: u64,
+    group: u64,
     added: u64,
 }
 
 impl Order {
     fn new(task: u32, lane: u32, group: u64, added: u64) -> Order {
-        Order { place: u128::from(task) << 96 | u128::from(lane) << 64 | u128::from(group), added }
+        Order { lane: u64::from(task) << 32 | u64::from(lane), group, added }
     }
 
     fn of_graph(task: u32) -> Order {
@@ -60,10 +63,11 @@ enum State {
     Free,
 }
 
-/// A task a stream generated, alive in the run.
-struct Slot<R> {
+/// A task a stream generated, alive in the run: what its predecessors and
+/// successors touch. Its work is kept apart ([`Tasks::work`]), read only
+/// when it starts, so that the slots a run walks stay compact.
+struct Slot {
     order: Order,
-    work: Option<Work<R>>,
     end: Time,
     generation: u32,
     waiting: u32,
@@ -75,6 +79,8 @@ struct Slot<R> {
     batch: u32,
     state: State,
 }
+
+const _: () = assert!(std::mem::size_of::<Slot>() <= 64, "a slot fits a cache line");
 
 /// An edge of the pool: the waiting slot and the next edge of the list.
 #[derive(Clone, Copy)]
@@ -110,7 +116,9 @@ struct StreamRun<'g, R> {
 struct Tasks<R> {
     /// Ids of generated tasks start here (the graph's size).
     first_id: u32,
-    slots: Vec<Slot<R>>,
+    slots: Vec<Slot>,
+    /// The work of each slot's task, while it is alive.
+    work: Vec<Option<Work<R>>>,
     free_slots: Vec<u32>,
     /// Slots whose task finished at the current instant: freed once it is over.
     retiring: Vec<u32>,
@@ -140,17 +148,19 @@ impl<R> Tasks<R> {
         self.slots[from as usize].first_edge = index;
     }
 
-    fn allocate(&mut self, slot: Slot<R>) -> u32 {
+    fn allocate(&mut self, slot: Slot, work: Work<R>) -> u32 {
         self.live += 1;
         self.peak = self.peak.max(self.live);
         match self.free_slots.pop() {
             Some(index) => {
                 let generation = self.slots[index as usize].generation;
                 self.slots[index as usize] = Slot { generation, ..slot };
+                self.work[index as usize] = Some(work);
                 index
             }
             None => {
                 self.slots.push(slot);
+                self.work.push(Some(work));
                 (self.slots.len() - 1) as u32
             }
         }
@@ -178,18 +188,20 @@ impl<R> Builder<R> for Spawner<'_, R> {
         let order = Order::new(self.stream_task, self.lane_index, self.lane.group, self.lane.added);
         self.lane.added += 1;
         self.added += 1;
-        let slot = self.tasks.allocate(Slot {
-            order,
-            work: Some(work),
-            end: Time::ZERO,
-            generation: 0,
-            waiting: 0,
-            first_edge: NONE,
-            stream: self.stream,
-            lane: self.lane_index - 1,
-            batch: self.lane.batches,
-            state: State::Waiting,
-        });
+        let slot = self.tasks.allocate(
+            Slot {
+                order,
+                end: Time::ZERO,
+                generation: 0,
+                waiting: 0,
+                first_edge: NONE,
+                stream: self.stream,
+                lane: self.lane_index - 1,
+                batch: self.lane.batches,
+                state: State::Waiting,
+            },
+            work,
+        );
         let mut finished_now = false;
         for before in after {
             let other = &self.tasks.slots[before.slot as usize];
@@ -268,6 +280,7 @@ impl<'g, R> Executor<'g, R> {
             tasks: Tasks {
                 first_id,
                 slots: Vec::with_capacity(SMALL),
+                work: Vec::with_capacity(SMALL),
                 free_slots: Vec::with_capacity(SMALL),
                 retiring: Vec::with_capacity(SMALL),
                 edges: Vec::with_capacity(2 * SMALL),
@@ -324,7 +337,7 @@ impl<'g, R> Executor<'g, R> {
     fn work(&self, id: u32) -> &Work<R> {
         match id.checked_sub(self.tasks.first_id) {
             None => self.graph.work(TaskId(id)),
-            Some(slot) => self.tasks.slots[slot as usize].work.as_ref().expect("a live generated task has its work"),
+            Some(slot) => self.tasks.work[slot as usize].as_ref().expect("a live generated task has its work"),
         }
     }
 
@@ -371,9 +384,8 @@ impl<'g, R> Executor<'g, R> {
                 self.graph.work(TaskId(id))
             }
             Some(slot) => {
-                let task = &mut self.tasks.slots[slot as usize];
-                task.state = State::Running;
-                task.work.as_ref().expect("a live generated task has its work")
+                self.tasks.slots[slot as usize].state = State::Running;
+                self.tasks.work[slot as usize].as_ref().expect("a live generated task has its work")
             }
         };
         match duration {
@@ -396,9 +408,8 @@ impl<'g, R> Executor<'g, R> {
                 work
             }
             Some(slot) => {
-                let task = &mut self.tasks.slots[slot as usize];
-                task.state = State::Running;
-                task.work.as_ref().expect("a live generated task has its work")
+                self.tasks.slots[slot as usize].state = State::Running;
+                self.tasks.work[slot as usize].as_ref().expect("a live generated task has its work")
             }
         };
         match work {
@@ -501,7 +512,7 @@ impl<'g, R> Executor<'g, R> {
         for &slot in &self.tasks.retiring {
             let task = &mut self.tasks.slots[slot as usize];
             task.state = State::Free;
-            task.work = None;
+            self.tasks.work[slot as usize] = None;
             task.generation = task.generation.wrapping_add(1);
             self.tasks.free_slots.push(slot);
         }

@@ -11,10 +11,14 @@
 //! gets the share one of them would, and the flow takes them all from its
 //! links.
 
+mod takings;
+
 use std::sync::Arc;
 
 use crate::engine::{EventQueue, Fabric, TaskId};
 use crate::units::{Bandwidth, Bytes, Time};
+
+use takings::Takings;
 
 /// Index of a directed link (one direction of a cable, or a shared resource
 /// such as a memory bus) in the network.
@@ -64,7 +68,10 @@ enum Phase {
 #[derive(Debug, Clone)]
 struct Flow {
     transfer: TaskId,
-    links: Arc<[LinkId]>,
+    /// The links of its path: a copy kept with the flow's slot and refilled
+    /// when the slot is reused, so that starting and finishing a flow
+    /// touches no shared count.
+    links: Vec<LinkId>,
     latency: Time,
     /// Bytes of one copy.
     bytes: Bytes,
@@ -91,6 +98,8 @@ struct Flow {
 struct LinkState {
     capacity: f64,
     flows: Vec<u32>,
+    /// Copies of the flows in `flows`, kept as they come and go.
+    copies: u32,
     /// Sum of the rates of the flows on the link, every copy counted.
     allocated: f64,
     usage: LinkUsage,
@@ -129,6 +138,7 @@ pub struct Network {
     /// Re-solve every flow on every change: the slow reference the
     /// incremental solver is tested against.
     full_recompute: bool,
+    takings: Takings,
 }
 
 impl Network {
@@ -142,6 +152,7 @@ impl Network {
                 LinkState {
                     capacity: capacity.bytes_per_sec(),
                     flows: Vec::new(),
+                    copies: 0,
                     allocated: 0.0,
                     usage: LinkUsage::default(),
                     busy_since: Time::ZERO,
@@ -163,6 +174,7 @@ impl Network {
             pending: Vec::new(),
             pending_at: Time::ZERO,
             full_recompute: false,
+            takings: Takings::new(),
         }
     }
 
@@ -195,15 +207,20 @@ impl Network {
         state.flows.iter().map(|&f| self.flows[f as usize].total_rate()).sum::<f64>() / state.capacity
     }
 
-    fn allocate(&mut self, flow: Flow) -> u32 {
+    /// A slot for `flow` (whose own list of links is empty), its links
+    /// copied in: a reused slot keeps its list's room.
+    fn allocate(&mut self, flow: Flow, links: &[LinkId]) -> u32 {
         match self.free_slots.pop() {
             Some(slot) => {
-                let generation = self.flows[slot as usize].generation.wrapping_add(1);
-                self.flows[slot as usize] = Flow { generation, ..flow };
+                let old = &mut self.flows[slot as usize];
+                let mut kept = std::mem::take(&mut old.links);
+                kept.clear();
+                kept.extend_from_slice(links);
+                *old = Flow { generation: old.generation.wrapping_add(1), links: kept, ..flow };
                 slot
             }
             None => {
-                self.flows.push(flow);
+                self.flows.push(Flow { links: links.to_vec(), ..flow });
                 (self.flows.len() - 1) as u32
             }
         }
@@ -221,7 +238,7 @@ impl Network {
         let cap = rate_cap.map_or(f64::INFINITY, |c| c.bytes_per_sec());
         let flow = Flow {
             transfer,
-            links: path.links.clone(),
+            links: Vec::new(),
             latency: path.latency,
             bytes,
             copies,
@@ -236,7 +253,7 @@ impl Network {
             mark: 0,
             frozen: false,
         };
-        let slot = self.allocate(flow);
+        let slot = self.allocate(flow, &path.links);
         if bytes.0 == 0 || path.links.is_empty() {
             // Nothing to share: the flow only pays its latency (or, on an
             // empty path, moves at its own cap within one device).
@@ -263,6 +280,7 @@ impl Network {
                 state.busy_since = now;
             }
             state.flows.push(slot);
+            state.copies += copies;
             if fits {
                 state.allocated += demand;
             }
@@ -419,11 +437,9 @@ impl Network {
     /// its share from the link's spare capacity as a flow of its own would.
     fn fill_progressively(&mut self, component_links: &[u32], component_flows: &[u32]) {
         for &link in component_links {
-            let state = &self.links[link as usize];
-            let copies = state.flows.iter().map(|&f| self.flows[f as usize].copies).sum();
             let state = &mut self.links[link as usize];
             state.spare = state.capacity;
-            state.unfrozen = copies;
+            state.unfrozen = state.copies;
         }
         let mut unfrozen = component_flows.len();
         while unfrozen > 0 {
@@ -460,9 +476,7 @@ impl Network {
                 unfrozen -= 1;
                 for l in flow.links.iter() {
                     let state = &mut self.links[l.index()];
-                    for _ in 0..flow.copies {
-                        state.spare = (state.spare - share).max(0.0);
-                    }
+                    state.spare = self.takings.take(state.spare, share, flow.copies);
                     state.unfrozen -= flow.copies;
                 }
             }
@@ -472,8 +486,11 @@ impl Network {
     /// A flow's last byte has left: it frees its links, and finishes once
     /// that byte has arrived (at once, over a path without latency).
     fn drain_finished(&mut self, now: Time, slot: u32, finished: &mut Vec<TaskId>) {
-        let links = self.flows[slot as usize].links.clone();
+        // Taken out while the links are updated, and put back: the flow's
+        // arrival counts its bytes on them.
+        let links = std::mem::take(&mut self.flows[slot as usize].links);
         let rate = self.flows[slot as usize].total_rate();
+        let copies = self.flows[slot as usize].copies;
         // Fast path: if none of its links was saturated, none was anyone's
         // bottleneck, and no other share changes when it leaves.
         let saturated = self.full_recompute
@@ -486,12 +503,17 @@ impl Network {
             let state = &mut self.links[link.index()];
             let position = state.flows.iter().position(|&f| f == slot).expect("a draining flow is listed on each of its links");
             state.flows.swap_remove(position);
+            state.copies -= copies;
             state.allocated = if state.flows.is_empty() { 0.0 } else { (state.allocated - rate).max(0.0) };
             if state.flows.is_empty() {
                 state.usage.busy += now - state.busy_since;
             }
         }
+        if saturated {
+            self.defer(now, &links);
+        }
         let flow = &mut self.flows[slot as usize];
+        flow.links = links;
         flow.phase = Phase::Arriving;
         flow.rate = 0.0;
         flow.remaining = 0.0;
@@ -500,9 +522,6 @@ impl Network {
             self.arrived(slot, finished);
         } else {
             self.schedule(slot, now + latency);
-        }
-        if saturated {
-            self.defer(now, &links);
         }
     }
 

@@ -16,6 +16,10 @@ use icsim::units::{Bandwidth, Bytes, Time};
 
 use crate::common::preset;
 
+#[path = "../../benches/common/pcie_switches.rs"]
+mod pcie_switches;
+use pcie_switches::pcie_switches;
+
 const OPS: [Op; 4] = [Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::Broadcast];
 const ALGORITHMS: [Algorithm; 5] = [Algorithm::Ring, Algorithm::Tree, Algorithm::Nvls, Algorithm::OneShot, Algorithm::TwoShot];
 const PROTOCOLS: [Protocol; 3] = [Protocol::Simple, Protocol::Ll, Protocol::Ll128];
@@ -297,26 +301,6 @@ fn a_ring_on_256_gpus_moves_what_the_analytical_ring_says() {
     assert!(outcome.time > bound, "{} against the bound {bound}", outcome.time);
     let (_, utilisation) = collective::busiest_link(&topo, &outcome.usage, outcome.time).unwrap();
     assert!(utilisation <= 1.0, "{utilisation}");
-}
-
-/// A topology file of `gpus` H100s under PCIe switches of 32 GPUs each,
-/// all on one CPU socket with its memory.
-fn pcie_switches(gpus: usize) -> String {
-    let mut nodes = vec!["{ name = \"cpu0\", kind = \"cpu\" }".to_string(), "{ name = \"mem0\", kind = \"memory\" }".into()];
-    let mut links = vec!["{ from = \"cpu0\", to = \"mem0\", kind = \"memory\" }".to_string()];
-    for switch in 0..gpus / 32 {
-        nodes.push(format!("{{ name = \"sw{switch}\", kind = \"pcie-switch\" }}"));
-        links.push(format!("{{ from = \"sw{switch}\", to = \"cpu0\", kind = \"pcie\" }}"));
-    }
-    for gpu in 0..gpus {
-        nodes.push(format!("{{ name = \"GPU{gpu}\", kind = \"gpu\" }}"));
-        links.push(format!("{{ from = \"GPU{gpu}\", to = \"sw{}\", kind = \"pcie\" }}", gpu / 32));
-    }
-    format!(
-        "name = \"pcie-{gpus}\"\ngpu = \"h100\"\nhost = \"spr-2s\"\nnode = [\n{}\n]\nlink = [\n{}\n]\n",
-        nodes.join(",\n"),
-        links.join(",\n")
-    )
 }
 
 #[test]
