@@ -185,11 +185,7 @@ impl<'a> TensorParallel<'a> {
     /// first TP GPUs: one group of a server split in two. Their number must
     /// be a degree the model splits over, and the mode must connect them.
     pub fn on_gpus(mut self, ranks: Vec<NodeId>) -> Result<Self, TpError> {
-        let tp = ranks.len() as u32;
-        let allowed = allowed_degrees(self.llm, self.topo.gpus().len() as u32);
-        if !allowed.contains(&tp) {
-            return Err(TpError::Degree { tp, model: self.llm.name.clone(), gpus: self.topo.gpus().len(), allowed });
-        }
+        check_degree(self.llm, ranks.len() as u32, self.topo)?;
         assert!(ranks.iter().all(|r| self.topo.gpus().contains(r)), "a group's ranks are GPUs of its topology");
         self.ranks = ranks;
         self.check_plan()?;
