@@ -49,25 +49,16 @@ models/llm/NAME.toml.
 import argparse
 import json
 import math
-import os
 import random
 import statistics
 import sys
 import time
-import tomllib
 from collections import deque
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from torch_forward import kernel_totals, model_shape
+
 GRAPH_BATCHES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256]
-
-
-def model_shape(name):
-    path = Path(name) if name.endswith(".toml") else ROOT / "models" / "llm" / f"{name}.toml"
-    if not path.is_file():
-        sys.exit(f"error: --model {name}: no {path}; use a shipped model or a .toml file")
-    with open(path, "rb") as f:
-        return tomllib.load(f)
 
 
 class Sequence:
@@ -259,8 +250,6 @@ def profile(torch, model, graphs, device, max_len, label, path):
     """Every CUDA kernel of a few iterations, and their GPU times: decodes
     from graphs at several batch sizes, a prompt alone, and a prompt chunk
     beside decodes (eager)."""
-    from torch.profiler import ProfilerActivity, profile as torch_profile
-
     context = max_len - 64
     cases = {f"decode-{b}": [(slot, context, 1) for slot in range(b)] for b in (1, 8, 32, 64)}
     cases["prompt-1024"] = [(0, 0, 1024)]
@@ -282,20 +271,12 @@ def profile(torch, model, graphs, device, max_len, label, path):
                 run()
             end.record()
             end.synchronize()
-            with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-                run()
-                torch.cuda.synchronize()
-            kernels = {}
-            for event in prof.events():
-                if event.device_type == torch.autograd.DeviceType.CUDA:
-                    calls, total = kernels.get(event.name, (0, 0.0))
-                    kernels[event.name] = (calls + 1, total + event.time_range.elapsed_us())
+            kernels = kernel_totals(torch, run)
             row = {"label": label, "case": case, "graph": graphed, "iteration_ms": round(start.elapsed_time(end) / 10, 4),
-                   "kernels": [{"name": name[:160], "calls": calls, "total_us": round(total, 2)}
-                               for name, (calls, total) in sorted(kernels.items(), key=lambda kv: -kv[1][1])]}
+                   "kernels": [{"name": name[:160], "calls": calls, "total_us": round(total, 2)} for name, (calls, total) in kernels]}
             out.write(json.dumps(row) + "\n")
-            print(case, row["iteration_ms"], "ms,", sum(c for c, _ in kernels.values()), "kernels,",
-                  round(sum(t for _, t in kernels.values()) / 1e3, 3), "ms in kernels", flush=True)
+            print(case, row["iteration_ms"], "ms,", sum(c for _, (c, _) in kernels), "kernels,",
+                  round(sum(t for _, (_, t) in kernels) / 1e3, 3), "ms in kernels", flush=True)
 
 
 def percentile(values, share):

@@ -167,8 +167,9 @@ def captured(torch, run):
     return graph
 
 
-def profile_rows(torch, run, layers, common):
-    """Every CUDA kernel one call of `run` launched: calls a layer, mean us."""
+def kernel_totals(torch, run):
+    """Every CUDA kernel one call of `run` launched, as [(name, (calls,
+    total us))], the longest in total first."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -179,8 +180,13 @@ def profile_rows(torch, run, layers, common):
         if event.device_type == torch.autograd.DeviceType.CUDA:
             calls, total = kernels.get(event.name, (0, 0.0))
             kernels[event.name] = (calls + 1, total + event.time_range.elapsed_us())
+    return sorted(kernels.items(), key=lambda kv: -kv[1][1])
+
+
+def profile_rows(torch, run, layers, common):
+    """Every CUDA kernel one call of `run` launched: calls a layer, mean us."""
     rows = []
-    for name, (calls, total_us) in sorted(kernels.items(), key=lambda kv: -kv[1][1]):
+    for name, (calls, total_us) in kernel_totals(torch, run):
         row = dict(common, op="kernel_trace", kernel=name[:200], calls=calls, calls_per_layer=round(calls / layers, 3))
         row.update(time_us=round(total_us / calls, 3), total_us=round(total_us, 3))
         rows.append(row)

@@ -132,7 +132,7 @@ fn spread(runs: &[&Compared], metric: &str) -> (f64, f64) {
 fn a_measured_engine_is_served_again_within_todays_errors_and_the_issue_says_how_far_that_is() {
     let runs = compared();
     println!("\nicsim serve against tools/serve_engine.py on one H200 (Llama-3.1-8B, TP=1), measured / predicted, error:");
-    println!("{:<20} {:>5} {:>5}  {}", "run", "rate", "knee", "metrics");
+    println!("{:<20} {:>5} {:>5}  metrics", "run", "rate", "knee");
     for c in &runs {
         let metrics: Vec<String> =
             c.metrics.iter().map(|(name, m, p)| format!("{name} {m:.2}/{p:.2} {:+.0}%", (p / m - 1.0) * 100.0)).collect();
