@@ -12,11 +12,9 @@ use super::llm::emit;
 use super::{BadInput, TopologyArgs, checks, notices, parse_format, progress_bar};
 use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::{self, Format, Record};
-use icsim::serve::KvCapacity;
-use icsim::serve::load::{EngineSettings, Load, Server, describe_arrivals};
+use icsim::serve::load::{EngineSettings, Load, Server};
 use icsim::serve::requests::{self, Arrivals, Length, Lengths, TimeUnit};
 use icsim::serve::results::{self, ServeReport, Setup, Slo};
-use icsim::serve::scheduler::{Limits, Preemption};
 use icsim::sweep::cost::Bill;
 use icsim::topology::NodeId;
 use icsim::transport::{self, Mode};
@@ -159,21 +157,21 @@ pub fn run(args: ServeArgs) -> Result<()> {
     checks::warn_unusual_links(&run.topology);
     let per_gpu = cost_per_gpu(&args, &run.topology)?;
     let slo = Slo { ttft: args.slo_ttft, tpot: args.slo_tpot };
+    let settings = EngineSettings {
+        max_num_seqs: args.max_num_seqs,
+        max_num_batched_tokens: args.max_num_batched_tokens,
+        block_size: args.block_size,
+        gpu_memory_utilization: args.gpu_memory_utilization,
+        swap_space: (args.preemption == "swap").then_some(args.swap_space),
+        step_overhead: args.step_overhead,
+    };
+    let load = Load { count, lengths, burstiness: args.burstiness, seed: args.seed };
     let (report, rows) = match args.tp {
         Some(_) => {
             if let Some(warning) = run.hardware.coverage_warning(run.tp, run.stack) {
                 notices::warn(warning);
             }
-            let settings = EngineSettings {
-                max_num_seqs: args.max_num_seqs,
-                max_num_batched_tokens: args.max_num_batched_tokens,
-                block_size: args.block_size,
-                gpu_memory_utilization: args.gpu_memory_utilization,
-                swap_space: (args.preemption == "swap").then_some(args.swap_space),
-                step_overhead: args.step_overhead,
-            };
             let server = Server::new(&experiment, &settings)?;
-            let load = Load { count, lengths, burstiness: args.burstiness, seed: args.seed };
             if let Some(rates) = &args.rates {
                 let files = super::load::Files { dir: args.out.as_deref(), format };
                 return super::load::run(&server, &load, rates, slo, per_gpu, files);
@@ -191,8 +189,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
             }
             let setup = experiment::prepare_mode(&experiment, run)?;
             let gpu = run.hardware.gpu(&run.topology.gpu_model).map_err(BadInput)?;
-            let requests = requests::generate(&arrivals, &lengths, count, args.seed);
-            let shared = Shared { experiment: &experiment, gpu, arrivals: &arrivals, lengths: &lengths, slo, per_gpu };
+            let requests = requests::generate(&arrivals, &load.lengths, count, args.seed);
+            let shared = Shared { experiment: &experiment, gpu, settings, load: &load, arrivals: &arrivals, slo, per_gpu };
             split::serve(&args, &shared, setup, &requests)?
         }
     };
@@ -215,58 +213,11 @@ pub fn run(args: ServeArgs) -> Result<()> {
 struct Shared<'e> {
     experiment: &'e Experiment,
     gpu: &'e icsim::config::hardware::GpuModel,
+    settings: EngineSettings,
+    load: &'e Load,
     arrivals: &'e Arrivals,
-    lengths: &'e Lengths,
     slo: Slo,
     per_gpu: Option<icsim::sweep::cost::PerGpu>,
-}
-
-/// The scheduler's limits from the flags, with a token budget of `budget`
-/// and the cache `kv`.
-fn limits(args: &ServeArgs, budget: u64, kv: KvCapacity) -> Limits {
-    let block_bytes = args.block_size * kv.bytes_per_token;
-    Limits {
-        max_num_seqs: args.max_num_seqs,
-        max_num_batched_tokens: budget,
-        block_size: args.block_size,
-        kv_blocks: kv.blocks,
-        preemption: match args.preemption.as_str() {
-            "swap" => Preemption::Swap { host_blocks: args.swap_space.0 / block_bytes },
-            _ => Preemption::Recompute,
-        },
-    }
-}
-
-/// What was served and how, for the report: the serving group's `tp`,
-/// `transport` and cache `kv`.
-fn describe(args: &ServeArgs, shared: &Shared, tp: u32, transport: String, kv: KvCapacity) -> Setup {
-    let run = &shared.experiment.modes[0];
-    let load = Load { count: 0, lengths: shared.lengths.clone(), burstiness: args.burstiness, seed: args.seed };
-    let (prompt, output) = load.describe();
-    Setup {
-        model: shared.experiment.llm.name.clone(),
-        topology: run.topology.name.clone(),
-        gpu: shared.gpu.name.clone(),
-        host: run.topology.host.clone(),
-        transport,
-        tp,
-        stack: run.stack.to_string(),
-        arrivals: describe_arrivals(shared.arrivals),
-        prompt,
-        output,
-        seed: args.seed,
-        max_num_seqs: args.max_num_seqs,
-        max_num_batched_tokens: args.max_num_batched_tokens,
-        block_size: args.block_size,
-        kv_blocks: kv.blocks,
-        kv_gb_per_gpu: kv.bytes_per_gpu.as_f64() / 1e9,
-        step_overhead_ms: args.step_overhead.as_ms(),
-        preemption: match limits(args, args.max_num_batched_tokens, kv).preemption {
-            Preemption::Recompute => "recompute".into(),
-            Preemption::Swap { .. } => format!("swap, {} of host memory a GPU", args.swap_space),
-        },
-        prefill_tp: None,
-    }
 }
 
 /// When requests arrive, how long they are, and how many to serve.

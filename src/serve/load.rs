@@ -63,6 +63,69 @@ impl EngineSettings {
     };
 }
 
+impl EngineSettings {
+    /// The scheduler's limits with a token budget of `budget` over the
+    /// cache `kv`.
+    pub fn limits(&self, budget: u64, kv: KvCapacity) -> Limits {
+        let block_bytes = self.block_size * kv.bytes_per_token;
+        Limits {
+            max_num_seqs: self.max_num_seqs,
+            max_num_batched_tokens: budget,
+            block_size: self.block_size,
+            kv_blocks: kv.blocks,
+            preemption: match self.swap_space {
+                Some(space) => Preemption::Swap { host_blocks: space.0 / block_bytes },
+                None => Preemption::Recompute,
+            },
+        }
+    }
+
+    /// An engine of `tp` GPUs with a budget of `budget` tokens over the
+    /// cache `kv`, serving requests of at most `max_model_len` tokens.
+    pub fn engine(&self, tp: u32, budget: u64, kv: KvCapacity, max_model_len: u64) -> Engine {
+        Engine { limits: self.limits(budget, kv), tp: u64::from(tp), max_model_len, step_overhead: self.step_overhead }
+    }
+}
+
+/// What is served and how, for a report: `experiment`'s model on its
+/// first mode's topology and `gpu`, the serving group's `tp`, `transport`
+/// and cache `kv`, `load` arriving as `arrivals`.
+pub fn describe(
+    experiment: &Experiment,
+    gpu: &GpuModel,
+    settings: &EngineSettings,
+    (tp, transport, kv): (u32, String, KvCapacity),
+    load: &Load,
+    arrivals: &Arrivals,
+) -> Setup {
+    let run = &experiment.modes[0];
+    let (prompt, output) = load.describe();
+    Setup {
+        model: experiment.llm.name.clone(),
+        topology: run.topology.name.clone(),
+        gpu: gpu.name.clone(),
+        host: run.topology.host.clone(),
+        transport,
+        tp,
+        stack: run.stack.to_string(),
+        arrivals: describe_arrivals(arrivals),
+        prompt,
+        output,
+        seed: load.seed,
+        max_num_seqs: settings.max_num_seqs,
+        max_num_batched_tokens: settings.max_num_batched_tokens,
+        block_size: settings.block_size,
+        kv_blocks: kv.blocks,
+        kv_gb_per_gpu: kv.bytes_per_gpu.as_f64() / 1e9,
+        step_overhead_ms: settings.step_overhead.as_ms(),
+        preemption: match settings.swap_space {
+            None => "recompute".into(),
+            Some(space) => format!("swap, {space} of host memory a GPU"),
+        },
+        prefill_tp: None,
+    }
+}
+
 /// An experiment's first mode set up to serve.
 pub struct Server<'e> {
     pub experiment: &'e Experiment,
@@ -85,19 +148,7 @@ impl<'e> Server<'e> {
             run.hardware.gpu(&run.topology.gpu_model).map_err(|message| experiment.source.invalid(Some(run.index), "gpu", message))?;
         let kv = KvCapacity::of(&experiment.llm, gpu, run.tp, settings.gpu_memory_utilization, settings.block_size)?;
         let block_bytes = Bytes(settings.block_size * kv.bytes_per_token);
-        let preemption = match settings.swap_space {
-            Some(space) => Preemption::Swap { host_blocks: space.0 / block_bytes.0 },
-            None => Preemption::Recompute,
-        };
-        let limits = Limits {
-            max_num_seqs: settings.max_num_seqs,
-            max_num_batched_tokens: settings.max_num_batched_tokens,
-            block_size: settings.block_size,
-            kv_blocks: kv.blocks,
-            preemption,
-        };
-        let engine =
-            Engine { limits, tp: u64::from(run.tp), max_model_len: experiment.llm.context_length, step_overhead: settings.step_overhead };
+        let engine = settings.engine(run.tp, settings.max_num_batched_tokens, kv, experiment.llm.context_length);
         Ok(Server { experiment, run, gpu, kv, engine, settings: *settings, setup, block_bytes })
     }
 
@@ -115,32 +166,7 @@ impl<'e> Server<'e> {
 
     /// What is served and how, for a report of `load` arriving as `arrivals`.
     pub fn setup(&self, load: &Load, arrivals: &Arrivals) -> Setup {
-        let (prompt, output) = load.describe();
-        let settings = &self.settings;
-        Setup {
-            model: self.experiment.llm.name.clone(),
-            topology: self.run.topology.name.clone(),
-            gpu: self.gpu.name.clone(),
-            host: self.run.topology.host.clone(),
-            transport: self.transport(),
-            tp: self.run.tp,
-            stack: self.run.stack.to_string(),
-            arrivals: describe_arrivals(arrivals),
-            prompt,
-            output,
-            seed: load.seed,
-            max_num_seqs: settings.max_num_seqs,
-            max_num_batched_tokens: settings.max_num_batched_tokens,
-            block_size: settings.block_size,
-            kv_blocks: self.kv.blocks,
-            kv_gb_per_gpu: self.kv.bytes_per_gpu.as_f64() / 1e9,
-            step_overhead_ms: settings.step_overhead.as_ms(),
-            preemption: match settings.swap_space {
-                None => "recompute".into(),
-                Some(space) => format!("swap, {space} of host memory a GPU"),
-            },
-            prefill_tp: None,
-        }
+        describe(self.experiment, self.gpu, &self.settings, (self.run.tp, self.transport(), self.kv), load, arrivals)
     }
 
     /// The mode the collectives run in: what `auto` picks between the

@@ -8,16 +8,17 @@
 use anyhow::Result;
 use clap::Args;
 
-use super::{ServeArgs, Shared, describe, limits, notices, progress_bar, transport_name};
+use super::{ServeArgs, Shared, notices, progress_bar, transport_name};
 use crate::cli::BadInput;
 use icsim::config::llm::LlmModel;
 use icsim::report::{self, Record};
+use icsim::serve::KvCapacity;
 use icsim::serve::handoff::TopologyMoves;
 use icsim::serve::iteration::{IterationTimes, SimulatedIterations};
+use icsim::serve::load::describe;
 use icsim::serve::requests::Request;
 use icsim::serve::results::{self, GroupSetup, MoveLinks, RequestRow, ServeReport, SplitReport};
 use icsim::serve::split::{self, Sources, SplitEngine};
-use icsim::serve::{Engine, KvCapacity};
 use icsim::topology::MAX_GPUS;
 use icsim::units::Bytes;
 use icsim::workload::tp::{CollectiveCache, TensorParallel, TpError, allowed_degrees};
@@ -147,12 +148,7 @@ pub(super) fn serve(
     };
     let (prefill_kv, decode_kv) = (kv("prefill", prefill_tp)?, kv("decode", decode_tp)?);
     let prefill_budget = split.prefill_max_num_batched_tokens.unwrap_or(args.max_num_batched_tokens);
-    let engine = |tp: u32, budget, kv| Engine {
-        limits: limits(args, budget, kv),
-        tp: u64::from(tp),
-        max_model_len: llm.context_length,
-        step_overhead: args.step_overhead,
-    };
+    let engine = |tp: u32, budget, kv| shared.settings.engine(tp, budget, kv, llm.context_length);
     let engine = SplitEngine {
         prefill: engine(prefill_tp, prefill_budget, prefill_kv),
         decode: engine(decode_tp, args.max_num_batched_tokens, decode_kv),
@@ -167,7 +163,8 @@ pub(super) fn serve(
     let served = split::simulate(requests, engine, sources, &|| bar.inc(1));
     bar.finish_and_clear();
     let served = served?;
-    let mut description = describe(args, shared, decode_tp, transport_name(run, &decode_ranks), decode_kv);
+    let decode_group = (decode_tp, transport_name(run, &decode_ranks), decode_kv);
+    let mut description = describe(shared.experiment, shared.gpu, &shared.settings, decode_group, shared.load, shared.arrivals);
     description.prefill_tp = Some(prefill_tp);
     let mut report = results::report(&served.run, description, shared.slo, shared.per_gpu, decode_times.counts());
     let group = |tp, gpus: &[usize], budget, kv: KvCapacity| GroupSetup {
