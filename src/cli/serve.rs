@@ -16,8 +16,6 @@ use icsim::serve::load::{EngineSettings, Load, Server};
 use icsim::serve::requests::{self, Arrivals, Length, Lengths, TimeUnit};
 use icsim::serve::results::{self, ServeReport, Setup, Slo};
 use icsim::sweep::cost::Bill;
-use icsim::topology::NodeId;
-use icsim::transport::{self, Mode};
 use icsim::units::{Bytes, Time};
 use icsim::workload::experiment::{self, Experiment};
 
@@ -306,19 +304,6 @@ fn cost_per_gpu(args: &ServeArgs, topology: &icsim::topology::Topology) -> Resul
             None
         }
     })
-}
-
-/// The mode the collectives of a group on `gpus` run in: what `auto` picks
-/// between its first two GPUs, said as such; none at TP=1.
-fn transport_name(run: &icsim::workload::experiment::ModeRun, gpus: &[NodeId]) -> String {
-    match (run.mode, gpus) {
-        _ if gpus.len() == 1 => "none at TP=1".into(),
-        (Mode::Auto, [a, b, ..]) => match transport::connect(&run.topology, *a, *b, Mode::Auto) {
-            Ok(connection) => format!("{} (auto)", connection.mode(&run.topology)),
-            Err(_) => Mode::Auto.to_string(),
-        },
-        (mode, _) => mode.to_string(),
-    }
 }
 
 /// Writes the report's files into `dir` as one set.

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::config::ConfigError;
 use crate::config::hardware::GpuModel;
+use crate::topology::NodeId;
 use crate::transport::{self, Mode};
 use crate::units::{Bytes, Time};
 use crate::workload::experiment::{self, Experiment, ModeRun};
@@ -172,15 +173,21 @@ impl<'e> Server<'e> {
     /// The mode the collectives run in: what `auto` picks between the
     /// first two GPUs, said as such; none at TP=1.
     pub fn transport(&self) -> String {
-        let run = self.run;
-        match (run.mode, run.topology.gpus()) {
-            _ if run.tp == 1 => "none at TP=1".into(),
-            (Mode::Auto, [a, b, ..]) => match transport::connect(&run.topology, *a, *b, Mode::Auto) {
-                Ok(connection) => format!("{} (auto)", connection.mode(&run.topology)),
-                Err(_) => Mode::Auto.to_string(),
-            },
-            (mode, _) => mode.to_string(),
-        }
+        transport_of(self.run, &self.run.topology.gpus()[..self.run.tp as usize])
+    }
+}
+
+/// The mode the collectives of a group on `gpus` of `run`'s topology run
+/// in: what `auto` picks between its first two GPUs, said as such; none
+/// for one GPU.
+pub fn transport_of(run: &ModeRun, gpus: &[NodeId]) -> String {
+    match (run.mode, gpus) {
+        _ if gpus.len() == 1 => "none at TP=1".into(),
+        (Mode::Auto, [a, b, ..]) => match transport::connect(&run.topology, *a, *b, Mode::Auto) {
+            Ok(connection) => format!("{} (auto)", connection.mode(&run.topology)),
+            Err(_) => Mode::Auto.to_string(),
+        },
+        (mode, _) => mode.to_string(),
     }
 }
 

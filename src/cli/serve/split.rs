@@ -8,14 +8,14 @@
 use anyhow::Result;
 use clap::Args;
 
-use super::{ServeArgs, Shared, notices, progress_bar, transport_name};
+use super::{ServeArgs, Shared, notices, progress_bar};
 use crate::cli::BadInput;
 use icsim::config::llm::LlmModel;
 use icsim::report::{self, Record};
 use icsim::serve::KvCapacity;
 use icsim::serve::handoff::TopologyMoves;
 use icsim::serve::iteration::{IterationTimes, SimulatedIterations};
-use icsim::serve::load::describe;
+use icsim::serve::load::{describe, transport_of};
 use icsim::serve::requests::Request;
 use icsim::serve::results::{self, GroupSetup, MoveLinks, RequestRow, ServeReport, SplitReport};
 use icsim::serve::split::{self, Sources, SplitEngine};
@@ -163,7 +163,7 @@ pub(super) fn serve(
     let served = split::simulate(requests, engine, sources, &|| bar.inc(1));
     bar.finish_and_clear();
     let served = served?;
-    let decode_group = (decode_tp, transport_name(run, &decode_ranks), decode_kv);
+    let decode_group = (decode_tp, transport_of(run, &decode_ranks), decode_kv);
     let mut description = describe(shared.experiment, shared.gpu, &shared.settings, decode_group, shared.load, shared.arrivals);
     description.prefill_tp = Some(prefill_tp);
     let mut report = results::report(&served.run, description, shared.slo, shared.per_gpu, decode_times.counts());
