@@ -14,9 +14,11 @@ use super::llm::emit;
 use super::{BadInput, progress_bar};
 use icsim::report::plots::{self, Bound, Curve, Curves, XScale};
 use icsim::report::{self, Format, Record};
-use icsim::serve::load::{self, Load, LoadError, LoadPoint, Server};
+use icsim::serve::load::{self, Load, LoadError, LoadPoint, Server, Terms};
 use icsim::serve::requests::Arrivals;
-use icsim::serve::results::{self, Setup, Slo};
+use icsim::serve::results::{Setup, Slo, SplitGroups};
+
+use super::serve::split;
 use icsim::sweep::cost::PerGpu;
 use icsim::units::Time;
 
@@ -48,6 +50,9 @@ struct LoadReport {
     /// The highest rate meeting the objectives, every lower one meeting
     /// them too; None without objectives or when the lowest misses them.
     knee_rate: Option<f64>,
+    /// A split server's groups; absent for one group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    split: Option<SplitGroups>,
     rates: Vec<Row>,
 }
 
@@ -65,8 +70,7 @@ pub fn run(server: &Server, load: &Load, rates: &[f64], slo: Slo, per_gpu: Optio
         .map(|&rate| {
             let arrivals = Arrivals::rate(rate, load.burstiness)?;
             let requests = load.requests(rate)?;
-            let (run, counts) = server.serve(&requests, &|| bar.inc(1))?;
-            let report = results::report(&run, server.setup(load, &arrivals), slo, per_gpu, counts);
+            let (report, _) = server.serve(&requests, Terms { load, arrivals: &arrivals, slo, per_gpu }, &|| bar.inc(1))?;
             Ok(LoadPoint::of(rate, &report, slo))
         })
         .collect();
@@ -86,6 +90,7 @@ pub fn run(server: &Server, load: &Load, rates: &[f64], slo: Slo, per_gpu: Optio
         slo_ttft_ms: slo.ttft.map(Time::as_ms),
         slo_tpot_ms: slo.tpot.map(Time::as_ms),
         knee_rate: knee.map(|i| rates[i]),
+        split: server.split_groups(),
         rates: points.into_iter().enumerate().map(|(i, point)| Row { point, knee: Some(i) == knee }).collect(),
     };
     let rows: Vec<Record> = report.rates.iter().map(report::flattened).collect();
@@ -113,7 +118,15 @@ fn objectives(report: &LoadReport) -> Option<String> {
 
 fn table(report: &LoadReport, rows: &[Record]) -> String {
     let served = format!("{} requests at each rate, {}", report.requests, report.setup.arrivals);
-    let mut text = super::serve::header(&report.setup, &format!("TP={}", report.setup.tp), "KV cache", &served);
+    let mut text = match &report.split {
+        Some(groups) => super::serve::header(
+            &report.setup,
+            &split::groups_line(&groups.prefill, &groups.decode),
+            "KV cache of the decode group",
+            &served,
+        ),
+        None => super::serve::header(&report.setup, &format!("TP={}", report.setup.tp), "KV cache", &served),
+    };
     text += "\nlatency (ms, per request) and throughput against load:\n";
     text += &report::render(rows, Format::Table);
     text += &match (objectives(report), report.knee_rate) {

@@ -12,14 +12,14 @@ use super::llm::emit;
 use super::{BadInput, TopologyArgs, checks, notices, parse_format, progress_bar};
 use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::{self, Format, Record};
-use icsim::serve::load::{EngineSettings, Load, Server};
+use icsim::serve::load::{EngineSettings, Load, Server, Terms};
 use icsim::serve::requests::{self, Arrivals, Length, Lengths, TimeUnit};
 use icsim::serve::results::{self, ServeReport, Setup, Slo};
 use icsim::sweep::cost::Bill;
 use icsim::units::{Bytes, Time};
-use icsim::workload::experiment::{self, Experiment};
+use icsim::workload::experiment::Experiment;
 
-mod split;
+pub(super) mod split;
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("rated").args(["rate", "rates"])))]
@@ -164,34 +164,25 @@ pub fn run(args: ServeArgs) -> Result<()> {
         step_overhead: args.step_overhead,
     };
     let load = Load { count, lengths, burstiness: args.burstiness, seed: args.seed };
-    let (report, rows) = match args.tp {
+    let server = match args.tp {
         Some(_) => {
             if let Some(warning) = run.hardware.coverage_warning(run.tp, run.stack) {
                 notices::warn(warning);
             }
-            let server = Server::new(&experiment, &settings)?;
-            if let Some(rates) = &args.rates {
-                let files = super::load::Files { dir: args.out.as_deref(), format };
-                return super::load::run(&server, &load, rates, slo, per_gpu, files);
-            }
-            let requests = requests::generate(&arrivals, &load.lengths, count, args.seed);
-            let bar = progress_bar(requests.len() as u64, "serving {bar:40} {pos}/{len} requests, {elapsed}");
-            let served = server.serve(&requests, &|| bar.inc(1));
-            bar.finish_and_clear();
-            let (served, counts) = served?;
-            (results::report(&served, server.setup(&load, &arrivals), slo, per_gpu, counts), results::request_rows(&served, slo))
+            Server::new(&experiment, &settings)?
         }
-        None => {
-            if args.rates.is_some() {
-                return Err(BadInput("--rates serves one group: give --tp, not --prefill-tp and --decode-tp".into()).into());
-            }
-            let setup = experiment::prepare_mode(&experiment, run)?;
-            let gpu = run.hardware.gpu(&run.topology.gpu_model).map_err(BadInput)?;
-            let requests = requests::generate(&arrivals, &load.lengths, count, args.seed);
-            let shared = Shared { experiment: &experiment, gpu, settings, load: &load, arrivals: &arrivals, slo, per_gpu };
-            split::serve(&args, &shared, setup, &requests)?
-        }
+        None => split::server(&args.split, &experiment, &settings)?,
     };
+    if let Some(rates) = &args.rates {
+        let files = super::load::Files { dir: args.out.as_deref(), format };
+        return super::load::run(&server, &load, rates, slo, per_gpu, files);
+    }
+    let requests = requests::generate(&arrivals, &load.lengths, count, args.seed);
+    let bar = progress_bar(requests.len() as u64, "serving {bar:40} {pos}/{len} requests, {elapsed}");
+    let served = server.serve(&requests, Terms { load: &load, arrivals: &arrivals, slo, per_gpu }, &|| bar.inc(1));
+    bar.finish_and_clear();
+    let (report, served) = served?;
+    let rows = results::request_rows(&served, slo);
     match format {
         Format::Table => emit(&table(&report))?,
         Format::Json => emit(&(serde_json::to_string_pretty(&report)? + "\n"))?,
@@ -204,18 +195,6 @@ pub fn run(args: ServeArgs) -> Result<()> {
         if format == Format::Table { emit(&format!("\n{note}\n"))? } else { eprintln!("{note}") }
     }
     Ok(())
-}
-
-/// What every way of serving shares: the experiment the flags resolve to,
-/// its GPU, the requests' description, the objectives and the price.
-struct Shared<'e> {
-    experiment: &'e Experiment,
-    gpu: &'e icsim::config::hardware::GpuModel,
-    settings: EngineSettings,
-    load: &'e Load,
-    arrivals: &'e Arrivals,
-    slo: Slo,
-    per_gpu: Option<icsim::sweep::cost::PerGpu>,
 }
 
 /// When requests arrive, how long they are, and how many to serve.
@@ -335,9 +314,12 @@ fn sparkline(values: impl Iterator<Item = f64>, top: f64) -> String {
 fn table(r: &ServeReport) -> String {
     let s = &r.setup;
     let mut text = match &r.split {
-        Some(split) => {
-            header(s, &split::groups_line(split), "KV cache of the decode group", &format!("{} requests, {}", r.requests, s.arrivals))
-        }
+        Some(split) => header(
+            s,
+            &split::groups_line(&split.prefill.setup, &split.decode.setup),
+            "KV cache of the decode group",
+            &format!("{} requests, {}", r.requests, s.arrivals),
+        ),
         None => header(s, &format!("TP={}", s.tp), "KV cache", &format!("{} requests, {}", r.requests, s.arrivals)),
     };
     let mut section = |title: &str, rows: Vec<Record>| {

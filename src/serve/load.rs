@@ -10,16 +10,20 @@ use serde::Serialize;
 
 use crate::config::ConfigError;
 use crate::config::hardware::GpuModel;
+use crate::sweep::cost::PerGpu;
 use crate::topology::NodeId;
 use crate::transport::{self, Mode};
 use crate::units::{Bytes, Time};
 use crate::workload::experiment::{self, Experiment, ModeRun};
-use crate::workload::tp::{CollectiveCache, TensorParallel};
+use crate::workload::tp::TensorParallel;
 
-use super::iteration::{IterationTimes, SimulatedIterations};
+use super::groups::{GroupError, PlanError, Role, ServingGroup, SplitPlan};
+use super::handoff::TopologyMoves;
+use super::iteration::IterationTimes;
 use super::requests::{self, Arrivals, Lengths, Request};
-use super::results::{ServeReport, Setup, Slo};
+use super::results::{self, MoveLinks, ServeReport, Setup, Slo, SplitGroups};
 use super::scheduler::{Limits, Preemption};
+use super::split::{self, Sources, SplitEngine};
 use super::{Engine, KvCapacity, ServeError, ServiceRun};
 
 /// Why a service cannot be set up or served.
@@ -29,6 +33,12 @@ pub enum LoadError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Serve(#[from] ServeError),
+    /// A split's GPUs that cannot be.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A split's group that cannot serve on its GPUs.
+    #[error(transparent)]
+    Group(#[from] GroupError),
 }
 
 impl From<requests::RequestError> for LoadError {
@@ -127,53 +137,120 @@ pub fn describe(
     }
 }
 
-/// An experiment's first mode set up to serve.
+/// An experiment's first mode set up to serve: one group on its first TP
+/// GPUs, or split into a prefill and a decode group.
 pub struct Server<'e> {
     pub experiment: &'e Experiment,
     pub run: &'e ModeRun,
     pub gpu: &'e GpuModel,
-    pub kv: KvCapacity,
-    pub engine: Engine,
     pub settings: EngineSettings,
-    setup: TensorParallel<'e>,
-    /// One GPU's share of a KV block.
-    block_bytes: Bytes,
+    /// The group that generates the tokens: the only one, or a split's
+    /// decode group.
+    decode: ServingGroup<'e>,
+    /// A split's prefill group.
+    prefill: Option<Box<ServingGroup<'e>>>,
+}
+
+/// What a report says besides what was served: the load and how it
+/// arrived, the objectives, and what a GPU-hour costs.
+#[derive(Debug, Clone, Copy)]
+pub struct Terms<'a> {
+    pub load: &'a Load,
+    pub arrivals: &'a Arrivals,
+    pub slo: Slo,
+    pub per_gpu: Option<PerGpu>,
 }
 
 impl<'e> Server<'e> {
-    /// The engine of `settings` on `experiment`'s first mode.
+    /// The engine of `settings` on one group: `experiment`'s first mode.
     pub fn new(experiment: &'e Experiment, settings: &EngineSettings) -> Result<Server<'e>, LoadError> {
+        let (run, gpu, setup) = Server::parts(experiment)?;
+        let kv = KvCapacity::of(&experiment.llm, gpu, run.tp, settings.gpu_memory_utilization, settings.block_size)?;
+        let ranks = run.topology.gpus()[..run.tp as usize].to_vec();
+        let group =
+            ServingGroup { tp: run.tp, gpus: (0..run.tp as usize).collect(), ranks, setup, kv, budget: settings.max_num_batched_tokens };
+        Ok(Server { experiment, run, gpu, settings: *settings, decode: group, prefill: None })
+    }
+
+    /// The engine of `settings` on `experiment`'s first mode split as
+    /// `plan` says, each group's forward run as the mode's is but on its
+    /// own GPUs.
+    pub fn split(experiment: &'e Experiment, settings: &EngineSettings, plan: &SplitPlan) -> Result<Server<'e>, LoadError> {
+        let (run, gpu, setup) = Server::parts(experiment)?;
+        let all = run.topology.gpus();
+        let (prefill_gpus, decode_gpus) = plan.groups(all.len())?;
+        let prefill_budget = plan.prefill_max_num_batched_tokens.unwrap_or(settings.max_num_batched_tokens);
+        let group = |role, setup, gpus: Vec<usize>, budget| {
+            let tp = gpus.len() as u32;
+            ServingGroup::on(setup, (gpus, all), (&experiment.llm, gpu), settings, budget).map_err(|failure| GroupError {
+                role,
+                tp,
+                failure,
+            })
+        };
+        let prefill = group(Role::Prefill, setup.clone(), prefill_gpus, prefill_budget)?;
+        let decode = group(Role::Decode, setup, decode_gpus, settings.max_num_batched_tokens)?;
+        Ok(Server { experiment, run, gpu, settings: *settings, decode, prefill: Some(Box::new(prefill)) })
+    }
+
+    /// `experiment`'s first mode, its GPU and its forward.
+    fn parts(experiment: &'e Experiment) -> Result<(&'e ModeRun, &'e GpuModel, TensorParallel<'e>), LoadError> {
         let run = &experiment.modes[0];
         let setup = experiment::prepare_mode(experiment, run)?;
         let gpu =
             run.hardware.gpu(&run.topology.gpu_model).map_err(|message| experiment.source.invalid(Some(run.index), "gpu", message))?;
-        let kv = KvCapacity::of(&experiment.llm, gpu, run.tp, settings.gpu_memory_utilization, settings.block_size)?;
-        let block_bytes = Bytes(settings.block_size * kv.bytes_per_token);
-        let engine = settings.engine(run.tp, settings.max_num_batched_tokens, kv, experiment.llm.context_length);
-        Ok(Server { experiment, run, gpu, kv, engine, settings: *settings, setup, block_bytes })
+        Ok((run, gpu, setup))
     }
 
-    /// Serves `requests` from an empty cache of iteration times, calling
-    /// `progress` once a finished request; with the iterations simulated
-    /// and reused. The source of iteration times is chosen here: a server
-    /// split into prefill and decode GPUs would be one more source (an
-    /// `IterationTimes`) picked by one more setting.
-    pub fn serve(&self, requests: &[Request], progress: &dyn Fn()) -> Result<(ServiceRun, (u64, u64)), ServeError> {
-        let cache = CollectiveCache::new(&self.run.topology, &self.run.hardware);
-        let mut times = SimulatedIterations::new(&self.setup, cache, self.block_bytes);
-        let run = super::simulate(requests, self.engine, &mut times, progress)?;
-        Ok((run, times.counts()))
+    /// The TP degrees of the groups: the decode group's (or the only
+    /// one's), and the prefill group's of a split.
+    pub fn degrees(&self) -> (u32, Option<u32>) {
+        (self.decode.tp, self.prefill.as_ref().map(|prefill| prefill.tp))
     }
 
-    /// What is served and how, for a report of `load` arriving as `arrivals`.
+    /// The groups of a split, as set up: prefill, then decode; None for one
+    /// group.
+    pub fn split_groups(&self) -> Option<SplitGroups> {
+        self.prefill.as_ref().map(|prefill| SplitGroups { prefill: prefill.described(), decode: self.decode.described() })
+    }
+
+    /// Serves `requests` from empty caches of iteration times, calling
+    /// `progress` once a finished request, with the iterations simulated
+    /// and reused: the report on the `terms`, and the requests as served.
+    pub fn serve(&self, requests: &[Request], terms: Terms, progress: &dyn Fn()) -> Result<(ServeReport, ServiceRun), LoadError> {
+        let (topo, hardware) = (&self.run.topology, &self.run.hardware);
+        let setup = self.setup(terms.load, terms.arrivals);
+        let engine = |group: &ServingGroup| group.engine(&self.settings, self.experiment.llm.context_length);
+        let decode = &self.decode;
+        let mut decode_times = decode.iteration_times(self.run, &self.settings);
+        let Some(prefill) = &self.prefill else {
+            let run = super::simulate(requests, engine(decode), &mut decode_times, progress)?;
+            return Ok((results::report(&run, setup, terms.slo, terms.per_gpu, decode_times.counts()), run));
+        };
+        let mut prefill_times = prefill.iteration_times(self.run, &self.settings);
+        let mut moves = TopologyMoves::new(topo, hardware, &self.experiment.llm, (&prefill.ranks, &decode.ranks), self.run.mode)?;
+        let sources = Sources { prefill: &mut prefill_times, decode: &mut decode_times, moves: &mut moves };
+        let served = split::simulate(requests, SplitEngine { prefill: engine(prefill), decode: engine(decode) }, sources, progress)?;
+        let mut report = results::report(&served.run, setup, terms.slo, terms.per_gpu, decode_times.counts());
+        let links = MoveLinks { transport: moves.transport(), busiest: moves.busiest_link() };
+        report.split = Some(results::split_report(&served, self.split_groups().expect("a split server"), links));
+        Ok((report, served.run))
+    }
+
+    /// What is served and how, for a report of `load` arriving as
+    /// `arrivals`: a split server's setup is its decode group's, with the
+    /// prefill group's TP.
     pub fn setup(&self, load: &Load, arrivals: &Arrivals) -> Setup {
-        describe(self.experiment, self.gpu, &self.settings, (self.run.tp, self.transport(), self.kv), load, arrivals)
+        let (tp, prefill_tp) = self.degrees();
+        let mut setup = describe(self.experiment, self.gpu, &self.settings, (tp, self.transport(), self.decode.kv), load, arrivals);
+        setup.prefill_tp = prefill_tp;
+        setup
     }
 
-    /// The mode the collectives run in: what `auto` picks between the
-    /// first two GPUs, said as such; none at TP=1.
+    /// The mode the (decode group's) collectives run in: what `auto` picks
+    /// between its first two GPUs, said as such; none at TP=1.
     pub fn transport(&self) -> String {
-        transport_of(self.run, &self.run.topology.gpus()[..self.run.tp as usize])
+        transport_of(self.run, &self.decode.ranks)
     }
 }
 
@@ -261,7 +338,7 @@ pub struct LoadPoint {
 impl LoadPoint {
     /// Of `report`, a service offered `rate` requests a second, judged by `slo`.
     pub fn of(rate: f64, report: &ServeReport, slo: Slo) -> LoadPoint {
-        let usd_per_hour = report.cost.map(|c| c.usd_per_gpu_hour * f64::from(report.setup.tp));
+        let usd_per_hour = report.cost.map(|c| c.usd_per_gpu_hour * f64::from(report.setup.gpus()));
         let tpot = report.tpot;
         let within = |limit: Option<Time>, value: Option<f64>| limit.is_none_or(|limit| value.is_none_or(|v| v <= limit.as_ms()));
         LoadPoint {
@@ -302,7 +379,6 @@ mod tests {
     use super::*;
     use crate::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
     use crate::serve::requests::Length;
-    use crate::serve::results;
 
     #[test]
     fn the_knee_is_the_last_rate_of_the_leading_run_that_meets_the_objectives() {
@@ -350,9 +426,10 @@ mod tests {
         let points: Vec<LoadPoint> = [2.0, 200.0]
             .into_iter()
             .map(|rate| {
-                let (run, counts) = server.serve(&load.requests(rate).unwrap(), &|| {}).unwrap();
-                let setup = server.setup(&load, &Arrivals::rate(rate, 1.0).unwrap());
-                LoadPoint::of(rate, &results::report(&run, setup, slo, None, counts), slo)
+                let arrivals = Arrivals::rate(rate, 1.0).unwrap();
+                let terms = Terms { load: &load, arrivals: &arrivals, slo, per_gpu: None };
+                let (report, _) = server.serve(&load.requests(rate).unwrap(), terms, &|| {}).unwrap();
+                LoadPoint::of(rate, &report, slo)
             })
             .collect();
         assert!(points[1].ttft_p99_ms > 10.0 * points[0].ttft_p99_ms, "{points:?}");

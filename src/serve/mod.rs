@@ -10,6 +10,7 @@
 //! arrived by then; an idle engine waits for the next arrival. Knows
 //! nothing of links; draws nothing.
 
+pub mod groups;
 pub mod handoff;
 pub mod iteration;
 pub mod load;

@@ -213,6 +213,13 @@ pub struct GroupSetup {
     pub kv_gb_per_gpu: f64,
 }
 
+/// The groups of a split server as set up.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SplitGroups {
+    pub prefill: GroupSetup,
+    pub decode: GroupSetup,
+}
+
 /// A group of a split server as it ran.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GroupReport {
@@ -267,7 +274,7 @@ pub struct MoveLinks {
 
 /// What `split` amounts to: its groups (set up as `prefill` and `decode`)
 /// and its moves (over `links`).
-pub fn split_report(split: &SplitRun, (prefill, decode): (GroupSetup, GroupSetup), links: MoveLinks) -> SplitReport {
+pub fn split_report(split: &SplitRun, SplitGroups { prefill, decode }: SplitGroups, links: MoveLinks) -> SplitReport {
     let duration = split.run.served.iter().map(|s| s.finished).max().unwrap_or(Time::ZERO);
     let group = |setup: GroupSetup, iterations: &[IterationRecord]| {
         let busy = iterations.iter().fold(Time::ZERO, |sum, i| sum + i.time.total);
@@ -563,7 +570,7 @@ mod tests {
         let split = SplitRun { run, prefill, handoffs };
         let group = |tp| GroupSetup { tp, gpus: "0".into(), max_num_batched_tokens: 64, kv_blocks: 100, kv_gb_per_gpu: 1.0 };
         let links = MoveLinks { transport: "shm".into(), busiest: None };
-        let report = split_report(&split, (group(1), group(2)), links);
+        let report = split_report(&split, SplitGroups { prefill: group(1), decode: group(2) }, links);
         let moves = &report.kv_move;
         assert_eq!((moves.bytes, moves.move_ms.p50_ms, moves.wait_ms.p99_ms), (10_000, 10.0, 9.0));
         // 10 ms of TTFTs of 100..1000 ms: nearest rank.

@@ -17,6 +17,7 @@ use crate::config::hardware::{HardwareModel, ModelSource};
 use crate::config::llm::LlmModel;
 use crate::config::{ConfigError, ConfigResult, names_a_file};
 use crate::network::LinkId;
+use crate::serve::groups::SplitPlan;
 use crate::stack::Stack;
 use crate::topology::{self, LinkKind, LinkRates, Topology};
 use crate::transport::Mode;
@@ -59,6 +60,8 @@ pub enum ServeKey {
     Rate,
     MaxNumSeqs,
     MaxNumBatchedTokens,
+    /// The server split into prefill and decode groups, or not.
+    Split,
 }
 
 /// The kinds of value a key takes.
@@ -103,6 +106,7 @@ const NAMED: &[(Key, &str, Kind, &str)] = &[
         Kind::Count { min: 1, max: 1_048_576 },
         "token budget of an iteration",
     ),
+    (Key::Serve(ServeKey::Split), "serve.split", Kind::Text, "prefill + decode TP, or none"),
 ];
 
 /// What a sweep column is, for axis titles: "TP degree (tp)".
@@ -302,6 +306,7 @@ fn check_text(key: &Key, text: &str, origin: Origin) -> Result<String, String> {
         Key::Transport => text.parse::<Mode>().map(|_| text.to_string()),
         Key::Allreduce => text.parse::<Selection>().map(|_| text.to_string()),
         Key::Stack => text.parse::<Stack>().map(|_| text.to_string()),
+        Key::Serve(ServeKey::Split) => SplitPlan::or_none(text).map(|_| text.to_string()),
         _ => Ok(text.to_string()),
     }
 }

@@ -18,9 +18,10 @@ use super::change::{Change, Key, ServeKey, Value as Changed};
 use super::cost::{Bill, CostModel};
 use crate::config::{ConfigError, ConfigResult, check_range};
 use crate::report::{Record, record_of};
-use crate::serve::load::{EngineSettings, Load, LoadError, LoadPoint, Server};
+use crate::serve::groups::SplitPlan;
+use crate::serve::load::{EngineSettings, Load, LoadError, LoadPoint, Server, Terms};
 use crate::serve::requests::{Arrivals, Length, Lengths};
-use crate::serve::results::{self, Slo};
+use crate::serve::results::Slo;
 use crate::units::{Bytes, Time};
 use crate::workload::experiment::Experiment;
 
@@ -48,6 +49,9 @@ pub struct RawService {
     /// Objectives a request must meet to count towards goodput (`"2s"`).
     pub slo_ttft: Option<String>,
     pub slo_tpot: Option<String>,
+    /// `"P+D"`: prefill and decode groups of TP=P and TP=D on the first
+    /// P + D GPUs; `"none"` (the default): one group of the base's TP.
+    pub split: Option<String>,
 }
 
 /// A validated `[serve]` table.
@@ -57,6 +61,7 @@ pub struct Service {
     pub load: Load,
     pub engine: EngineSettings,
     pub slo: Slo,
+    pub split: Option<SplitPlan>,
 }
 
 /// Requests a point serves when `[serve]` does not say.
@@ -119,21 +124,27 @@ impl Service {
                 step_overhead: defaults.step_overhead,
             },
             slo: Slo { ttft: time("slo_ttft", &raw.slo_ttft)?, tpot: time("slo_tpot", &raw.slo_tpot)? },
+            split: SplitPlan::or_none(raw.split.as_deref().unwrap_or("none"))
+                .map_err(|message| ConfigError::invalid(path, key("split"), message))?,
         })
     }
 
-    /// The service with a point's `serve.*` changes: its rate and engine.
-    fn changed(&self, changes: &[&Change]) -> (Option<f64>, EngineSettings) {
-        let (mut rate, mut engine) = (self.rate, self.engine);
+    /// The service with a point's `serve.*` changes: its rate, engine and
+    /// split.
+    fn changed(&self, changes: &[&Change]) -> (Option<f64>, EngineSettings, Option<SplitPlan>) {
+        let (mut rate, mut engine, mut split) = (self.rate, self.engine, self.split.clone());
         for change in changes {
             match (&change.key, &change.value) {
                 (Key::Serve(ServeKey::Rate), Changed::Number(r)) => rate = Some(*r),
                 (Key::Serve(ServeKey::MaxNumSeqs), Changed::Count(n)) => engine.max_num_seqs = *n,
                 (Key::Serve(ServeKey::MaxNumBatchedTokens), Changed::Count(n)) => engine.max_num_batched_tokens = *n,
+                (Key::Serve(ServeKey::Split), Changed::Text(text)) => {
+                    split = SplitPlan::or_none(text).expect("a split is checked when the sweep is read");
+                }
                 _ => {}
             }
         }
-        (rate, engine)
+        (rate, engine, split)
     }
 }
 
@@ -174,12 +185,22 @@ pub fn check_keys(service: Option<&Service>, keys: &[(String, Key)], path: &Path
 /// Fills `row` with what `experiment` serving `service` with `changes`
 /// yields, priced by `cost`; a service that cannot run is an `error`.
 pub fn fill(row: &mut Record, experiment: &Experiment, service: &Service, changes: &[&Change], cost: &CostModel) {
-    let (rate, engine) = service.changed(changes);
+    let (rate, engine, split) = service.changed(changes);
     let rate = rate.expect("a serving sweep has a rate (checked when it is read)");
-    let outcome = Server::new(experiment, &engine).and_then(|server| {
+    let bill = Bill::of(&experiment.modes[0].topology);
+    let (per_gpu, cost_error) = match cost.per_gpu(&bill) {
+        Ok(per_gpu) => (Some(per_gpu), None),
+        Err(message) => (None, Some(message)),
+    };
+    let server = match &split {
+        None => Server::new(experiment, &engine),
+        Some(plan) => Server::split(experiment, &engine, plan),
+    };
+    let outcome = server.and_then(|server| {
         let requests = service.load.requests(rate)?;
-        let (run, counts) = server.serve(&requests, &|| {})?;
-        Ok((server.setup(&service.load, &Arrivals::rate(rate, service.load.burstiness)?), run, counts))
+        let arrivals = Arrivals::rate(rate, service.load.burstiness)?;
+        let terms = Terms { load: &service.load, arrivals: &arrivals, slo: service.slo, per_gpu };
+        Ok(server.serve(&requests, terms, &|| {})?.0)
     });
     match outcome {
         Err(error) => {
@@ -190,12 +211,8 @@ pub fn fill(row: &mut Record, experiment: &Experiment, service: &Service, change
             };
             row.insert("error".into(), json!(reason));
         }
-        Ok((setup, run, counts)) => {
-            let bill = Bill::of(&experiment.modes[0].topology);
-            let (per_gpu, cost_error) = match cost.per_gpu(&bill) {
-                Ok(per_gpu) => (Some(per_gpu), None),
-                Err(message) => (None, Some(message)),
-            };
+        Ok(report) => {
+            let setup = &report.setup;
             let used = [
                 ("topology", json!(setup.topology)),
                 ("gpu", json!(setup.gpu)),
@@ -204,7 +221,6 @@ pub fn fill(row: &mut Record, experiment: &Experiment, service: &Service, change
                 ("kv_blocks", json!(setup.kv_blocks)),
                 ("usd_per_gpu_hour", json!(per_gpu.map(|p| p.usd_per_hour))),
             ];
-            let report = results::report(&run, setup, service.slo, per_gpu, counts);
             let point = LoadPoint::of(rate, &report, service.slo);
             super::run::insert_used(row, used.into_iter().map(|(k, v)| (k.to_string(), v)).chain(record_of(&point)));
             row.insert("cost_error".into(), cost_error.map_or(Value::Null, Value::String));

@@ -280,6 +280,37 @@ fn a_split_is_written_in_every_output() {
 }
 
 #[test]
+fn a_split_server_at_several_rates_serves_each_as_one_rate_does() {
+    let split = ["serve", "--model", "llama-3.1-8b", "--prefill-tp", "1", "--decode-tp", "2", "--requests", "40", "--json"];
+    let load = icsim_json(&[&split[..], &["--rates", "2,40", "--slo-ttft", "1s"]].concat());
+    assert_eq!(load["setup"]["prefill_tp"], 1);
+    assert_eq!((&load["split"]["prefill"]["gpus"], &load["split"]["decode"]["gpus"]), (&Value::from("0"), &Value::from("1,2")));
+    for row in load["rates"].as_array().unwrap() {
+        let rate = row["rate"].as_f64().unwrap().to_string();
+        let alone = icsim_json(&[&split[..], &["--rate", rate.as_str(), "--slo-ttft", "1s"]].concat());
+        assert_eq!(row["ttft_p99_ms"], alone["ttft"]["p99_ms"], "at {rate}/s");
+        assert_eq!(row["output_tokens_per_s"], alone["throughput"]["output_tokens_per_s"], "at {rate}/s");
+        // The three GPUs of both groups are paid for.
+        let per_gpu = alone["cost"]["usd_per_gpu_hour"].as_f64().unwrap();
+        assert!((row["usd_per_hour"].as_f64().unwrap() - 3.0 * per_gpu).abs() < 1e-9, "{row}");
+    }
+    let table = succeeded(&icsim(&[
+        "serve",
+        "--model",
+        "llama-3.1-8b",
+        "--prefill-tp",
+        "1",
+        "--decode-tp",
+        "1",
+        "--rates",
+        "1,2",
+        "--requests",
+        "10",
+    ]));
+    assert!(table.contains("prefill TP=1 on GPUs 0, decode TP=1 on GPUs 1") && table.contains("KV cache of the decode group"), "{table}");
+}
+
+#[test]
 fn bad_splits_are_refused_by_flag() {
     fn with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
         ["serve", "--model", "llama-3.1-8b", "--rate", "1"].into_iter().chain(extra.iter().copied()).collect()

@@ -299,3 +299,29 @@ fn a_serving_sweep_is_the_same_on_any_thread_count_or_sharded_and_reads_each_kne
         assert_eq!(line.split_whitespace().nth(2), Some(knee.as_str()), "{label}: {line}");
     }
 }
+
+#[test]
+fn a_split_is_a_serving_sweeps_axis_and_a_bad_one_is_refused_by_key() {
+    const SERVED: &str = "tests/data/sweeps/serve-small.toml";
+    let dir = scratch("serving-split");
+    let file = dir.join("split.toml");
+    let with_axis = |values: &str| {
+        read(Path::new(SERVED)).replacen("[[axis]]", &format!("[[axis]]\nkey = \"serve.split\"\nvalues = {values}\n\n[[axis]]"), 1)
+    };
+    std::fs::write(&file, with_axis(r#"["none", "1+1"]"#)).unwrap();
+    let out = dir.join("out");
+    run(&["sweep", &file.to_string_lossy(), "--out", &out.to_string_lossy()]);
+    let rows: Vec<Value> = read(&out.join("results.jsonl")).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let of = |split: &str| rows.iter().filter(|r| r["serve.split"] == split).collect::<Vec<_>>();
+    let (one, two) = (of("none"), of("1+1"));
+    assert!(!one.is_empty() && one.len() == two.len(), "{rows:?}");
+    for (a, b) in one.iter().zip(&two) {
+        assert!(a["error"].is_null() && b["error"].is_null(), "{a} {b}");
+        assert_ne!(a["ttft_p99_ms"], b["ttft_p99_ms"], "a split serves differently");
+        assert_eq!(b["tp"], 1, "the decode group's TP");
+    }
+    std::fs::write(&file, with_axis(r#"["none", "3"]"#)).unwrap();
+    let output = icsim(&["sweep", &file.to_string_lossy()]);
+    let error = failed(&output);
+    assert!(error.contains("serve.split") && error.contains("\"P+D\"") && output.status.code() == Some(2), "{error}");
+}

@@ -8,20 +8,16 @@
 use anyhow::Result;
 use clap::Args;
 
-use super::{ServeArgs, Shared, notices, progress_bar};
+use super::notices;
 use crate::cli::BadInput;
 use icsim::config::llm::LlmModel;
 use icsim::report::{self, Record};
-use icsim::serve::KvCapacity;
-use icsim::serve::handoff::TopologyMoves;
-use icsim::serve::iteration::{IterationTimes, SimulatedIterations};
-use icsim::serve::load::{describe, transport_of};
-use icsim::serve::requests::Request;
-use icsim::serve::results::{self, GroupSetup, MoveLinks, RequestRow, ServeReport, SplitReport};
-use icsim::serve::split::{self, Sources, SplitEngine};
+use icsim::serve::groups::{GroupError, GroupFailure, PlanError, Role, SplitPlan};
+use icsim::serve::load::{EngineSettings, LoadError, Server};
+use icsim::serve::results::{GroupSetup, SplitReport};
 use icsim::topology::MAX_GPUS;
-use icsim::units::Bytes;
-use icsim::workload::tp::{CollectiveCache, TensorParallel, TpError, allowed_degrees};
+use icsim::workload::experiment::Experiment;
+use icsim::workload::tp::{TpError, allowed_degrees};
 
 #[derive(Debug, Args)]
 pub struct SplitArgs {
@@ -69,122 +65,72 @@ pub(super) fn resolving_tp(split: &SplitArgs, model: &str) -> Result<u32, BadInp
     Ok(split.prefill_tp.max(split.decode_tp).unwrap_or(1))
 }
 
-/// The GPUs (by index, in rank order) of the prefill and decode groups of
-/// a server of `gpus` GPUs, as the flags say; refused by flag when they
-/// cannot be.
-fn groups(split: &SplitArgs, (prefill_tp, decode_tp): (u32, u32), gpus: usize) -> Result<(Vec<usize>, Vec<usize>), BadInput> {
-    if (prefill_tp + decode_tp) as usize > gpus {
-        return Err(BadInput(format!(
-            "--decode-tp {decode_tp}: the server has {gpus} GPUs, fewer than --prefill-tp {prefill_tp} + --decode-tp {decode_tp}; take smaller groups or a topology with more GPUs (--gpus)"
-        )));
-    }
-    for (flag, list, tp) in [("--prefill-gpus", &split.prefill_gpus, prefill_tp), ("--decode-gpus", &split.decode_gpus, decode_tp)] {
-        let Some(list) = list else { continue };
-        let shown = list.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
-        if list.len() != tp as usize {
-            let tp_flag = flag.replace("gpus", "tp");
-            return Err(BadInput(format!("{flag} {shown}: lists {} GPUs for {tp_flag} {tp}; list one a rank", list.len())));
-        }
-        if let Some(beyond) = list.iter().find(|&&g| g >= gpus) {
-            return Err(BadInput(format!("{flag} {shown}: there is no GPU {beyond}; the server's are 0 to {}", gpus - 1)));
-        }
-        if let Some((_, twice)) = list.iter().enumerate().find(|(i, g)| list[..*i].contains(g)) {
-            return Err(BadInput(format!("{flag} {shown}: GPU {twice} is listed twice")));
-        }
-    }
-    // Listed groups first; the other takes the first GPUs left.
-    let left = |taken: &[usize], count: u32| (0..gpus).filter(|g| !taken.contains(g)).take(count as usize).collect::<Vec<_>>();
-    let (prefill, decode) = match (&split.prefill_gpus, &split.decode_gpus) {
-        (Some(p), Some(d)) => (p.clone(), d.clone()),
-        (Some(p), None) => (p.clone(), left(p, decode_tp)),
-        (None, Some(d)) => (left(d, prefill_tp), d.clone()),
-        (None, None) => ((0..prefill_tp as usize).collect(), (prefill_tp as usize..(prefill_tp + decode_tp) as usize).collect()),
-    };
-    if let Some(both) = decode.iter().find(|g| prefill.contains(g)) {
-        return Err(BadInput(format!("--decode-gpus: GPU {both} is in the prefill group too; give the groups different GPUs")));
-    }
-    Ok((prefill, decode))
-}
-
-/// A group's setup refused, said by the flag that set it.
-fn refused(flag: &str, tp: u32, error: TpError) -> BadInput {
-    match error {
-        TpError::Collective(error) => BadInput(format!("--transport: {error} (the {} group)", &flag[2..flag.len() - 3])),
-        other => BadInput(format!("{flag} {tp}: {other}")),
-    }
-}
-
-fn indices(gpus: &[usize]) -> String {
-    gpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
-}
-
-/// Serves `requests` on the split server the flags describe, each group
-/// set up as `setup` is but on its own GPUs.
-pub(super) fn serve(
-    args: &ServeArgs,
-    shared: &Shared,
-    setup: TensorParallel,
-    requests: &[Request],
-) -> Result<(ServeReport, Vec<RequestRow>)> {
-    let split = &args.split;
+/// The server split as the flags say, on `experiment`'s first mode; what
+/// cannot be is refused by the flag that set it.
+pub(super) fn server<'e>(split: &SplitArgs, experiment: &'e Experiment, settings: &EngineSettings) -> Result<Server<'e>> {
     let (Some(prefill_tp), Some(decode_tp)) = (split.prefill_tp, split.decode_tp) else {
         return Err(BadInput("--tp: give the TP degree, or --prefill-tp and --decode-tp to split the server".into()).into());
     };
-    let run = &shared.experiment.modes[0];
-    let (topo, hardware, llm) = (&run.topology, &run.hardware, &shared.experiment.llm);
-    let (prefill_gpus, decode_gpus) = groups(split, (prefill_tp, decode_tp), topo.gpus().len())?;
-    let ranks = |gpus: &[usize]| gpus.iter().map(|&g| topo.gpus()[g]).collect::<Vec<_>>();
-    let (prefill_ranks, decode_ranks) = (ranks(&prefill_gpus), ranks(&decode_gpus));
-    let prefill_setup = setup.clone().on_gpus(prefill_ranks.clone()).map_err(|e| refused("--prefill-tp", prefill_tp, e))?;
-    let decode_setup = setup.on_gpus(decode_ranks.clone()).map_err(|e| refused("--decode-tp", decode_tp, e))?;
+    let plan = SplitPlan {
+        prefill_tp,
+        decode_tp,
+        prefill_gpus: split.prefill_gpus.clone(),
+        decode_gpus: split.decode_gpus.clone(),
+        prefill_max_num_batched_tokens: split.prefill_max_num_batched_tokens,
+    };
+    let server = Server::split(experiment, settings, &plan).map_err(|error| match error {
+        LoadError::Plan(error) => anyhow::Error::from(by_flag(&error)),
+        LoadError::Group(error) => by_group_flag(error).into(),
+        other => other.into(),
+    })?;
+    let run = server.run;
     for tp in [prefill_tp, decode_tp] {
         if let Some(warning) = run.hardware.coverage_warning(tp, run.stack) {
             notices::warn(warning);
         }
     }
-    let kv = |group: &str, tp| {
-        KvCapacity::of(llm, shared.gpu, tp, args.gpu_memory_utilization, args.block_size)
-            .map_err(|e| BadInput(format!("{e} (the {group} group, --{group}-tp {tp})")))
-    };
-    let (prefill_kv, decode_kv) = (kv("prefill", prefill_tp)?, kv("decode", decode_tp)?);
-    let prefill_budget = split.prefill_max_num_batched_tokens.unwrap_or(args.max_num_batched_tokens);
-    let engine = |tp: u32, budget, kv| shared.settings.engine(tp, budget, kv, llm.context_length);
-    let engine = SplitEngine {
-        prefill: engine(prefill_tp, prefill_budget, prefill_kv),
-        decode: engine(decode_tp, args.max_num_batched_tokens, decode_kv),
-    };
-    let times = |setup, kv: KvCapacity| {
-        SimulatedIterations::new(setup, CollectiveCache::new(topo, hardware), Bytes(args.block_size * kv.bytes_per_token))
-    };
-    let (mut prefill_times, mut decode_times) = (times(&prefill_setup, prefill_kv), times(&decode_setup, decode_kv));
-    let mut moves = TopologyMoves::new(topo, hardware, llm, (&prefill_ranks, &decode_ranks), run.mode)?;
-    let bar = progress_bar(requests.len() as u64, "serving {bar:40} {pos}/{len} requests, {elapsed}");
-    let sources = Sources { prefill: &mut prefill_times, decode: &mut decode_times, moves: &mut moves };
-    let served = split::simulate(requests, engine, sources, &|| bar.inc(1));
-    bar.finish_and_clear();
-    let served = served?;
-    let decode_group = (decode_tp, transport_of(run, &decode_ranks), decode_kv);
-    let mut description = describe(shared.experiment, shared.gpu, &shared.settings, decode_group, shared.load, shared.arrivals);
-    description.prefill_tp = Some(prefill_tp);
-    let mut report = results::report(&served.run, description, shared.slo, shared.per_gpu, decode_times.counts());
-    let group = |tp, gpus: &[usize], budget, kv: KvCapacity| GroupSetup {
-        tp,
-        gpus: indices(gpus),
-        max_num_batched_tokens: budget,
-        kv_blocks: kv.blocks,
-        kv_gb_per_gpu: kv.bytes_per_gpu.as_f64() / 1e9,
-    };
-    let groups = (
-        group(prefill_tp, &prefill_gpus, prefill_budget, prefill_kv),
-        group(decode_tp, &decode_gpus, args.max_num_batched_tokens, decode_kv),
-    );
-    report.split = Some(results::split_report(&served, groups, MoveLinks { transport: moves.transport(), busiest: moves.busiest_link() }));
-    Ok((report, results::request_rows(&served.run, shared.slo)))
+    Ok(server)
+}
+
+/// The flag of a group's TP degree, and of its GPUs.
+fn flags(role: Role) -> (&'static str, &'static str) {
+    match role {
+        Role::Prefill => ("--prefill-tp", "--prefill-gpus"),
+        Role::Decode => ("--decode-tp", "--decode-gpus"),
+    }
+}
+
+/// A plan refused, said by the flag that set it.
+fn by_flag(error: &PlanError) -> BadInput {
+    let shown = |list: &[usize]| list.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+    BadInput(match error {
+        PlanError::TooFew { gpus, prefill_tp, decode_tp } => format!(
+            "--decode-tp {decode_tp}: the server has {gpus} GPUs, fewer than --prefill-tp {prefill_tp} + --decode-tp {decode_tp}; take smaller groups or a topology with more GPUs (--gpus)"
+        ),
+        PlanError::ListedCount { role, listed, tp } => {
+            let (tp_flag, flag) = flags(*role);
+            format!("{flag} {}: lists {} GPUs for {tp_flag} {tp}; list one a rank", shown(listed), listed.len())
+        }
+        PlanError::NoSuchGpu { role, listed, gpu, gpus } => {
+            format!("{} {}: there is no GPU {gpu}; the server's are 0 to {}", flags(*role).1, shown(listed), gpus - 1)
+        }
+        PlanError::Twice { role, listed, gpu } => format!("{} {}: GPU {gpu} is listed twice", flags(*role).1, shown(listed)),
+        PlanError::InBoth { gpu } => format!("--decode-gpus: GPU {gpu} is in the prefill group too; give the groups different GPUs"),
+    })
+}
+
+/// A group that cannot serve, said by the flag that set it.
+fn by_group_flag(GroupError { role, tp, failure }: GroupError) -> BadInput {
+    let tp_flag = flags(role).0;
+    BadInput(match failure {
+        GroupFailure::Tp(TpError::Collective(error)) => format!("--transport: {error} (the {role} group)"),
+        GroupFailure::Tp(other) => format!("{tp_flag} {tp}: {other}"),
+        GroupFailure::Cache(error) => format!("{error} (the {role} group, {tp_flag} {tp})"),
+    })
 }
 
 /// The groups as the table's first line says them.
-pub(super) fn groups_line(split: &SplitReport) -> String {
-    let (p, d) = (&split.prefill.setup, &split.decode.setup);
+pub(crate) fn groups_line(p: &GroupSetup, d: &GroupSetup) -> String {
     format!("prefill TP={} on GPUs {}, decode TP={} on GPUs {}", p.tp, p.gpus, d.tp, d.gpus)
 }
 
@@ -229,26 +175,18 @@ pub(super) fn sections(split: &SplitReport) -> Vec<(String, Vec<Record>)> {
 mod tests {
     use super::*;
 
-    fn flags(prefill_gpus: Option<Vec<usize>>, decode_gpus: Option<Vec<usize>>) -> SplitArgs {
-        SplitArgs { prefill_tp: Some(2), decode_tp: Some(2), prefill_gpus, decode_gpus, prefill_max_num_batched_tokens: None }
-    }
-
-    #[test]
-    fn the_first_gpus_prefill_and_the_next_decode_unless_listed() {
-        assert_eq!(groups(&flags(None, None), (2, 2), 8).unwrap(), (vec![0, 1], vec![2, 3]));
-        assert_eq!(groups(&flags(None, None), (4, 4), 8).unwrap(), (vec![0, 1, 2, 3], vec![4, 5, 6, 7]));
-        assert_eq!(groups(&flags(Some(vec![6, 7]), None), (2, 2), 8).unwrap(), (vec![6, 7], vec![0, 1]));
-        assert_eq!(groups(&flags(None, Some(vec![0, 4])), (2, 2), 8).unwrap(), (vec![1, 2], vec![0, 4]));
-        assert_eq!(groups(&flags(Some(vec![0, 2]), Some(vec![1, 3])), (2, 2), 8).unwrap(), (vec![0, 2], vec![1, 3]));
+    fn plan(prefill_gpus: Option<Vec<usize>>, decode_gpus: Option<Vec<usize>>) -> SplitPlan {
+        SplitPlan { prefill_tp: 2, decode_tp: 2, prefill_gpus, decode_gpus, prefill_max_num_batched_tokens: None }
     }
 
     #[test]
     fn groups_that_cannot_be_are_refused_by_flag() {
-        let error = |split: SplitArgs, tps, gpus| groups(&split, tps, gpus).unwrap_err().0;
-        assert!(error(flags(None, None), (4, 8), 8).starts_with("--decode-tp 8: the server has 8 GPUs"));
-        assert!(error(flags(Some(vec![0]), None), (2, 2), 8).starts_with("--prefill-gpus 0: lists 1 GPUs for --prefill-tp 2"));
-        assert!(error(flags(None, Some(vec![0, 9])), (2, 2), 8).contains("no GPU 9"));
-        assert!(error(flags(Some(vec![3, 3]), None), (2, 2), 8).contains("GPU 3 is listed twice"));
-        assert!(error(flags(Some(vec![0, 1]), Some(vec![1, 2])), (2, 2), 8).starts_with("--decode-gpus: GPU 1 is in the prefill group"));
+        let error = |plan: SplitPlan, gpus| by_flag(&plan.groups(gpus).unwrap_err()).0;
+        let too_big = SplitPlan { prefill_tp: 4, decode_tp: 8, ..SplitPlan::default() };
+        assert!(error(too_big, 8).starts_with("--decode-tp 8: the server has 8 GPUs"));
+        assert!(error(plan(Some(vec![0]), None), 8).starts_with("--prefill-gpus 0: lists 1 GPUs for --prefill-tp 2"));
+        assert!(error(plan(None, Some(vec![0, 9])), 8).starts_with("--decode-gpus 0,9: there is no GPU 9"));
+        assert!(error(plan(Some(vec![3, 3]), None), 8).contains("GPU 3 is listed twice"));
+        assert!(error(plan(Some(vec![0, 1]), Some(vec![1, 2])), 8).starts_with("--decode-gpus: GPU 1 is in the prefill group"));
     }
 }

@@ -533,9 +533,17 @@ fn readme_serving_load_and_sweep_prose_match_their_results() {
     )];
     const FROM: &str = "plots/sweeps/serve-nvswitch-or-pcie/results.csv";
     let rows = csv(FROM);
-    let at = |label: &str, rate: &str| row(&rows, FROM, &[("label", label), ("serve.rate", rate)]).clone();
-    let (nvswitch, past, light, two, three) =
-        (at("nvswitch", "9"), at("nvswitch", "10"), at("p2p", "0.25"), at("p2p", "2"), at("p2p", "3"));
+    let at =
+        |label: &str, split: &str, rate: &str| row(&rows, FROM, &[("label", label), ("serve.split", split), ("serve.rate", rate)]).clone();
+    let (nvswitch, past, light, two, three) = (
+        at("nvswitch", "none", "9"),
+        at("nvswitch", "none", "10"),
+        at("p2p", "none", "0.25"),
+        at("p2p", "none", "2"),
+        at("p2p", "none", "3"),
+    );
+    let (split_knee, split_full, pcie_split_knee, pcie_split_full) =
+        (at("nvswitch", "4+4", "4"), at("nvswitch", "4+4", "8"), at("p2p", "4+4", "0.5"), at("p2p", "4+4", "12"));
     for text in [
         format!(
             "9 requests a second within a 2 s p99 TTFT (p99 {:.0} ms; at 10 a second {:.0} ms), {:.3} requests a second per $ an hour",
@@ -543,14 +551,28 @@ fn readme_serving_load_and_sweep_prose_match_their_results() {
             num(&past, "ttft_p99_ms"),
             num(&nvswitch, "rate_per_usd_hour")
         ),
-        format!("Its p99 TTFT is {:.0} ms already at 0.25 requests a second", num(&light, "ttft_p99_ms")),
+        format!("4 a second (p99 {:.0} ms), {:.3} per $ an hour", num(&split_knee, "ttft_p99_ms"), num(&split_knee, "rate_per_usd_hour")),
+        format!(
+            "TPOT {:.2} ms at its knee against {:.2} ms for TP=8 at 9 a second",
+            num(&split_knee, "tpot_p50_ms"),
+            num(&nvswitch, "tpot_p50_ms")
+        ),
+        format!("from 8 a second it serves no more than {:.2} whatever it is offered", num(&split_full, "requests_per_s")),
+        format!("Its p99 TTFT is {:.0} ms already at 0.25 requests a", num(&light, "ttft_p99_ms")),
         format!("when {} of every iteration is allreduces", percent(num(&light, "comm_share"))),
         format!(
-            "At 2 a second its p99 is {:.0} ms, and from 3 a second it serves no more than {:.2} whatever it is offered",
+            "At 2 a second its p99 is {:.0} ms, and from 3 a second it serves no more than {:.2} whatever it is",
             num(&two, "ttft_p99_ms"),
             num(&three, "requests_per_s")
         ),
+        format!(
+            "up to 0.5 a second (p99 {:.0} ms; {:.3} requests a second per $ an hour) and serves up to {:.2} a second",
+            num(&pcie_split_knee, "ttft_p99_ms"),
+            num(&pcie_split_knee, "rate_per_usd_hour"),
+            num(&pcie_split_full, "requests_per_s")
+        ),
         format!("cost {:.2} $ an hour against the HGX's {:.2}", num(&light, "usd_per_hour"), num(&nvswitch, "usd_per_hour")),
+        format!("worth {:.0} times the PCIe box's best", num(&nvswitch, "rate_per_usd_hour") / num(&pcie_split_knee, "rate_per_usd_hour")),
     ] {
         quotes.push(quote("docs/serving.md", FROM, text));
     }
