@@ -16,7 +16,7 @@ use super::{BadInput, notices, parse_format};
 use icsim::config::experiment::{RawExperiment, Source};
 use icsim::config::{parse_toml, read_text};
 use icsim::report::{self, Format, Record, cell};
-use icsim::sweep::change::{Change, Key, Origin};
+use icsim::sweep::change::Change;
 use icsim::sweep::diff::{self, Side, Subject};
 
 #[derive(Debug, Args)]
@@ -29,7 +29,7 @@ pub struct DiffArgs {
     /// tp=4, transport=shm, topology=h20-nvlink-mesh, query.batch=8,
     /// topology.nvlink_links=12, topology.nvlink_bandwidth=50GB/s,
     /// topology.pcie_generation=gen5, topology.host_memory_bandwidth=400GB/s,
-    /// hardware.<a key of models/hardware/base.toml>=VALUE.
+    /// storage.drives=4, hardware.<a key of models/hardware/base.toml>=VALUE.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     #[command(flatten)]
@@ -65,29 +65,7 @@ pub fn run(args: DiffArgs) -> Result<()> {
         }
         None => before_raw.clone(),
     };
-    let command_line = PathBuf::from("command line");
-    let here = PathBuf::from(".");
-    let changes = args
-        .set
-        .iter()
-        .map(|text| Change::parse_assignment(text, Origin { path: &command_line, at: "--set", base_dir: &here }))
-        .collect::<Result<Vec<Change>, _>>()?;
-    if let Some(served) = changes.iter().find(|c| matches!(c.key, Key::Serve(_))) {
-        return Err(BadInput(format!(
-            "--set {}: a service's keys vary a sweep with a [serve] table; icsim diff compares queries",
-            served.describe()
-        ))
-        .into());
-    }
-    if let Some(twice) = (0..changes.len()).find(|&i| changes[..i].iter().any(|c| c.key == changes[i].key)) {
-        let first = changes.iter().find(|c| c.key == changes[twice].key).map(Change::describe).unwrap_or_default();
-        return Err(BadInput(format!(
-            "--set {}: the key {} is set twice (first {first}); set each key once",
-            changes[twice].describe(),
-            changes[twice].key.name()
-        ))
-        .into());
-    }
+    let changes = super::changes(&args.set, "icsim diff compares queries")?;
     let cost = args.cost.model()?;
     let (before_source, after_source) = (Source::File(args.before.clone()), Source::File(after_path.clone()));
     let before = Subject { raw: &before_raw, source: &before_source, changes: &[] };

@@ -11,8 +11,10 @@ use clap::Args;
 
 use super::{checks, figures, notices, parse_format, progress_bar};
 use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
+use icsim::config::read_text;
 use icsim::report::experiment::ModeRow;
 use icsim::report::{self, Format, Record};
+use icsim::sweep::change::{self, Change};
 use icsim::sweep::cost::{Bill, Economics};
 use icsim::transport::FIXED_MODES;
 use icsim::workload::experiment::{self, Experiment, ExperimentResult, RunOptions};
@@ -28,6 +30,8 @@ pub struct RunArgs {
     #[arg(default_value = DEFAULT_EXPERIMENT)]
     experiment: PathBuf,
     #[command(flatten)]
+    set: super::SetArgs,
+    #[command(flatten)]
     output: OutputArgs,
 }
 
@@ -36,6 +40,7 @@ impl RunArgs {
     pub fn default_run() -> RunArgs {
         RunArgs {
             experiment: PathBuf::from(DEFAULT_EXPERIMENT),
+            set: super::SetArgs::default(),
             output: OutputArgs { out: None, plots: None, format: Format::Table, cost: super::CostArgs::default() },
         }
     }
@@ -128,16 +133,18 @@ pub struct LlmArgs {
     #[arg(long, default_value = "all")]
     transport: String,
     #[command(flatten)]
+    set: super::SetArgs,
+    #[command(flatten)]
     files: OutputArgs,
 }
 
 pub fn run_experiment(args: RunArgs) -> Result<()> {
     let path = &args.experiment;
-    let experiment = if !path.exists() && path == Path::new(DEFAULT_EXPERIMENT) {
-        Experiment::parse(Path::new(DEFAULT_EXPERIMENT), DEFAULT_TEXT)?
-    } else {
-        Experiment::load(path)?
-    };
+    let changes = super::changes(&args.set.set, "icsim run replays a query")?;
+    let changes: Vec<&Change> = changes.iter().collect();
+    let text = if !path.exists() && path == Path::new(DEFAULT_EXPERIMENT) { DEFAULT_TEXT.to_string() } else { read_text(path)? };
+    let experiment =
+        Experiment::parse_edited(path, &text, |raw| change::apply(&changes, raw), &change::edit(&changes, Path::new("command line")))?;
     let out = args.output.out.clone().or_else(|| experiment.output_dir.clone());
     args.output.check()?;
     if args.output.out.is_none()
@@ -159,7 +166,7 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
         .into());
     }
     let transports: Vec<String> = if all { FIXED_MODES.map(|mode| mode.to_string()).to_vec() } else { vec![args.transport.clone()] };
-    let raw = RawExperiment {
+    let mut raw = RawExperiment {
         description: String::new(),
         model: args.model.clone(),
         tp: args.tp,
@@ -178,7 +185,10 @@ pub fn run_llm(args: LlmArgs) -> Result<()> {
         modes: transports.into_iter().map(|transport| RawMode { transport, ..RawMode::default() }).collect(),
         storage: None,
     };
-    let mut experiment = Experiment::resolve(raw, Source::CommandLine)?;
+    let changes = super::changes(&args.set.set, "icsim llm replays a query")?;
+    let changes: Vec<&Change> = changes.iter().collect();
+    change::apply(&changes, &mut raw);
+    let mut experiment = Experiment::resolve_edited(raw, Source::CommandLine, &change::edit(&changes, Path::new("command line")))?;
     if all {
         let offered: Vec<bool> = experiment.modes.iter().map(|run| experiment::prepare_mode(&experiment, run).is_ok()).collect();
         let mut keep = offered.into_iter();

@@ -149,6 +149,42 @@ impl CostArgs {
     }
 }
 
+/// `--set KEY=VALUE` of `icsim run` and `icsim llm`: what-if changes by
+/// key, the vocabulary of sweep axes.
+#[derive(Debug, Default, Args)]
+pub struct SetArgs {
+    /// A change by key (repeatable): tp=4, transport=shm, query.batch=8,
+    /// topology.nvlink_bandwidth=50GB/s, storage.drives=4,
+    /// hardware.<a key of models/hardware/base.toml>=VALUE (docs/reference.md).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+}
+
+/// The changes `set` (the `--set` texts) asks of one query, checked: a
+/// service's key (`command` says what the command does instead) and a key
+/// set twice are refused.
+pub fn changes(set: &[String], command: &str) -> Result<Vec<icsim::sweep::change::Change>> {
+    use icsim::sweep::change::{Change, Key, Origin};
+    let (command_line, here) = (Path::new("command line"), Path::new("."));
+    let changes = set
+        .iter()
+        .map(|text| Change::parse_assignment(text, Origin { path: command_line, at: "--set", base_dir: here }))
+        .collect::<Result<Vec<Change>, _>>()?;
+    if let Some(served) = changes.iter().find(|c| matches!(c.key, Key::Serve(_))) {
+        return Err(BadInput(format!("--set {}: a service's keys vary a sweep with a [serve] table; {command}", served.describe())).into());
+    }
+    if let Some(twice) = (0..changes.len()).find(|&i| changes[..i].iter().any(|c| c.key == changes[i].key)) {
+        let first = changes.iter().find(|c| c.key == changes[twice].key).map(Change::describe).unwrap_or_default();
+        return Err(BadInput(format!(
+            "--set {}: the key {} is set twice (first {first}); set each key once",
+            changes[twice].describe(),
+            changes[twice].key.name()
+        ))
+        .into());
+    }
+    Ok(changes)
+}
+
 pub fn gpu_count() -> clap::builder::RangedI64ValueParser<u32> {
     clap::value_parser!(u32).range(1..=topology::MAX_GPUS as i64)
 }

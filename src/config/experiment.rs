@@ -119,6 +119,8 @@ impl Source {
             (Source::File(_), None) => name.to_string(),
             // Overlays are `models` in a file and `--hardware` on the command line.
             (Source::CommandLine, _) if name == "models" => "--hardware".into(),
+            // `[storage]` is reached on the command line by `--set storage.<key>`.
+            (Source::CommandLine, _) if name.starts_with("storage") => format!("--set {name}"),
             (Source::CommandLine, _) => format!("--{}", name.trim_start_matches("query.")),
         }
     }

@@ -131,7 +131,7 @@ pub fn validate_model(path: &Path, model: &HardwareModel) -> ConfigResult<()> {
 /// An experiment's `[storage]` section: drives to put on each mode's
 /// topology, a load of the weights before the query, and storage traffic
 /// during it.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawStorage {
     /// Drives on the topology (default: the preset's or file's own).

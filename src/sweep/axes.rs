@@ -143,7 +143,7 @@ impl RawAxis {
                 };
                 (rate("from", from)?.0, rate("to", to)?.0, by, |v| toml::Value::String(Bandwidth(v).to_string()))
             }
-            Kind::Text | Kind::Positive | Kind::Any => {
+            Kind::Text | Kind::Positive | Kind::Any | Kind::Storage => {
                 return Err((
                     "from",
                     format!("ranges (from, to, step or times) apply to {RANGE_KEYS}; {} takes values = [...]", key.name()),

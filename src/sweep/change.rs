@@ -1,8 +1,10 @@
 //! What-if changes by key (`tp=4`, `topology.nvlink_links=12`,
-//! `hardware.nvlink.gen4.link_rate=50GB/s`): one vocabulary for sweep axes,
-//! listed points and `icsim diff --set`. Checks a key and its value (errors
-//! name the file, the key and what is allowed), applies experiment keys to a
-//! raw experiment, and hardware and link keys as a [`topology::Edit`]: a
+//! `hardware.nvlink.gen4.link_rate=50GB/s`, `storage.drives=4`): one
+//! vocabulary for sweep axes, listed points and `--set` (`icsim run`, `icsim
+//! llm`, `icsim diff`). Checks a key and its value (errors name the file, the
+//! key and what is allowed), applies experiment keys (`storage.*` by dotted
+//! path, as the file's `[storage]` reads them) to a raw experiment, and
+//! hardware and link keys as a [`topology::Edit`]: a
 //! model overlay before the topology is built, then link changes to what was
 //! built. Simulates nothing.
 
@@ -11,10 +13,11 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use crate::collective::Selection;
-use crate::config::dotted::Overlay;
-use crate::config::experiment::{MAX_CHANNELS, RawExperiment};
+use crate::config::dotted::{self, Overlay};
+use crate::config::experiment::{MAX_CHANNELS, RawExperiment, Source};
 use crate::config::hardware::{HardwareModel, ModelSource};
 use crate::config::llm::LlmModel;
+use crate::config::storage::RawStorage;
 use crate::config::{ConfigError, ConfigResult, names_a_file};
 use crate::network::LinkId;
 use crate::serve::groups::SplitPlan;
@@ -22,6 +25,7 @@ use crate::stack::Stack;
 use crate::topology::{self, LinkKind, LinkRates, Topology};
 use crate::transport::Mode;
 use crate::units::Bandwidth;
+use crate::workload::storage::spec::StorageSpec;
 
 /// What a change sets.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -49,6 +53,8 @@ pub enum Key {
     HostMemoryBandwidth,
     /// A value of the hardware model, by its dotted path below `hardware.`.
     Hardware(String),
+    /// A key of the experiment's `[storage]` section, below `storage.`.
+    Storage(String),
     /// A key of a serving sweep's `[serve]` table (its service, not its
     /// experiment). A split of prefill and decode would be one more.
     Serve(ServeKey),
@@ -77,6 +83,9 @@ pub enum Kind {
     Positive,
     /// Whatever the hardware model's key holds (checked by loading it).
     Any,
+    /// What the `[storage]` key takes in a file (checked as the file's
+    /// section is); lists too (`storage.paths`, `storage.sweep`).
+    Storage,
 }
 
 /// The named keys, what they take and what they are (for axis titles).
@@ -119,11 +128,18 @@ pub fn describe_column(name: &str) -> String {
 }
 
 const HARDWARE_PREFIX: &str = "hardware.";
+const STORAGE_PREFIX: &str = "storage.";
+
+/// Every key a change may name but `hardware.*`: the named keys, then
+/// `storage.<key>` for each key of the experiment's `[storage]` section.
+pub fn keys() -> Vec<String> {
+    let named = NAMED.iter().map(|(_, name, _, _)| name.to_string());
+    named.chain(dotted::keys_of::<RawStorage>().iter().map(|key| format!("{STORAGE_PREFIX}{key}"))).collect()
+}
 
 /// Every key a change may name, for messages.
 pub fn allowed_keys() -> String {
-    let named: Vec<&str> = NAMED.iter().map(|(_, name, _, _)| *name).collect();
-    format!("{}, or hardware.<a key of models/hardware/base.toml> (e.g. hardware.nvlink.gen4.link_rate)", named.join(", "))
+    format!("{}, or hardware.<a key of models/hardware/base.toml> (e.g. hardware.nvlink.gen4.link_rate)", keys().join(", "))
 }
 
 impl Key {
@@ -131,6 +147,7 @@ impl Key {
     pub fn name(&self) -> String {
         match self {
             Key::Hardware(path) => format!("{HARDWARE_PREFIX}{path}"),
+            Key::Storage(field) => format!("{STORAGE_PREFIX}{field}"),
             named => {
                 NAMED.iter().find(|(k, _, _, _)| k == named).map(|(_, name, _, _)| name.to_string()).expect("every named key is listed")
             }
@@ -141,6 +158,9 @@ impl Key {
         if let Some((key, _, _, _)) = NAMED.iter().find(|(_, name, _, _)| *name == text) {
             return Ok(key.clone());
         }
+        if let Some(field) = text.strip_prefix(STORAGE_PREFIX).filter(|field| dotted::keys_of::<RawStorage>().contains(field)) {
+            return Ok(Key::Storage(field.to_string()));
+        }
         match text.strip_prefix(HARDWARE_PREFIX) {
             Some(path) if !path.is_empty() && path.split('.').all(|part| !part.is_empty()) => Ok(Key::Hardware(path.to_string())),
             _ => Err(format!("unknown key {text:?}; allowed: {}", allowed_keys())),
@@ -148,7 +168,10 @@ impl Key {
     }
 
     pub fn kind(&self) -> Kind {
-        NAMED.iter().find(|(k, _, _, _)| k == self).map_or(Kind::Any, |(_, _, kind, _)| *kind)
+        match self {
+            Key::Storage(_) => Kind::Storage,
+            named => NAMED.iter().find(|(k, _, _, _)| k == named).map_or(Kind::Any, |(_, _, kind, _)| *kind),
+        }
     }
 }
 
@@ -160,7 +183,7 @@ pub enum Value {
     /// that folder joined.
     Text(String),
     Bandwidth(Bandwidth),
-    /// A hardware model value, as TOML.
+    /// A hardware model or `[storage]` value, as TOML.
     Toml(toml::Value),
     Number(f64),
 }
@@ -193,13 +216,14 @@ impl Origin<'_> {
 }
 
 /// Reads `VALUE` of a command line `KEY=VALUE` as TOML where it is a
-/// number, a boolean or a quoted string, and as plain text otherwise.
+/// number, a boolean, a quoted string or a list (`storage.paths=["gds"]`),
+/// and as plain text otherwise.
 pub fn parse_value_text(text: &str) -> toml::Value {
     format!("v = {text}")
         .parse::<toml::Table>()
         .ok()
         .and_then(|mut table| table.remove("v"))
-        .filter(|value| !value.is_table() && !value.is_array())
+        .filter(|value| !value.is_table())
         .unwrap_or_else(|| toml::Value::String(text.to_string()))
 }
 
@@ -212,6 +236,7 @@ impl Change {
             toml::Value::Float(f) => json!(f),
             toml::Value::Boolean(b) => json!(b),
             toml::Value::String(s) => json!(s),
+            toml::Value::Array(_) if key.kind() == Kind::Storage => serde_json::to_value(value).expect("a TOML list is JSON"),
             other => return Err(origin.invalid(format!("{name} takes one value, not {other}"))),
         };
         let value = match key.kind() {
@@ -237,6 +262,10 @@ impl Change {
                 let overlay = overlay(&[&change], origin.path).expect("a hardware change makes an overlay");
                 HardwareModel::load(&[overlay]).map_err(|error| origin.invalid(format!("{name}: {}", hardware_message(&error))))?;
                 return Ok(change);
+            }
+            Kind::Storage => {
+                check_storage(&key, value, origin).map_err(|message| origin.invalid(format!("{name}: {message}")))?;
+                Value::Toml(value.clone())
             }
         };
         Ok(Change { key, value, shown })
@@ -267,6 +296,22 @@ fn hardware_message(error: &ConfigError) -> String {
         ConfigError::Invalid { key, message, .. } => format!("{key}: {message}"),
         ConfigError::Syntax { message, .. } => message.clone(),
         other => other.to_string(),
+    }
+}
+
+/// Checks a `[storage]` key's value as the file's section is checked, key
+/// by key: its kind (serde), its value (the section's own checks) and a
+/// drive class the shipped hardware model knows (as `gpu` is checked).
+fn check_storage(key: &Key, value: &toml::Value, origin: Origin) -> Result<(), String> {
+    let Key::Storage(field) = key else { unreachable!("a storage kind is a storage key, not {key:?}") };
+    let raw = dotted::set(&RawStorage::default(), field, value.clone())?;
+    StorageSpec::read(&raw, &Source::File(origin.path.to_path_buf())).map_err(|error| match error {
+        ConfigError::Invalid { message, .. } => message,
+        other => other.to_string(),
+    })?;
+    match &raw.drive {
+        Some(drive) => HardwareModel::base().drive(drive).map(|_| ()),
+        None => Ok(()),
     }
 }
 
@@ -356,6 +401,11 @@ pub fn apply(changes: &[&Change], raw: &mut RawExperiment) {
             Key::Prompt => raw.query.prompt = count(value),
             Key::Output => raw.query.output = count(value),
             Key::Batch => raw.query.batch = count(value),
+            Key::Storage(ref field) => {
+                let Value::Toml(value) = value else { unreachable!("a storage key holds TOML, not {value:?}") };
+                let section = raw.storage.take().unwrap_or_default();
+                raw.storage = Some(dotted::set(&section, field, value.clone()).expect("the value was checked against the section"));
+            }
             Key::NvlinkBandwidth | Key::NvlinkLinks | Key::PcieGeneration | Key::HostMemoryBandwidth | Key::Hardware(_) | Key::Serve(_) => {
             }
         }

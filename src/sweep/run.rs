@@ -2,8 +2,8 @@
 //! the point's changes, resolved and replayed; points run in parallel with
 //! rayon (`jobs` threads, or all cores), each alone, and rows come back in
 //! point order whatever the thread count. A point that cannot run is a row
-//! with its reason. Rows carry the experiment's result fields and what the
-//! sweep adds: throughput, cost and energy (`Economics`) and whether the
+//! with its reason. Rows carry the experiment's result fields (its storage
+//! results where the base has `[storage]`) and what the sweep adds: throughput, cost and energy (`Economics`) and whether the
 //! goal is met.
 
 use rayon::prelude::*;
@@ -14,7 +14,7 @@ use super::cost::{Bill, Economics};
 use super::{LABEL, Point, Sweep, axes::Shard};
 use crate::config::ConfigError;
 use crate::config::experiment::{RawExperiment, Source};
-use crate::report::experiment::ModeRow;
+use crate::report::experiment::{ModeRow, storage_fields};
 use crate::report::{Record, record_of};
 use crate::workload::experiment::{self, Experiment, ExperimentResult, RunError, RunOptions};
 
@@ -100,6 +100,9 @@ pub fn row(sweep: &Sweep, point: &Point) -> Record {
             let economics = Economics::of(&mode, &Bill::of(&experiment.modes[0].topology), &sweep.cost);
             insert_used(&mut row, record_of(&mode));
             row.extend(record_of(&economics));
+            if let Some(storage) = result.storage.first() {
+                insert_used(&mut row, storage_fields(storage, result.modes[0].replay.ttft()));
+            }
             row.insert("meets_goal".into(), json!(sweep.goal.meets(&row)));
         }
     }

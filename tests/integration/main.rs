@@ -16,6 +16,7 @@ mod nccl_rules;
 mod physics;
 mod properties;
 mod readme;
+mod reference;
 mod scale;
 mod serve;
 mod serve_fidelity;

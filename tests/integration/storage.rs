@@ -17,7 +17,7 @@ use icsim::units::Bytes;
 use icsim::workload::experiment::Experiment;
 use icsim::workload::storage::{ArrayKind, Job, JobTarget, contend, simulate};
 
-use crate::common::{assert_png, icsim_in, preset, succeeded};
+use crate::common::{assert_png, icsim, icsim_in, preset, succeeded};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -203,4 +203,112 @@ fn the_gds_experiment_writes_the_load_time_plot() {
         assert!(row.get(field).is_some_and(|v| !v.is_null()), "{field} in {row}");
     }
     assert!(row["load_gds_s"].as_f64() <= row["load_bounce_s"].as_f64());
+}
+
+/// A small experiment with a weight load from drives: Llama-3.1-8B at TP=2
+/// on two GPUs of an HGX H200, each loading its shard over GDS.
+const SMALL_LOAD: &str = "model = \"llama-3.1-8b\"\ntp = 2\ntopology = \"hgx-h200\"\ngpus = 2\n[query]\nprompt = 1024\noutput = 4\n\
+    [[mode]]\ntransport = \"nvswitch\"\n";
+const SMALL_STORAGE: &str = "[storage]\ndrives = 8\nload = \"shard\"\npaths = [\"gds\"]\n";
+
+/// The rows of `icsim ARGS --format json`.
+fn json_rows(args: &[&str]) -> Vec<serde_json::Value> {
+    crate::common::icsim_json(args)["results"].as_array().expect("results is a list").clone()
+}
+
+#[test]
+fn set_reaches_every_storage_key_of_run_and_llm() {
+    let inputs = crate::common::Inputs::new("set-storage");
+    let file = inputs.file("load.toml", &format!("{SMALL_LOAD}{SMALL_STORAGE}"));
+    let out = inputs.0.join("out");
+    let out = out.to_str().unwrap();
+    let load = |set: &[&str]| {
+        let mut args = vec!["run", file.as_str(), "--format", "json", "--out", out];
+        args.extend(set.iter().flat_map(|s| ["--set", s]));
+        json_rows(&args).remove(0)
+    };
+    let (eight, one) = (load(&[]), load(&["storage.drives=1"]));
+    assert_eq!((eight["drives"].as_u64(), one["drives"].as_u64()), (Some(8), Some(1)), "{eight}\n{one}");
+    let (fast, slow) = (eight["load_gds_s"].as_f64().unwrap(), one["load_gds_s"].as_f64().unwrap());
+    assert!(slow > 1.5 * fast, "one drive loads slower than eight: {slow} s against {fast} s");
+    let both = load(&["storage.paths=[\"gds\", \"bounce\"]", "storage.load=none"]);
+    assert!(both.get("load_gds_s").is_none() && both.get("load_gb_per_gpu").is_none(), "no load asked: {both}");
+    // `icsim llm` has no [storage] of its own: --set makes one.
+    let llm = json_rows(&[
+        "llm",
+        "--model",
+        "llama-3.1-8b",
+        "--tp",
+        "2",
+        "--gpus",
+        "2",
+        "--prompt",
+        "1024",
+        "--output",
+        "4",
+        "--transport",
+        "nvswitch",
+        "--format",
+        "json",
+        "--out",
+        out,
+        "--set",
+        "storage.load=shard",
+        "--set",
+        "storage.paths=[\"bounce\"]",
+    ]);
+    assert!(llm[0]["load_bounce_s"].as_f64().is_some_and(|s| s > 0.0) && llm[0].get("load_gds_s").is_none(), "{}", llm[0]);
+}
+
+#[test]
+fn a_sweep_over_storage_keys_gives_each_point_its_own_load() {
+    let inputs = crate::common::Inputs::new("sweep-storage");
+    let base = SMALL_LOAD.replace("model =", "[base]\nmodel =").replace("[query]", "[base.query]").replace("[[mode]]", "[[base.mode]]");
+    let sweep = format!(
+        "{base}[base.storage]\nload = \"shard\"\npaths = [\"gds\"]\n\
+         [[axis]]\nkey = \"storage.drives\"\nvalues = [1, 8]\n\
+         [[point]]\nstorage.placement = \"switch\"\n[[point]]\nstorage.placement = \"root-port\"\n"
+    );
+    let file = inputs.file("drives.toml", &sweep);
+    let out = inputs.0.join("out");
+    succeeded(&icsim_in(&["sweep", &file, "--jobs", "1", "--out", out.to_str().unwrap()], &inputs.0));
+    let rows: Vec<serde_json::Value> =
+        std::fs::read_to_string(out.join("results.jsonl")).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(rows.len(), 4, "two placements by two drive counts");
+    let time = |placement: &str, drives: u64| {
+        let row = rows
+            .iter()
+            .find(|r| r["storage.placement"] == placement && r["storage.drives"] == drives)
+            .unwrap_or_else(|| panic!("no row for {placement}, {drives} drives: {rows:?}"));
+        assert!(row["error"].is_null(), "{row}");
+        assert_eq!(row["drives"].as_u64(), Some(drives), "the row says what ran: {row}");
+        row["load_gds_s"].as_f64().unwrap_or_else(|| panic!("no load time: {row}"))
+    };
+    for placement in ["switch", "root-port"] {
+        assert!(time(placement, 1) > 1.5 * time(placement, 8), "{placement}: one drive loads slower than eight");
+    }
+    assert_ne!(time("switch", 8), time("root-port", 8), "where the drives sit changes the load");
+}
+
+#[test]
+fn a_bad_storage_key_or_value_is_refused_naming_the_key() {
+    let inputs = crate::common::Inputs::new("bad-storage-key");
+    let file = inputs.file("load.toml", &format!("{SMALL_LOAD}{SMALL_STORAGE}"));
+    for (set, named, allowed) in [
+        ("storage.placement=moon", "storage.placement", "root-port"),
+        ("storage.drives=1000", "storage.drives", "0 to 256"),
+        ("storage.drives=four", "storage.drives", "u32"),
+        ("storage.drive=gen9", "storage.drive", "gen5"),
+        ("storage.paths=[\"gds\", \"gds\"]", "storage.paths", "listed twice"),
+        ("storage.drivez=2", "storage.drivez", "storage.kv_offload"),
+    ] {
+        let output = icsim(&["run", &file, "--set", set]);
+        let error = crate::common::failed(&output);
+        assert!(error.contains(named) && error.contains(allowed) && output.status.code() == Some(2), "--set {set}: {error}");
+    }
+    let sweep =
+        inputs.file("bad.toml", "experiment = \"load.toml\"\n[[axis]]\nkey = \"storage.array\"\nvalues = [\"local\", \"everywhere\"]\n");
+    let output = icsim(&["sweep", &sweep]);
+    let error = crate::common::failed(&output);
+    assert!(error.contains("axis[0].values[1]") && error.contains("storage.array") && output.status.code() == Some(2), "{error}");
 }

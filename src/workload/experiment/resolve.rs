@@ -62,9 +62,16 @@ impl Experiment {
 
     /// Validates experiment text that was read from `path`.
     pub fn parse(path: &Path, text: &str) -> ConfigResult<Experiment> {
-        let raw: RawExperiment = parse_toml(path, text)?;
+        Experiment::parse_edited(path, text, |_| {}, &topology::Unchanged)
+    }
+
+    /// [`Experiment::parse`] with what-if changes: `change` to the file as
+    /// read, `edit` to every mode's hardware model and topology.
+    pub fn parse_edited(path: &Path, text: &str, change: impl FnOnce(&mut RawExperiment), edit: &dyn Edit) -> ConfigResult<Experiment> {
+        let mut raw: RawExperiment = parse_toml(path, text)?;
+        change(&mut raw);
         let default_output = PathBuf::from("results").join(path.file_stem().unwrap_or_default());
-        let mut experiment = Experiment::resolve(raw, Source::File(path.to_path_buf()))?;
+        let mut experiment = Experiment::resolve_edited(raw, Source::File(path.to_path_buf()), edit)?;
         experiment.output_dir.get_or_insert(default_output);
         Ok(experiment)
     }

@@ -97,6 +97,18 @@ impl StorageSpec {
     /// Validates an experiment's `[storage]` section; keys are named as
     /// `storage.<key>`.
     pub fn resolve(raw: &RawStorage, source: &Source) -> ConfigResult<StorageSpec> {
+        let spec = StorageSpec::read(raw, source)?;
+        if spec.load.is_none() && !spec.sweep.is_empty() {
+            let message = "a sweep of drive counts times a load: set storage.load = \"shard\" or \"whole\"";
+            return Err(source.invalid(None, "storage.sweep", message));
+        }
+        Ok(spec)
+    }
+
+    /// Checks each key of `raw` on its own (what a `--set storage.<key>`
+    /// or a sweep's value of one is held to before anything runs);
+    /// [`StorageSpec::resolve`] adds the checks of keys together.
+    pub fn read(raw: &RawStorage, source: &Source) -> ConfigResult<StorageSpec> {
         let invalid = |key: &str, message: String| source.invalid(None, &format!("storage.{key}"), message);
         let count_ok = |key: &str, n: u32, low: u32| {
             if (low..=MAX_DRIVES).contains(&n) { Ok(()) } else { Err(invalid(key, format!("{n} drives: use {low} to {MAX_DRIVES}"))) }
@@ -130,9 +142,6 @@ impl StorageSpec {
         }
         if let Some(twice) = crate::first_repeat(&paths) {
             return Err(invalid("paths", format!("{} is listed twice: list each of \"gds\", \"bounce\" once", paths[twice])));
-        }
-        if load.is_none() && (!sweep.is_empty()) {
-            return Err(invalid("sweep", "a sweep of drive counts times a load: set storage.load = \"shard\" or \"whole\"".into()));
         }
         let layout = LayoutChange { drives: raw.drives, drive: raw.drive.clone(), placement };
         let drives = JobTarget::drives(array, striping);

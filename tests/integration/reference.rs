@@ -1,0 +1,213 @@
+//! docs/reference.md held to the code, both ways: every key that the raw
+//! types of the experiment file (with its `[storage]`), the sweep file and
+//! the cost file accept (read from their `Deserialize`,
+//! `config::dotted::keys_of`), every `--set` key (`sweep::change::keys`),
+//! every metric a goal may name (`sweep::goal`) and every column of `icsim
+//! run`'s rows (the typed `ModeRow`, `Economics` and storage fields of a
+//! run with every storage part on) is documented; and every key or column
+//! the page documents there still exists. Not covered here: the topology,
+//! hardware model and LLM model files, and the columns of `collective`,
+//! `serve` and `diff` (the readme tests check that those outputs' columns
+//! are listed).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use icsim::config::dotted::keys_of;
+use icsim::config::experiment::{RawExperiment, RawMode, RawQuery};
+use icsim::config::storage::RawStorage;
+use icsim::report::experiment::{ModeRow, storage_fields};
+use icsim::report::record_of;
+use icsim::sweep::axes::RawAxis;
+use icsim::sweep::cost::{Bill, CostModel, Economics, RawComponent, RawCost};
+use icsim::sweep::figures::{RawPlot, RawReference};
+use icsim::sweep::goal::{METRICS, RawGoal, SERVICE_METRICS};
+use icsim::sweep::serving::RawService;
+use icsim::sweep::{RawSweep, change};
+use icsim::workload::experiment::{Experiment, RunOptions, run};
+
+use crate::readme::page;
+
+/// The text of the section under `heading` (a whole heading line), to the
+/// next heading of its level or above.
+fn section<'p>(page: &'p str, heading: &str) -> &'p str {
+    let level = heading.chars().take_while(|c| *c == '#').count();
+    let start = page.find(&format!("\n{heading}\n")).unwrap_or_else(|| panic!("docs/reference.md has no `{heading}`"));
+    let body = &page[start + heading.len() + 2..];
+    let (mut at, mut fenced) = (0, false);
+    for line in body.lines() {
+        fenced ^= line.starts_with("```");
+        let heading = line.chars().take_while(|c| *c == '#').count();
+        if !fenced && (1..=level).contains(&heading) && line[heading..].starts_with(' ') {
+            break;
+        }
+        at += line.len() + 1;
+    }
+    &body[..at.min(body.len())]
+}
+
+/// The lines of a section's code blocks.
+fn code(section: &str) -> Vec<&str> {
+    let mut inside = false;
+    let mut lines = Vec::new();
+    for line in section.lines() {
+        if line.starts_with("```") {
+            inside = !inside;
+        } else if inside {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+/// What a TOML block documents under `table` ("" for the top level;
+/// `[[axis]]` is "axis", `[cost.gpu.h20]` "cost.gpu.h20"): the first key of
+/// each line (`key =` or `# key =`), and every word of those lines (a key
+/// named in a comment counts as documented).
+fn toml_table(lines: &[&str], table: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let (mut keys, mut words) = (BTreeSet::new(), BTreeSet::new());
+    let mut current = String::new();
+    for line in lines {
+        let bare = line.trim_start_matches([' ', '#']).trim();
+        if bare.starts_with('[') && !bare.starts_with("[[1") {
+            current = bare.split(']').next().unwrap_or_default().trim_start_matches('[').to_string();
+            // A table header documents its key in the table above it.
+            let below = if table.is_empty() { Some(current.as_str()) } else { current.strip_prefix(&format!("{table}.")) };
+            if let Some(below) = below {
+                words.insert(below.split('.').next().unwrap_or_default().to_string());
+            }
+        }
+        if current != table {
+            continue;
+        }
+        words.extend(line.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).map(String::from));
+        if let Some((key, _)) = bare.split_once(" = ")
+            && !key.contains(' ')
+            && !bare.starts_with('[')
+        {
+            keys.insert(key.to_string());
+        }
+    }
+    (keys, words)
+}
+
+/// The backticked names of the first cell of each row of a section's
+/// tables (`[gpu.<model>]` `usd`, `watts` gives usd and watts; a table
+/// header in brackets is left out).
+fn first_cells(section: &str) -> BTreeSet<String> {
+    section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .flat_map(|l| l.split(" | ").next().unwrap_or_default().split('`').skip(1).step_by(2).map(String::from).collect::<Vec<_>>())
+        .filter(|name| !name.starts_with('['))
+        .collect()
+}
+
+/// Every backticked name in `text`.
+fn backticked(text: &str) -> BTreeSet<String> {
+    text.split('`').skip(1).step_by(2).map(String::from).collect()
+}
+
+/// Problems of one kind of file or output: what the code has that the page
+/// does not document, and what the page documents that the code lacks.
+fn compare(what: &str, code: &BTreeSet<String>, documented: &BTreeSet<String>, stale: &BTreeSet<String>, problems: &mut Vec<String>) {
+    for key in code.difference(documented) {
+        problems.push(format!("{what}: `{key}` is in the code but not documented"));
+    }
+    for key in stale.difference(code) {
+        problems.push(format!("{what}: `{key}` is documented but the code has no such key"));
+    }
+}
+
+fn set_of(keys: &[&str]) -> BTreeSet<String> {
+    keys.iter().map(|k| k.to_string()).collect()
+}
+
+#[test]
+fn reference_documents_every_key_of_the_input_files_and_no_other() {
+    let reference = page("docs/reference.md");
+    let mut problems = Vec::new();
+
+    let experiment = code(section(&reference, "## Experiment file"));
+    let storage = code(section(&reference, "## `[storage]` section"));
+    let (mut keys, mut words) = toml_table(&experiment, "");
+    let (storage_top_keys, storage_top_words) = toml_table(&storage, "");
+    keys.extend(storage_top_keys);
+    words.extend(storage_top_words);
+    compare("experiment file", &set_of(keys_of::<RawExperiment>()), &words, &keys, &mut problems);
+    for (table, fields, lines) in [
+        ("[query]", keys_of::<RawQuery>(), &experiment),
+        ("[[mode]]", keys_of::<RawMode>(), &experiment),
+        ("[storage]", keys_of::<RawStorage>(), &storage),
+    ] {
+        let (keys, words) = toml_table(lines, table.trim_matches(['[', ']']));
+        compare(&format!("experiment file, {table}"), &set_of(fields), &words, &keys, &mut problems);
+    }
+
+    let sweep = code(section(&reference, "## Sweep file"));
+    for (table, fields) in [
+        ("", keys_of::<RawSweep>()),
+        ("axis", keys_of::<RawAxis>()),
+        ("goal", keys_of::<RawGoal>()),
+        ("plot", keys_of::<RawPlot>()),
+        ("plot.reference", keys_of::<RawReference>()),
+        ("serve", keys_of::<RawService>()),
+    ] {
+        let (keys, words) = toml_table(&sweep, table);
+        compare(&format!("sweep file, [{table}]"), &set_of(fields), &words, &keys, &mut problems);
+    }
+
+    let cost = first_cells(section(&reference, "## Cost file"));
+    let fields: BTreeSet<String> = keys_of::<RawCost>().iter().chain(keys_of::<RawComponent>()).map(|k| k.to_string()).collect();
+    let documented = backticked(section(&reference, "## Cost file")).into_iter().map(|k| k.trim_matches(['[', ']']).to_string());
+    let documented: BTreeSet<String> = documented.map(|k| k.split('.').next().unwrap_or_default().to_string()).collect();
+    compare("cost file", &fields, &documented, &cost, &mut problems);
+
+    let mut set: BTreeSet<String> = change::keys().into_iter().collect();
+    set.insert("hardware.<key>".into());
+    let listed = first_cells(section(&reference, "## Keys for `--set`, sweep axes and listed points"));
+    compare("--set keys", &set, &listed, &listed, &mut problems);
+
+    assert!(problems.is_empty(), "docs/reference.md against the code:\n{}", problems.join("\n"));
+}
+
+/// The columns of `icsim run`'s rows, from the typed results of a run with
+/// every storage part on (a load, a checkpoint and a KV offload, on both
+/// paths), storage paths written as `<path>`.
+fn run_columns() -> BTreeSet<String> {
+    let text = "model = \"llama-3.1-8b\"\ntp = 2\ntopology = \"hgx-h200\"\ngpus = 2\n[query]\nprompt = 1024\noutput = 4\n\
+        [[mode]]\ntransport = \"nvswitch\"\n\
+        [storage]\ndrives = 2\nload = \"shard\"\npaths = [\"gds\", \"bounce\"]\ncheckpoint = true\nkv_offload = \"drive\"\n";
+    let experiment = Experiment::parse(Path::new("columns.toml"), text).unwrap_or_else(|e| panic!("{e}"));
+    let result = run(&experiment, &RunOptions::replay_only(), &|| {}).unwrap_or_else(|e| panic!("{e}"));
+    let row = ModeRow::of(&result.modes[0], &result.model, &result.query);
+    let cost = CostModel::load(None, &Path::new(env!("CARGO_MANIFEST_DIR")).join("models/cost/default.toml"), "").unwrap();
+    let economics = Economics::of(&row, &Bill::of(&experiment.modes[0].topology), &cost);
+    let storage = storage_fields(&result.storage[0], result.modes[0].replay.ttft());
+    [record_of(&row), record_of(&economics), storage]
+        .iter()
+        .flat_map(|record| record.keys())
+        .map(|c| c.replace("_gds_", "_<path>_").replace("_bounce_", "_<path>_"))
+        .collect()
+}
+
+#[test]
+fn reference_documents_every_output_column_of_run_and_every_goal_metric_and_no_other() {
+    let reference = page("docs/reference.md");
+    let mut problems = Vec::new();
+    // Added by the command line to a suspect row, not by a result type.
+    let added_by_the_cli = set_of(&["warning"]);
+    let mut columns = run_columns();
+    columns.extend(added_by_the_cli);
+    let documented = first_cells(section(&reference, "### `icsim run` and `icsim llm`"));
+    compare("icsim run's columns", &columns, &documented, &documented, &mut problems);
+
+    let sweep_results = section(&reference, "## Sweep results");
+    let paragraph = sweep_results.split("Metrics a goal or a plot may name:").nth(1).expect("the metrics a goal may name");
+    let paragraph = paragraph.split(". A lines plot").next().unwrap_or_default();
+    let metrics: BTreeSet<String> = METRICS.iter().chain(SERVICE_METRICS).map(|(name, _)| name.to_string()).collect();
+    let named = backticked(paragraph);
+    compare("metrics a goal may name", &metrics, &named, &named, &mut problems);
+
+    assert!(problems.is_empty(), "docs/reference.md against the code:\n{}", problems.join("\n"));
+}
