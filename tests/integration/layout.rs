@@ -5,11 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The layers that must form no cycle, from the edge of the data flow in.
-/// Other top-level modules (cli, sweep, storage, stack) may depend on
-/// anything, but a cycle through one of them that passes a layer counts.
-const LAYERS: [&str; 10] =
-    ["units", "config", "topology", "network", "engine", "transport", "collective", "workload", "calibrate", "report"];
+/// The layers of the model crate that must form no cycle, from the edge of
+/// the data flow in. Other top-level modules (cli, sweep, storage, stack)
+/// may depend on anything, but a cycle through one of them that passes a
+/// layer counts. The layers below them (units, engine, network) are the
+/// icsim-core crate, which cannot name the model: Cargo enforces that.
+const LAYERS: [&str; 7] = ["config", "topology", "transport", "collective", "workload", "calibrate", "report"];
 
 /// Most lines a file in src/ may have (files marked `@generated` are exempt).
 const MAX_LINES: usize = 600;
@@ -274,7 +275,7 @@ fn the_graph_reader_sees_every_kind_of_path() {
     assert_eq!(code_only("let c = '\"'; let l: &'a str = r#\"crate::x\"#;"), "let c = ' '; let l: &'a str = \"\";");
     // The real tree: known edges are found, and the layers are all there.
     let graph = module_graph();
-    assert!(graph["topology"].contains_key("units") && graph["collective"].contains_key("engine"), "{graph:?}");
+    assert!(graph["topology"].contains_key("config") && graph["workload"].contains_key("collective"), "{graph:?}");
 }
 
 #[test]
