@@ -4,8 +4,10 @@
 //! and collectives that generate those task graphs, and reports. The core
 //! they stand on (units, the engine, the flow network) is the icsim-core
 //! crate, re-exported here under its old paths, so that nothing in it can
-//! reach up into the model.
+//! reach up into the model. The GPU runner's FFI is the icsim-gpu crate,
+//! the only one allowed unsafe code.
 
+#![forbid(unsafe_code)]
 // A mode's record is one `json!` object of some sixty fields.
 #![recursion_limit = "256"]
 
