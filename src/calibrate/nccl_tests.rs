@@ -106,6 +106,7 @@ pub fn parse(path: &Path, text: &str, options: &NcclTestsOptions) -> Result<Vec<
 }
 
 /// [`parse`], each measurement with the line of its result row.
+#[expect(clippy::too_many_lines, reason = "over the threshold when the lint replaced the line cap; not yet split by concept (issue 34)")]
 pub fn parse_located(path: &Path, text: &str, options: &NcclTestsOptions) -> Result<Vec<(usize, Measurement)>, ConfigError> {
     let transport = options.transport.clone().unwrap_or_else(|| "auto".into());
     transport.parse::<Mode>().map_err(|message| ConfigError::invalid(path, "transport", message))?;

@@ -79,6 +79,7 @@ pub fn parse_channels(text: &str) -> Result<u32, String> {
 #[derive(Debug, Clone)]
 pub struct Sizes(pub Vec<Bytes>);
 
+#[expect(clippy::too_many_lines, reason = "over the threshold when the lint replaced the line cap; not yet split by concept (issue 34)")]
 pub fn run(args: CollectiveArgs) -> Result<()> {
     let sizes = &args.sizes.0;
     let (topo, model) = args.topology.resolve()?;

@@ -100,6 +100,7 @@ impl Sweep {
     }
 
     /// Validates sweep text read from `path`.
+    #[expect(clippy::too_many_lines, reason = "over the threshold when the lint replaced the line cap; not yet split by concept (issue 34)")]
     pub fn parse(path: &Path, text: &str) -> ConfigResult<Sweep> {
         let raw: RawSweep = parse_toml(path, text)?;
         let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();

@@ -178,6 +178,7 @@ impl Lanes {
 
 /// Measures `path` at each of `sizes`: says when each size starts, and hands
 /// each mean to `measured` as soon as it is known.
+#[expect(clippy::too_many_lines, reason = "a table: one arm per copy path, each with its buffers and the copies it queues")]
 pub fn measure_path<E: From<GpuError>>(
     devices: &[Device],
     path: CopyPath,

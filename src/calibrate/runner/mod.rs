@@ -323,31 +323,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
     }
 
     let system = &probe.record.system;
-    let mut failures = Vec::new();
-    let source = format!("icsim {} calibrate run, CUDA driver API (CUDA {})", env!("CARGO_PKG_VERSION"), probe.record.cuda_version);
-    for copy in &plan.copies {
-        let mut measured = 0;
-        let repeat = copies::Repeat { warmup: options.timing.warmup, repetitions: &|estimate| options.timing.repetitions(estimate) };
-        let outcome = copies::measure_path(
-            &devices,
-            copy.path,
-            &copy.sizes,
-            &repeat,
-            &mut |size| progress.start(&format!("copy {} {size}", copy.path.name())),
-            &mut |bytes, mean| -> Result<(), RunnerError> {
-                measured += 1;
-                file.append(&[copies::record(system, &source, copy.path, bytes, &mean, options.timing.warmup)])?;
-                progress.advance(1);
-                Ok(())
-            },
-        );
-        if let Err(error) = outcome {
-            let message = format!("copy {}: {error}", copy.path.name());
-            progress.warning(&message);
-            progress.advance((copy.sizes.len() - measured) as u64);
-            failures.push(message);
-        }
-    }
+    let mut failures = measure_copies(&devices, &plan.copies, &options.timing, &probe.record, &progress, &mut file);
     // The children open the GPUs themselves: give them the memory back.
     drop(devices);
 
@@ -395,6 +371,45 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
         return Err(RunnerError::Failed { failures, total: plan.copies.len() + plan.collectives.len(), out });
     }
     Ok(RunReport { out, measurements: file.written })
+}
+
+/// Measures each planned copy path on `devices`, appending each mean to
+/// `file` as soon as it is known; a path that fails is warned about and
+/// returned among the failures, and the other paths go on.
+fn measure_copies(
+    devices: &[Device],
+    plans: &[copies::CopyPlan],
+    timing: &Timing,
+    record: &SystemRecord,
+    progress: &Progress,
+    file: &mut MeasurementsFile,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    let source = format!("icsim {} calibrate run, CUDA driver API (CUDA {})", env!("CARGO_PKG_VERSION"), record.cuda_version);
+    let repeat = copies::Repeat { warmup: timing.warmup, repetitions: &|estimate| timing.repetitions(estimate) };
+    for copy in plans {
+        let mut measured = 0;
+        let outcome = copies::measure_path(
+            devices,
+            copy.path,
+            &copy.sizes,
+            &repeat,
+            &mut |size| progress.start(&format!("copy {} {size}", copy.path.name())),
+            &mut |bytes, mean| -> Result<(), RunnerError> {
+                measured += 1;
+                file.append(&[copies::record(&record.system, &source, copy.path, bytes, &mean, timing.warmup)])?;
+                progress.advance(1);
+                Ok(())
+            },
+        );
+        if let Err(error) = outcome {
+            let message = format!("copy {}: {error}", copy.path.name());
+            progress.warning(&message);
+            progress.advance((copy.sizes.len() - measured) as u64);
+            failures.push(message);
+        }
+    }
+    failures
 }
 
 /// The first `count` GPUs.

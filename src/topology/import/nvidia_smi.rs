@@ -147,6 +147,7 @@ impl Matrix {
     }
 }
 
+#[expect(clippy::too_many_lines, reason = "over the threshold when the lint replaced the line cap; not yet split by concept (issue 34)")]
 fn read_matrix(path: &Path, text: &str) -> Result<Matrix, ImportError> {
     let lines: Vec<String> = text.lines().map(strip_escape_codes).collect();
     let (header_index, header) =
@@ -342,6 +343,7 @@ fn groups(n: usize, joined: impl Fn(usize, usize) -> bool) -> Vec<usize> {
     label
 }
 
+#[expect(clippy::too_many_lines, reason = "over the threshold when the lint replaced the line cap; not yet split by concept (issue 34)")]
 pub(super) fn parse(path: &Path, text: &str, options: &ImportOptions, model: &HardwareModel) -> Result<TopologyFile, ImportError> {
     let matrix = read_matrix(path, text)?;
     let n = matrix.gpus();
