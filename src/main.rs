@@ -1,6 +1,8 @@
 //! The `icsim` command line: parses what the user typed, calls the library,
 //! prints. No model logic lives here.
 
+#![forbid(unsafe_code)]
+
 mod cli;
 
 use std::process::ExitCode;

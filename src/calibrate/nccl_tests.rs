@@ -84,6 +84,81 @@ struct Header {
     columns: Option<Columns>,
 }
 
+impl Header {
+    /// Reads comment line `number` of nccl-tests' output (after its `#`):
+    /// the test's name, the ranks a process runs, the ranks listed, or the
+    /// column header.
+    fn read(&mut self, comment: &str, number: usize, path: &Path, options: &NcclTestsOptions) -> Result<(), ConfigError> {
+        let words: Vec<&str> = comment.split_whitespace().collect();
+        if let Some(binary) = comment.strip_prefix("Collective test starting:") {
+            let binary = binary.trim().to_string();
+            let op = op_of_binary(&binary).ok_or_else(|| syntax(path, number, format!("{binary:?} is not a nccl-tests *_perf binary")))?;
+            if let Some(given) = options.op.as_ref().filter(|given| **given != op) {
+                return Err(syntax(path, number, format!("the output is from {binary} ({op}), but the op given is {given}")));
+            }
+            *self = Header { binary: Some(binary), op: Some(op), ..Header::default() };
+        } else if words.first() == Some(&"nThread") {
+            let value = |key: &str| words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1)).and_then(|v| v.parse::<u64>().ok());
+            self.ranks_per_process = match value("nThread").zip(value("nGpus")) {
+                Some((threads, gpus)) => match u32::try_from(threads.saturating_mul(gpus)) {
+                    Ok(ranks) if (1..=MAX_GPUS as u32).contains(&ranks) => Some((ranks, number)),
+                    _ => {
+                        return Err(syntax(
+                            path,
+                            number,
+                            format!("nThread {threads} x nGpus {gpus}: a process runs 1 to {MAX_GPUS} ranks ({MAX_GPUS_REASON})"),
+                        ));
+                    }
+                },
+                None => None,
+            };
+            self.ranks.clear();
+            self.process_ranks.clear();
+        } else if comment == "Using devices" {
+            self.ranks.clear();
+            self.process_ranks.clear();
+        } else if words.first() == Some(&"Rank") {
+            let rank = words
+                .get(1)
+                .and_then(|r| r.parse().ok())
+                .ok_or_else(|| syntax(path, number, "a Rank line without a rank number".into()))?;
+            self.ranks.insert(rank);
+            let after = |key: &str| words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1)).copied();
+            if let Some(pid) = after("Pid") {
+                *self.process_ranks.entry(format!("{pid} on {}", after("on").unwrap_or("?"))).or_default() += 1;
+            }
+        } else if words.first() == Some(&"size") {
+            self.columns = Some(Columns::parse(&words, number).ok_or_else(|| {
+                syntax(path, number, "the column header needs size, type and time columns, as nccl-tests prints them".into())
+            })?);
+        }
+        Ok(())
+    }
+
+    /// How many ranks ran the row on line `number`: those the Rank lines
+    /// list, else nThread x nGpus; a process whose Rank lines disagree with
+    /// nThread x nGpus is refused.
+    fn rank_count(&self, path: &Path, number: usize) -> Result<u32, ConfigError> {
+        if let Some(((process, listed), (per_process, line))) =
+            self.ranks_per_process.and_then(|given| Some((self.process_ranks.iter().find(|(_, n)| **n != given.0)?, given)))
+        {
+            return Err(syntax(
+                path,
+                line,
+                format!(
+                    "nThread x nGpus gives {per_process} ranks a process, but the Rank lines list {listed} for process {process}: the output is not of one run"
+                ),
+            ));
+        }
+        match self.ranks.len() {
+            0 => self.ranks_per_process.map(|(ranks, _)| ranks).ok_or_else(|| {
+                syntax(path, number, "the output says neither nThread and nGpus nor which ranks took part (# Using devices)".into())
+            }),
+            listed => Ok(listed as u32),
+        }
+    }
+}
+
 fn syntax(path: &Path, line: usize, message: String) -> ConfigError {
     ConfigError::Syntax { path: path.to_path_buf(), message: format!("line {line}: {message}") }
 }
@@ -129,52 +204,7 @@ pub fn parse_located(path: &Path, text: &str, options: &NcclTestsOptions) -> Res
         let number = index + 1;
         let trimmed = line.trim();
         if let Some(comment) = trimmed.strip_prefix('#') {
-            let comment = comment.trim();
-            let words: Vec<&str> = comment.split_whitespace().collect();
-            if let Some(binary) = comment.strip_prefix("Collective test starting:") {
-                let binary = binary.trim().to_string();
-                let op =
-                    op_of_binary(&binary).ok_or_else(|| syntax(path, number, format!("{binary:?} is not a nccl-tests *_perf binary")))?;
-                if let Some(given) = options.op.as_ref().filter(|given| **given != op) {
-                    return Err(syntax(path, number, format!("the output is from {binary} ({op}), but the op given is {given}")));
-                }
-                header = Header { binary: Some(binary), op: Some(op), ..Header::default() };
-            } else if words.first() == Some(&"nThread") {
-                let value =
-                    |key: &str| words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1)).and_then(|v| v.parse::<u64>().ok());
-                header.ranks_per_process = match value("nThread").zip(value("nGpus")) {
-                    Some((threads, gpus)) => match u32::try_from(threads.saturating_mul(gpus)) {
-                        Ok(ranks) if (1..=MAX_GPUS as u32).contains(&ranks) => Some((ranks, number)),
-                        _ => {
-                            return Err(syntax(
-                                path,
-                                number,
-                                format!("nThread {threads} x nGpus {gpus}: a process runs 1 to {MAX_GPUS} ranks ({MAX_GPUS_REASON})"),
-                            ));
-                        }
-                    },
-                    None => None,
-                };
-                header.ranks.clear();
-                header.process_ranks.clear();
-            } else if comment == "Using devices" {
-                header.ranks.clear();
-                header.process_ranks.clear();
-            } else if words.first() == Some(&"Rank") {
-                let rank = words
-                    .get(1)
-                    .and_then(|r| r.parse().ok())
-                    .ok_or_else(|| syntax(path, number, "a Rank line without a rank number".into()))?;
-                header.ranks.insert(rank);
-                let after = |key: &str| words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1)).copied();
-                if let Some(pid) = after("Pid") {
-                    *header.process_ranks.entry(format!("{pid} on {}", after("on").unwrap_or("?"))).or_default() += 1;
-                }
-            } else if words.first() == Some(&"size") {
-                header.columns = Some(Columns::parse(&words, number).ok_or_else(|| {
-                    syntax(path, number, "the column header needs size, type and time columns, as nccl-tests prints them".into())
-                })?);
-            }
+            header.read(comment.trim(), number, path, options)?;
             continue;
         }
         let cells: Vec<&str> = trimmed.split_whitespace().collect();
@@ -215,23 +245,7 @@ pub fn parse_located(path: &Path, text: &str, options: &NcclTestsOptions) -> Res
         let op = header.op.clone().or_else(|| options.op.clone()).or_else(|| from_file_name.clone()).ok_or_else(|| {
             syntax(path, number, "the output does not name its test (no \"# Collective test starting\" line) and neither does the file name: pass the op (allreduce, allgather, reducescatter, broadcast)".into())
         })?;
-        if let Some(((process, listed), (per_process, line))) =
-            header.ranks_per_process.and_then(|given| Some((header.process_ranks.iter().find(|(_, n)| **n != given.0)?, given)))
-        {
-            return Err(syntax(
-                path,
-                line,
-                format!(
-                    "nThread x nGpus gives {per_process} ranks a process, but the Rank lines list {listed} for process {process}: the output is not of one run"
-                ),
-            ));
-        }
-        let ranks = match header.ranks.len() {
-            0 => header.ranks_per_process.map(|(ranks, _)| ranks).ok_or_else(|| {
-                syntax(path, number, "the output says neither nThread and nGpus nor which ranks took part (# Using devices)".into())
-            })?,
-            listed => listed as u32,
-        };
+        let ranks = header.rank_count(path, number)?;
         let dtype = cells[columns.dtype];
         out.push((
             number,

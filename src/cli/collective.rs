@@ -142,40 +142,8 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
             return Err(anyhow::Error::new(error.clone())).with_context(|| format!("{} of {bytes} on {}", args.op, topo.name));
         }
     }
-    let fastest: Vec<Option<usize>> = sizes
-        .iter()
-        .enumerate()
-        .map(|(s, _)| {
-            (0..algorithms.len())
-                .filter_map(|a| outcomes[s * algorithms.len() + a].as_ref().ok().map(|o| (o.time, a)))
-                .min()
-                .map(|(_, a)| a)
-        })
-        .collect();
-    let mut records: Vec<Record> = outcomes
-        .iter()
-        .zip(&cases)
-        .enumerate()
-        .map(|(i, (outcome, (bytes, algorithm)))| {
-            let mut record = match outcome {
-                Ok(o) => outcome_record(&topo, o),
-                Err(error) => {
-                    let label = match algorithm {
-                        Choice::Auto => "auto".to_string(),
-                        Choice::Fixed(a) => a.to_string(),
-                    };
-                    json!({"bytes": bytes.0, "size": bytes.to_string(), "algo": label, "unavailable": error.to_string()})
-                        .as_object()
-                        .cloned()
-                        .expect("a JSON object")
-                }
-            };
-            if comparing {
-                record.insert("fastest".into(), json!(fastest[i / algorithms.len()] == Some(i % algorithms.len())));
-            }
-            record
-        })
-        .collect();
+    let fastest = fastest_per_size(&outcomes, sizes.len(), algorithms.len());
+    let mut records = rows(&topo, &outcomes, &cases, &fastest, algorithms.len());
     checks::flag_doubts(&mut records, |_| Some(&topo));
     let call = Call {
         op: args.op.to_string(),
@@ -214,6 +182,49 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// For each size, the position among the algorithms of the fastest that
+/// ran (`outcomes` holds each size's algorithms in turn).
+fn fastest_per_size(outcomes: &[Result<Outcome, CollectiveError>], sizes: usize, algorithms: usize) -> Vec<Option<usize>> {
+    (0..sizes)
+        .map(|s| (0..algorithms).filter_map(|a| outcomes[s * algorithms + a].as_ref().ok().map(|o| (o.time, a))).min().map(|(_, a)| a))
+        .collect()
+}
+
+/// One row per case: its outcome, or why its algorithm is unavailable;
+/// beside several algorithms, whether it was the fastest of its size.
+fn rows(
+    topo: &topology::Topology,
+    outcomes: &[Result<Outcome, CollectiveError>],
+    cases: &[(Bytes, Choice<Algorithm>)],
+    fastest: &[Option<usize>],
+    algorithms: usize,
+) -> Vec<Record> {
+    outcomes
+        .iter()
+        .zip(cases)
+        .enumerate()
+        .map(|(i, (outcome, (bytes, algorithm)))| {
+            let mut record = match outcome {
+                Ok(o) => outcome_record(topo, o),
+                Err(error) => {
+                    let label = match algorithm {
+                        Choice::Auto => "auto".to_string(),
+                        Choice::Fixed(a) => a.to_string(),
+                    };
+                    json!({"bytes": bytes.0, "size": bytes.to_string(), "algo": label, "unavailable": error.to_string()})
+                        .as_object()
+                        .cloned()
+                        .expect("a JSON object")
+                }
+            };
+            if algorithms > 1 {
+                record.insert("fastest".into(), json!(fastest[i / algorithms] == Some(i % algorithms)));
+            }
+            record
+        })
+        .collect()
 }
 
 /// What every row of one run shares: the call, and the GPUs it ran on

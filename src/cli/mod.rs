@@ -260,7 +260,7 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             || cause.is::<icsim::serve::ServeError>()
             || cause.is::<icsim::serve::load::LoadError>()
             || cause.is::<icsim::serve::requests::RequestError>()
-            || cause.downcast_ref::<RunnerError>().is_some_and(|e| matches!(e, RunnerError::Usage(_)))
+            || cause.downcast_ref::<RunnerError>().is_some_and(RunnerError::is_usage)
     });
     if bad_input { 2 } else { 1 }
 }

@@ -140,6 +140,7 @@ impl HardwareModel {
         out
     }
 
+    #[expect(clippy::too_many_lines, reason = "a list of checks, one after another, over the hardware model's keys")]
     pub(super) fn validate(&self, path: &Path) -> ConfigResult<()> {
         for (key, value) in self.positive_quantities() {
             if !(value.is_finite() && value > 0.0) {

@@ -103,21 +103,7 @@ impl Sweep {
     pub fn parse(path: &Path, text: &str) -> ConfigResult<Sweep> {
         let raw: RawSweep = parse_toml(path, text)?;
         let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let (base, base_source, base_text) = match (&raw.experiment, &raw.base) {
-            (Some(file), None) => {
-                let file = base_dir.join(file);
-                let text = read_text(&file).map_err(|error| ConfigError::invalid(path, "experiment", error.to_string()))?;
-                (parse_toml::<RawExperiment>(&file, &text)?, Source::File(file), text)
-            }
-            (None, Some(base)) => (base.clone(), Source::File(path.to_path_buf()), String::new()),
-            _ => {
-                return Err(ConfigError::invalid(
-                    path,
-                    "experiment",
-                    "name the base experiment once: experiment = \"FILE\" or a [base] table with an experiment's keys",
-                ));
-            }
-        };
+        let (base, base_source, base_text) = base_of(&raw, path, &base_dir)?;
         if base.modes.is_empty() {
             return Err(ConfigError::invalid(base_source.path(), "mode", "the base experiment needs one or more [[mode]] tables"));
         }
@@ -126,28 +112,7 @@ impl Sweep {
         let counted = raw.axes.iter().enumerate().map(|(i, axis)| axis.count(i, origin)).collect::<ConfigResult<Vec<(Key, usize)>>>()?;
         let listed =
             raw.points.iter().enumerate().map(|(i, table)| listed_point(i, table, path, &base_dir)).collect::<ConfigResult<Vec<_>>>()?;
-        let mut columns = vec![LABEL.to_string()];
-        for (at, key) in counted.iter().enumerate().map(|(i, (key, _))| (format!("axis[{i}].key"), key)) {
-            if columns.contains(&key.name()) {
-                return Err(ConfigError::invalid(path, at, format!("{} is already an axis", key.name())));
-            }
-            columns.push(key.name());
-        }
-        for (i, changes) in listed.iter().enumerate() {
-            for change in changes {
-                let name = change.key.name();
-                if counted.iter().any(|(key, _)| *key == change.key) {
-                    return Err(ConfigError::invalid(
-                        path,
-                        format!("point[{i}].{name}"),
-                        format!("{name} is also an axis: set it in one place"),
-                    ));
-                }
-                if !columns.contains(&name) {
-                    columns.push(name);
-                }
-            }
-        }
+        let columns = columns_of(path, &counted, &listed)?;
         let sets_transport =
             counted.iter().any(|(key, _)| *key == Key::Transport) || listed.iter().flatten().any(|c| c.key == Key::Transport);
         if sets_transport && base.modes.len() > 1 {
@@ -187,25 +152,7 @@ impl Sweep {
         }
         let goal = Goal::new(&raw_goal, path)?;
         let cost = CostModel::load(raw.cost.as_ref(), path, "cost.")?;
-        let mut points = base.modes.len().saturating_mul(listed.len().max(1));
-        if points > axes::MAX_POINTS {
-            return Err(ConfigError::invalid(path, "point", format!("{points} points: at most {} a sweep", axes::MAX_POINTS)));
-        }
-        for (i, (key, count)) in counted.iter().enumerate() {
-            points = points.saturating_mul(*count);
-            if points > axes::MAX_POINTS {
-                return Err(ConfigError::invalid(
-                    path,
-                    format!("axis[{i}]"),
-                    format!(
-                        "{count} values of {} bring the sweep to {} points: at most {} a sweep (split it into several sweep files)",
-                        key.name(),
-                        points,
-                        axes::MAX_POINTS
-                    ),
-                ));
-            }
-        }
+        check_point_count(path, base.modes.len().saturating_mul(listed.len().max(1)), &counted)?;
         let axes = raw.axes.iter().enumerate().map(|(i, axis)| axis.validate(i, origin)).collect::<ConfigResult<Vec<Axis>>>()?;
         let mut sweep = Sweep {
             path: path.to_path_buf(),
@@ -295,6 +242,77 @@ impl Sweep {
         }
         values
     }
+}
+
+/// The base experiment of a sweep file read from `path`: the file it names
+/// or its `[base]` table, with where it came from and the file's text.
+fn base_of(raw: &RawSweep, path: &Path, base_dir: &Path) -> ConfigResult<(RawExperiment, Source, String)> {
+    match (&raw.experiment, &raw.base) {
+        (Some(file), None) => {
+            let file = base_dir.join(file);
+            let text = read_text(&file).map_err(|error| ConfigError::invalid(path, "experiment", error.to_string()))?;
+            Ok((parse_toml::<RawExperiment>(&file, &text)?, Source::File(file), text))
+        }
+        (None, Some(base)) => Ok((base.clone(), Source::File(path.to_path_buf()), String::new())),
+        _ => Err(ConfigError::invalid(
+            path,
+            "experiment",
+            "name the base experiment once: experiment = \"FILE\" or a [base] table with an experiment's keys",
+        )),
+    }
+}
+
+/// A sweep's columns: the label, each axis's key, then each key a listed
+/// point sets; an axis named twice, or a key both an axis and listed, is refused.
+fn columns_of(path: &Path, counted: &[(Key, usize)], listed: &[Vec<Change>]) -> ConfigResult<Vec<String>> {
+    let mut columns = vec![LABEL.to_string()];
+    for (at, key) in counted.iter().enumerate().map(|(i, (key, _))| (format!("axis[{i}].key"), key)) {
+        if columns.contains(&key.name()) {
+            return Err(ConfigError::invalid(path, at, format!("{} is already an axis", key.name())));
+        }
+        columns.push(key.name());
+    }
+    for (i, changes) in listed.iter().enumerate() {
+        for change in changes {
+            let name = change.key.name();
+            if counted.iter().any(|(key, _)| *key == change.key) {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("point[{i}].{name}"),
+                    format!("{name} is also an axis: set it in one place"),
+                ));
+            }
+            if !columns.contains(&name) {
+                columns.push(name);
+            }
+        }
+    }
+    Ok(columns)
+}
+
+/// Refuses a sweep of more than `axes::MAX_POINTS` points: `points` from
+/// its modes and listed points, times each axis's count in turn (the first
+/// that goes over is named).
+fn check_point_count(path: &Path, mut points: usize, counted: &[(Key, usize)]) -> ConfigResult<()> {
+    if points > axes::MAX_POINTS {
+        return Err(ConfigError::invalid(path, "point", format!("{points} points: at most {} a sweep", axes::MAX_POINTS)));
+    }
+    for (i, (key, count)) in counted.iter().enumerate() {
+        points = points.saturating_mul(*count);
+        if points > axes::MAX_POINTS {
+            return Err(ConfigError::invalid(
+                path,
+                format!("axis[{i}]"),
+                format!(
+                    "{count} values of {} bring the sweep to {} points: at most {} a sweep (split it into several sweep files)",
+                    key.name(),
+                    points,
+                    axes::MAX_POINTS
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The changes of `[[point]]` number `index`; nested tables are dotted keys

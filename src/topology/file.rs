@@ -30,6 +30,7 @@ pub fn load_file(path: &Path, model: &HardwareModel) -> ConfigResult<Topology> {
 }
 
 /// Builds a topology file read from `path` (which errors name) with `model`.
+#[expect(clippy::too_many_lines, reason = "over the threshold when the lint replaced the line cap; not yet split by concept (issue 34)")]
 pub fn build(path: &Path, raw: &TopologyFile, model: &HardwareModel) -> ConfigResult<Topology> {
     let invalid = |key: &str, message: String| ConfigError::invalid(path, key, message);
     let gpu_model = model.gpu(&raw.gpu).map_err(|m| invalid("gpu", m))?;

@@ -127,6 +127,7 @@ fn older(a: &str, b: &str) -> String {
 }
 
 /// Builds the preset `name`.
+#[expect(clippy::too_many_lines, reason = "a table: one arm per preset, each its board")]
 pub fn preset(name: &str, options: &PresetOptions, model: &HardwareModel) -> Result<Topology, TopologyError> {
     let gpu_or = |default: &str| options.gpu.clone().unwrap_or_else(|| default.to_string());
     let host_or = |default: &str| options.host.clone().unwrap_or_else(|| default.to_string());
@@ -259,6 +260,7 @@ fn leak(name: &str) -> &'static str {
     PRESETS.iter().map(|(n, _)| *n).find(|n| *n == name).expect("matched names are presets")
 }
 
+#[expect(clippy::too_many_lines, reason = "over the threshold when the lint replaced the line cap; not yet split by concept (issue 34)")]
 fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, String> {
     let gpu_model = model.gpu(&board.gpu)?;
     let host = model.host(&board.host)?;

@@ -14,6 +14,8 @@
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Barrier, Mutex, PoisonError};
 
+use icsim_gpu::cuda::{self, Device, DeviceBuffer, Driver, Stream};
+use icsim_gpu::nccl::{Communicator, DataType, Nccl};
 use serde::{Deserialize, Serialize};
 
 use crate::calibrate::schema::{ALLREDUCE_SEQUENCE, Measurement};
@@ -21,8 +23,6 @@ use crate::collective::Op;
 use crate::stack::Stack;
 use crate::units::Bytes;
 
-use super::cuda::{Device, DeviceBuffer, Driver, Stream};
-use super::nccl::{Communicator, DataType, Nccl};
 use super::protocol::{ChildMessage, ChildSpec};
 use super::sizes::{plan_sizes, size_list};
 use super::{RunnerError, Timing, microseconds};
@@ -228,7 +228,7 @@ pub fn run(spec: &ChildSpec, emit: &(dyn Fn(ChildMessage) + Sync)) -> Result<(),
     let driver = Driver::init()?;
     let visible = driver.device_count()?;
     if visible < spec.gpus {
-        return Err(RunnerError::TooFewGpus { requested: spec.gpus, available: visible, visible: super::cuda::visible_devices() });
+        return Err(RunnerError::TooFewGpus { requested: spec.gpus, available: visible, visible: cuda::visible_devices() });
     }
     let devices = (0..spec.gpus).map(|ordinal| driver.open(ordinal)).collect::<Result<Vec<_>, _>>()?;
     let ordinals: Vec<i32> = (0..spec.gpus).map(|o| o as i32).collect();
@@ -313,7 +313,7 @@ fn rank_thread(
         match device.stream().and_then(|stream| Ok(RankBuffers { send: device.alloc(largest)?, recv: device.alloc(largest)?, stream })) {
             Ok(buffers) => buffers,
             Err(error) => {
-                fail(error);
+                fail(error.into());
                 std::mem::forget(communicator);
                 return;
             }

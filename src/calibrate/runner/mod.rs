@@ -17,15 +17,15 @@
 //!
 //! The CUDA driver and NCCL are loaded at run time, so everything builds and
 //! every other command works on machines without them; a run without them
-//! stops with one line saying what is missing.
+//! stops with one line saying what is missing. Every call into them (and
+//! every copy that touches host memory) is the icsim-gpu crate's, the only
+//! one with unsafe code; this module plans, records and reports.
 
 pub mod child_process;
 pub mod collectives;
 pub mod copies;
-pub mod cuda;
 pub mod kernels;
 pub mod memory;
-pub mod nccl;
 pub mod output;
 pub mod plan;
 pub mod progress;
@@ -36,6 +36,9 @@ pub mod system;
 
 use std::path::{Path, PathBuf};
 
+use icsim_gpu::GpuError;
+use icsim_gpu::cuda::{self, Device, Driver};
+use icsim_gpu::nccl::{self, Nccl, NcclError};
 use serde::{Deserialize, Serialize};
 
 use crate::calibrate::clock::UtcTime;
@@ -44,8 +47,6 @@ use crate::config::llm::LlmModel;
 use crate::transport::Mode;
 use crate::units::{Bytes, Time};
 
-use self::cuda::{Device, Driver};
-use self::nccl::{Nccl, NcclError};
 use self::output::MeasurementsFile;
 use self::plan::RunPlan;
 use self::progress::Progress;
@@ -63,16 +64,11 @@ pub const DEFAULT_COLLECTIVE_SIZES: &str = "8B..4GiB:x4";
 /// Why a run could not measure, in one line that says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {
-    #[error(
-        "no NVIDIA GPU driver: the CUDA driver library (libcuda.so.1) cannot be loaded; run this on a machine with an NVIDIA GPU and its driver installed, or add the folder holding libcuda.so.1 to LD_LIBRARY_PATH"
-    )]
-    NoDriver,
-    #[error("no usable NVIDIA GPU: {detail}; check that `nvidia-smi` lists the GPUs and that none is hidden from this process ({visible})")]
-    NoGpu { detail: String, visible: String },
+    /// The GPU, its driver or one of its libraries (icsim-gpu).
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
     #[error("--gpus {requested}: only {available} GPU(s) are visible ({visible})")]
     TooFewGpus { requested: usize, available: usize, visible: String },
-    #[error("CUDA failed while {what}: {error}")]
-    Cuda { what: String, error: String },
     #[error(transparent)]
     Nccl(#[from] NcclError),
     #[error("{0}")]
@@ -83,6 +79,14 @@ pub enum RunnerError {
     Child(String),
     #[error("{} of {total} measurement groups failed: {}; the other measurements are in {}", failures.len(), failures.join("; "), out.display())]
     Failed { failures: Vec<String>, total: usize, out: PathBuf },
+}
+
+impl RunnerError {
+    /// Whether the user can fix it by changing what they asked or installed
+    /// (the command's exit code for bad input).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, RunnerError::Usage(_) | RunnerError::Gpu(GpuError::Usage(_)))
+    }
 }
 
 /// How each point is timed.
@@ -319,21 +323,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
     }
 
     let system = &probe.record.system;
-    let mut failures = Vec::new();
-    let source = format!("icsim {} calibrate run, CUDA driver API (CUDA {})", env!("CARGO_PKG_VERSION"), probe.record.cuda_version);
-    for copy in &plan.copies {
-        let mut measured = 0;
-        let outcome = copies::measure_path(&devices, copy, &options.timing, &progress, &mut |bytes, mean| {
-            measured += 1;
-            file.append(&[copies::record(system, &source, copy.path, bytes, &mean, options.timing.warmup)])
-        });
-        if let Err(error) = outcome {
-            let message = format!("copy {}: {error}", copy.path.name());
-            progress.warning(&message);
-            progress.advance((copy.sizes.len() - measured) as u64);
-            failures.push(message);
-        }
-    }
+    let mut failures = measure_copies(&devices, &plan.copies, &options.timing, &probe.record, &progress, &mut file);
     // The children open the GPUs themselves: give them the memory back.
     drop(devices);
 
@@ -383,16 +373,55 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunnerError> {
     Ok(RunReport { out, measurements: file.written })
 }
 
+/// Measures each planned copy path on `devices`, appending each mean to
+/// `file` as soon as it is known; a path that fails is warned about and
+/// returned among the failures, and the other paths go on.
+fn measure_copies(
+    devices: &[Device],
+    plans: &[copies::CopyPlan],
+    timing: &Timing,
+    record: &SystemRecord,
+    progress: &Progress,
+    file: &mut MeasurementsFile,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    let source = format!("icsim {} calibrate run, CUDA driver API (CUDA {})", env!("CARGO_PKG_VERSION"), record.cuda_version);
+    let repeat = copies::Repeat { warmup: timing.warmup, repetitions: &|estimate| timing.repetitions(estimate) };
+    for copy in plans {
+        let mut measured = 0;
+        let outcome = copies::measure_path(
+            devices,
+            copy.path,
+            &copy.sizes,
+            &repeat,
+            &mut |size| progress.start(&format!("copy {} {size}", copy.path.name())),
+            &mut |bytes, mean| -> Result<(), RunnerError> {
+                measured += 1;
+                file.append(&[copies::record(&record.system, &source, copy.path, bytes, &mean, timing.warmup)])?;
+                progress.advance(1);
+                Ok(())
+            },
+        );
+        if let Err(error) = outcome {
+            let message = format!("copy {}: {error}", copy.path.name());
+            progress.warning(&message);
+            progress.advance((copy.sizes.len() - measured) as u64);
+            failures.push(message);
+        }
+    }
+    failures
+}
+
 /// The first `count` GPUs.
 pub(super) fn open_devices(driver: &Driver, count: usize) -> Result<Vec<Device>, RunnerError> {
     let visible = driver.device_count()?;
     if visible == 0 {
-        return Err(RunnerError::NoGpu { detail: "the driver reports no GPU".into(), visible: cuda::visible_devices() });
+        return Err(GpuError::NoGpu { detail: "the driver reports no GPU".into(), visible: cuda::visible_devices() }.into());
     }
     if count > visible {
         return Err(RunnerError::TooFewGpus { requested: count, available: visible, visible: cuda::visible_devices() });
     }
-    (0..count).map(|ordinal| driver.open(ordinal)).collect()
+    Ok((0..count).map(|ordinal| driver.open(ordinal)).collect::<Result<_, _>>()?)
 }
 #[cfg(test)]
 pub(crate) mod tests {

@@ -8,9 +8,9 @@ use crate::config::llm::LlmModel;
 use super::collectives::{self, CollectivePoint, Sequence};
 use super::copies;
 use super::memory;
-use super::nccl::DataType;
 use super::settings::{NCCL_VARIABLES_SET_PER_SETTING, NcclSetting, TransportSetting};
 use super::{Probe, RunOptions};
+use icsim_gpu::nccl::DataType;
 
 /// The passes of `llm` at TP=`ranks` as measured points: a prefill of
 /// `prompt` tokens and one decode step, each `allreduces_per_pass` calls.

@@ -147,6 +147,7 @@ impl Matrix {
     }
 }
 
+#[expect(clippy::too_many_lines, reason = "over the threshold when the lint replaced the line cap; not yet split by concept (issue 34)")]
 fn read_matrix(path: &Path, text: &str) -> Result<Matrix, ImportError> {
     let lines: Vec<String> = text.lines().map(strip_escape_codes).collect();
     let (header_index, header) =
@@ -342,17 +343,18 @@ fn groups(n: usize, joined: impl Fn(usize, usize) -> bool) -> Vec<usize> {
     label
 }
 
-pub(super) fn parse(path: &Path, text: &str, options: &ImportOptions, model: &HardwareModel) -> Result<TopologyFile, ImportError> {
-    let matrix = read_matrix(path, text)?;
+/// Checks that the PCIe tree of `one_switch` (PIX groups) and `switch_tree`
+/// (PXB groups) under the sockets of `domains` gives back every PCIe cell of
+/// the matrix.
+fn check_tree(
+    path: &Path,
+    matrix: &Matrix,
+    one_switch: &[usize],
+    switch_tree: &[usize],
+    domains: &[u32],
+    socket_source: &str,
+) -> Result<(), ImportError> {
     let n = matrix.gpus();
-    let (domains, socket_source) = domains(&matrix);
-    let (gpu, host) =
-        (options.gpu.clone().unwrap_or_else(|| DEFAULT_GPU.into()), options.host.clone().unwrap_or_else(|| DEFAULT_HOST.into()));
-    let sockets = sockets_of(&domains, model.host(&host).map_or(2, |h| h.sockets()));
-    let one_switch = groups(n, |i, j| matrix.cells[i][j] == Cell::Pix);
-    let switch_tree = groups(n, |i, j| matches!(matrix.cells[i][j], Cell::Pix | Cell::Pxb));
-
-    // The tree must give back every PCIe cell of the matrix.
     for i in 0..n {
         for j in 0..i {
             let Some(printed) = matrix.cells[i][j].reach() else { continue };
@@ -377,6 +379,19 @@ pub(super) fn parse(path: &Path, text: &str, options: &ImportOptions, model: &Ha
             }
         }
     }
+    Ok(())
+}
+
+pub(super) fn parse(path: &Path, text: &str, options: &ImportOptions, model: &HardwareModel) -> Result<TopologyFile, ImportError> {
+    let matrix = read_matrix(path, text)?;
+    let n = matrix.gpus();
+    let (domains, socket_source) = domains(&matrix);
+    let (gpu, host) =
+        (options.gpu.clone().unwrap_or_else(|| DEFAULT_GPU.into()), options.host.clone().unwrap_or_else(|| DEFAULT_HOST.into()));
+    let sockets = sockets_of(&domains, model.host(&host).map_or(2, |h| h.sockets()));
+    let one_switch = groups(n, |i, j| matrix.cells[i][j] == Cell::Pix);
+    let switch_tree = groups(n, |i, j| matches!(matrix.cells[i][j], Cell::Pix | Cell::Pxb));
+    check_tree(path, &matrix, &one_switch, &switch_tree, &domains, socket_source)?;
 
     let gpu_links = nvlink_links(path, model, &gpu)?;
     let mut assembly = Assembly::with_sockets(&sockets.iter().copied().collect());

@@ -10,9 +10,9 @@
 //! `op: kernel` with their shape; the workload's forward names the kernels
 //! and counts their bytes, so a row is predicted as the model would run it.
 
-pub mod cublas;
-pub mod libs;
-pub mod nvrtc;
+use icsim_gpu::cuda::{Device, DeviceBuffer, Driver, Stream};
+use icsim_gpu::nvrtc::{Arg, Module};
+use icsim_gpu::{GpuError, cublas};
 
 use crate::calibrate::schema::Measurement;
 use crate::config::hardware::HardwareModel;
@@ -23,8 +23,6 @@ use crate::workload::compute::{Clock, Kernel};
 use crate::workload::forward::{self, Shape};
 
 use super::RunnerError;
-use super::cuda::{Device, DeviceBuffer, Stream};
-use nvrtc::{Arg, Module};
 
 /// The runner's memory-bound kernels, compiled at run time.
 const SOURCE: &str = include_str!("kernels.cu");
@@ -276,7 +274,7 @@ impl Bench {
     }
 
     /// Queues call `index` of `point` (weights cycled over their copies).
-    fn enqueue(&self, point: &KernelPoint, index: u64) -> Result<(), RunnerError> {
+    fn enqueue(&self, point: &KernelPoint, index: u64) -> Result<(), GpuError> {
         let b = &self.buffers;
         let stream = &self.stream;
         let at = |buffer: &DeviceBuffer, offset: u64| Arg::Pointer(buffer.range(0, 0).address() + offset);
@@ -369,7 +367,7 @@ pub fn run(options: &super::RunOptions, kernels: &KernelOptions) -> Result<super
         .iter()
         .map(|name| LlmModel::load(name).map(|llm| (name.clone(), llm)).map_err(|e| RunnerError::Usage(format!("--kernel-llms: {e}"))))
         .collect::<Result<_, _>>()?;
-    let driver = super::cuda::Driver::init()?;
+    let driver = Driver::init()?;
     let devices = super::open_devices(&driver, 1)?;
     let probe = super::probe(&driver, &devices, None, options)?;
     let mut notices = Vec::new();
@@ -453,6 +451,19 @@ pub fn record(system: &str, gpu: &str, source: &str, point: &KernelPoint, time_u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Compiles the runner's kernels for an H100/H200 where NVRTC is
+    /// installed (pip's nvidia-cuda-nvrtc wheels; no GPU needed).
+    #[test]
+    fn the_kernels_compile_for_hopper_where_nvrtc_is_installed() {
+        if icsim_gpu::libs::load("libnvrtc", &[], "NVRTC_LIB").is_err() {
+            println!("no NVRTC here: the kernels are compiled on the GPU machine only");
+            return;
+        }
+        let (cubin, compiler) = icsim_gpu::nvrtc::compile(SOURCE, (9, 0)).unwrap_or_else(|e| panic!("{e}"));
+        println!("{compiler}: {} bytes of cubin", cubin.len());
+        assert!(cubin.starts_with(b"\x7fELF"), "a cubin is an ELF image");
+    }
 
     fn options() -> KernelOptions {
         let list = |text: &str| text.split(',').map(|s| s.parse().unwrap()).collect();

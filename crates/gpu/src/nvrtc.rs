@@ -6,9 +6,9 @@ use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
 
 use cudarc::driver::{result, sys};
 
-use super::super::RunnerError;
-use super::super::cuda::Stream;
-use super::libs;
+use crate::GpuError;
+use crate::cuda::Stream;
+use crate::libs;
 
 type Program = *mut c_void;
 type Status = c_int;
@@ -27,8 +27,8 @@ pub struct Module {
     pub compiler: String,
 }
 
-fn nvrtc_error(what: &str, status: Status, log: &str) -> RunnerError {
-    RunnerError::Cuda {
+fn nvrtc_error(what: &str, status: Status, log: &str) -> GpuError {
+    GpuError::Cuda {
         what: what.to_string(),
         error: format!("nvrtcResult {status}{}", if log.is_empty() { String::new() } else { format!(": {log}") }),
     }
@@ -36,11 +36,11 @@ fn nvrtc_error(what: &str, status: Status, log: &str) -> RunnerError {
 
 /// Compiles `source` for compute capability `major.minor` into a cubin for
 /// that GPU (no GPU needed); returns it and what compiled it.
-pub fn compile(source: &str, (major, minor): (i32, i32)) -> Result<(Vec<u8>, String), RunnerError> {
+pub fn compile(source: &str, (major, minor): (i32, i32)) -> Result<(Vec<u8>, String), GpuError> {
     {
-        let loaded = libs::load("libnvrtc", &["libnvrtc-builtins"], "NVRTC_LIB").map_err(RunnerError::Usage)?;
+        let loaded = libs::load("libnvrtc", &["libnvrtc-builtins"], "NVRTC_LIB").map_err(GpuError::Usage)?;
         let lib = &loaded.library;
-        let symbol = |name: &'static str| RunnerError::Usage(format!("{} is not a usable NVRTC: no {name}", loaded.location));
+        let symbol = |name: &'static str| GpuError::Usage(format!("{} is not a usable NVRTC: no {name}", loaded.location));
         // SAFETY (every `get` and call below): symbols declared as nvrtc.h
         // declares them, called while the library is loaded; every pointer
         // passed is valid for what NVRTC reads or writes (sizes asked first).
@@ -57,7 +57,7 @@ pub fn compile(source: &str, (major, minor): (i32, i32)) -> Result<(Vec<u8>, Str
             version(&mut v_major, &mut v_minor);
             let compiler = format!("NVRTC {v_major}.{v_minor} ({})", loaded.location);
 
-            let text = CString::new(source).map_err(|_| RunnerError::Usage("kernel source holds a NUL byte".into()))?;
+            let text = CString::new(source).map_err(|_| GpuError::Usage("kernel source holds a NUL byte".into()))?;
             let name = CString::new("icsim_kernels.cu").expect("no NUL");
             let mut program: Program = std::ptr::null_mut();
             let status = create(&mut program, text.as_ptr(), name.as_ptr(), 0, std::ptr::null(), std::ptr::null());
@@ -95,20 +95,20 @@ pub fn compile(source: &str, (major, minor): (i32, i32)) -> Result<(Vec<u8>, Str
 impl Module {
     /// Compiles `source` for the GPU of compute capability `capability`
     /// and loads it; the GPU's context must be current.
-    pub fn compile(source: &str, capability: (i32, i32)) -> Result<Module, RunnerError> {
+    pub fn compile(source: &str, capability: (i32, i32)) -> Result<Module, GpuError> {
         let (cubin, compiler) = compile(source, capability)?;
         // SAFETY: a cubin NVRTC just produced for this GPU.
         let module = unsafe { result::module::load_data(cubin.as_ptr().cast()) }
-            .map_err(|e| RunnerError::Cuda { what: "loading the compiled kernels".into(), error: super::super::cuda::describe(e) })?;
+            .map_err(|e| GpuError::Cuda { what: "loading the compiled kernels".into(), error: crate::cuda::describe(e) })?;
         Ok(Module { module, compiler })
     }
 
     /// The kernel `name` of the module.
-    pub fn function(&self, name: &str) -> Result<Function, RunnerError> {
+    pub fn function(&self, name: &str) -> Result<Function, GpuError> {
         let c_name = CString::new(name).expect("kernel names hold no NUL");
         // SAFETY: the module is loaded (owned by `self`).
         let function = unsafe { result::module::get_function(self.module, c_name) }
-            .map_err(|e| RunnerError::Cuda { what: format!("finding kernel {name}"), error: super::super::cuda::describe(e) })?;
+            .map_err(|e| GpuError::Cuda { what: format!("finding kernel {name}"), error: crate::cuda::describe(e) })?;
         Ok(Function { function, name: name.to_string() })
     }
 }
@@ -139,7 +139,7 @@ pub enum Arg {
 
 impl Function {
     /// Queues the kernel on `stream` over `grid` blocks of `block` threads.
-    pub fn launch(&self, stream: &Stream, grid: u32, block: u32, args: &[Arg]) -> Result<(), RunnerError> {
+    pub fn launch(&self, stream: &Stream, grid: u32, block: u32, args: &[Arg]) -> Result<(), GpuError> {
         let mut values: Vec<[u8; 8]> = args
             .iter()
             .map(|a| match *a {
@@ -164,24 +164,6 @@ impl Function {
         // the call returns (the driver copies them); pointers address live
         // device memory, which callers keep until the stream is done.
         unsafe { result::launch_kernel(self.function, (grid, 1, 1), (block, 1, 1), 0 as c_uint, stream.raw(), &mut pointers) }
-            .map_err(|e| RunnerError::Cuda { what: format!("launching kernel {}", self.name), error: super::super::cuda::describe(e) })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Compiles the runner's kernels for an H100/H200 where NVRTC is
-    /// installed (pip's nvidia-cuda-nvrtc wheels; no GPU needed).
-    #[test]
-    fn the_kernels_compile_for_hopper_where_nvrtc_is_installed() {
-        if libs::load("libnvrtc", &[], "NVRTC_LIB").is_err() {
-            println!("no NVRTC here: the kernels are compiled on the GPU machine only");
-            return;
-        }
-        let (cubin, compiler) = compile(super::super::SOURCE, (9, 0)).unwrap_or_else(|e| panic!("{e}"));
-        println!("{compiler}: {} bytes of cubin", cubin.len());
-        assert!(cubin.starts_with(b"\x7fELF"), "a cubin is an ELF image");
+            .map_err(|e| GpuError::Cuda { what: format!("launching kernel {}", self.name), error: crate::cuda::describe(e) })
     }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaGraph, CudaStream, DriverError, result, sys};
 
-use super::RunnerError;
+use crate::GpuError;
 
 /// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
 pub fn describe(error: DriverError) -> String {
@@ -26,12 +26,12 @@ pub fn describe(error: DriverError) -> String {
 
 /// Names what the runner was doing when a driver call failed.
 trait Doing<T> {
-    fn doing(self, what: impl FnOnce() -> String) -> Result<T, RunnerError>;
+    fn doing(self, what: impl FnOnce() -> String) -> Result<T, GpuError>;
 }
 
 impl<T> Doing<T> for Result<T, DriverError> {
-    fn doing(self, what: impl FnOnce() -> String) -> Result<T, RunnerError> {
-        self.map_err(|error| RunnerError::Cuda { what: what(), error: describe(error) })
+    fn doing(self, what: impl FnOnce() -> String) -> Result<T, GpuError> {
+        self.map_err(|error| GpuError::Cuda { what: what(), error: describe(error) })
     }
 }
 
@@ -42,26 +42,24 @@ pub struct Driver(());
 impl Driver {
     /// Loads the driver library and initializes CUDA, or says precisely what
     /// is missing.
-    pub fn init() -> Result<Driver, RunnerError> {
+    pub fn init() -> Result<Driver, GpuError> {
         // SAFETY: only tries to open the driver library under its usual names
         // (running its initializers, as any program using CUDA does).
         if !unsafe { sys::is_culib_present() } {
-            return Err(RunnerError::NoDriver);
+            return Err(GpuError::NoDriver);
         }
-        result::init().map_err(|error| RunnerError::NoGpu {
-            detail: format!("cuInit failed with {}", describe(error)),
-            visible: visible_devices(),
-        })?;
+        result::init()
+            .map_err(|error| GpuError::NoGpu { detail: format!("cuInit failed with {}", describe(error)), visible: visible_devices() })?;
         Ok(Driver(()))
     }
 
-    pub fn device_count(&self) -> Result<usize, RunnerError> {
+    pub fn device_count(&self) -> Result<usize, GpuError> {
         let count = result::device::get_count().doing(|| "counting GPUs (cuDeviceGetCount)".into())?;
         Ok(usize::try_from(count).unwrap_or(0))
     }
 
     /// The CUDA version the driver supports, as (major, minor).
-    pub fn cuda_version(&self) -> Result<(i32, i32), RunnerError> {
+    pub fn cuda_version(&self) -> Result<(i32, i32), GpuError> {
         let mut version: c_int = 0;
         // SAFETY: writes one int through a valid pointer.
         unsafe { sys::cuDriverGetVersion(&mut version) }
@@ -72,7 +70,7 @@ impl Driver {
 
     /// Retains GPU `ordinal`'s primary context (the one the CUDA runtime, and
     /// so NCCL, uses too).
-    pub fn open(&self, ordinal: usize) -> Result<Device, RunnerError> {
+    pub fn open(&self, ordinal: usize) -> Result<Device, GpuError> {
         let ctx = CudaContext::new(ordinal).doing(|| format!("opening GPU {ordinal}"))?;
         Ok(Device { ctx })
     }
@@ -97,24 +95,24 @@ impl Device {
         self.ctx.ordinal()
     }
 
-    pub fn name(&self) -> Result<String, RunnerError> {
+    pub fn name(&self) -> Result<String, GpuError> {
         self.ctx.name().doing(|| format!("reading GPU {}'s name (cuDeviceGetName)", self.ordinal()))
     }
 
-    pub fn total_memory(&self) -> Result<u64, RunnerError> {
+    pub fn total_memory(&self) -> Result<u64, GpuError> {
         self.ctx.total_mem().map(|b| b as u64).doing(|| format!("reading GPU {}'s memory size", self.ordinal()))
     }
 
-    pub fn free_memory(&self) -> Result<u64, RunnerError> {
+    pub fn free_memory(&self) -> Result<u64, GpuError> {
         self.ctx.mem_get_info().map(|(free, _)| free as u64).doing(|| format!("reading GPU {}'s free memory", self.ordinal()))
     }
 
-    pub fn compute_capability(&self) -> Result<(i32, i32), RunnerError> {
+    pub fn compute_capability(&self) -> Result<(i32, i32), GpuError> {
         self.ctx.compute_capability().doing(|| format!("reading GPU {}'s compute capability", self.ordinal()))
     }
 
     /// "0000:00:06.0", as the driver writes it.
-    pub fn pci_bus_id(&self) -> Result<String, RunnerError> {
+    pub fn pci_bus_id(&self) -> Result<String, GpuError> {
         let mut text = [0 as c_char; 64];
         // SAFETY: the driver writes a NUL-terminated string of at most `len`
         // bytes into the buffer, which is that long.
@@ -125,7 +123,7 @@ impl Device {
         Ok(unsafe { CStr::from_ptr(text.as_ptr()) }.to_string_lossy().into_owned())
     }
 
-    pub fn can_access_peer(&self, peer: &Device) -> Result<bool, RunnerError> {
+    pub fn can_access_peer(&self, peer: &Device) -> Result<bool, GpuError> {
         let mut can: c_int = 0;
         // SAFETY: writes one int through a valid pointer; both devices are valid handles.
         unsafe { sys::cuDeviceCanAccessPeer(&mut can, self.ctx.cu_device(), peer.ctx.cu_device()) }
@@ -135,7 +133,7 @@ impl Device {
     }
 
     /// Lets this GPU's copies reach `peer`'s memory directly (idempotent).
-    pub fn enable_peer_access(&self, peer: &Device) -> Result<(), RunnerError> {
+    pub fn enable_peer_access(&self, peer: &Device) -> Result<(), GpuError> {
         let what = || format!("enabling peer access from GPU {} to GPU {}", self.ordinal(), peer.ordinal());
         self.ctx.bind_to_thread().doing(what)?;
         // SAFETY: both contexts are alive (held by `self` and `peer`); flags must be 0.
@@ -145,19 +143,19 @@ impl Device {
         }
     }
 
-    pub fn stream(&self) -> Result<Stream, RunnerError> {
+    pub fn stream(&self) -> Result<Stream, GpuError> {
         let inner = self.ctx.new_stream().doing(|| format!("creating a stream on GPU {}", self.ordinal()))?;
         Ok(Stream { inner })
     }
 
     /// An event that can time work.
-    pub fn event(&self) -> Result<Event, RunnerError> {
+    pub fn event(&self) -> Result<Event, GpuError> {
         timing_event(&self.ctx)
     }
 
     /// `len` bytes of device memory, zeroed.
-    pub fn alloc(&self, len: usize) -> Result<DeviceBuffer, RunnerError> {
-        let what = || format!("allocating {} on GPU {}", crate::units::Bytes(len as u64), self.ordinal());
+    pub fn alloc(&self, len: usize) -> Result<DeviceBuffer, GpuError> {
+        let what = || format!("allocating {} on GPU {}", icsim_core::units::Bytes(len as u64), self.ordinal());
         self.ctx.bind_to_thread().doing(what)?;
         // SAFETY: plain allocation; cuMemAlloc refuses 0 bytes, so at least 1 is asked for.
         let ptr = unsafe { result::malloc_sync(len.max(1)) }.doing(what)?;
@@ -169,8 +167,8 @@ impl Device {
 
     /// `len` bytes of page-locked host memory that every GPU's copies can use
     /// (CU_MEMHOSTALLOC_PORTABLE), filled with ones.
-    pub fn alloc_pinned(&self, len: usize) -> Result<PinnedBuffer, RunnerError> {
-        let what = || format!("allocating {} of pinned host memory", crate::units::Bytes(len as u64));
+    pub fn alloc_pinned(&self, len: usize) -> Result<PinnedBuffer, GpuError> {
+        let what = || format!("allocating {} of pinned host memory", icsim_core::units::Bytes(len as u64));
         self.ctx.bind_to_thread().doing(what)?;
         // SAFETY: plain allocation of at least one byte.
         let ptr = unsafe { result::malloc_host(len.max(1), sys::CU_MEMHOSTALLOC_PORTABLE) }.doing(what)?.cast::<u8>();
@@ -285,16 +283,16 @@ impl Stream {
         self.inner.context().ordinal()
     }
 
-    fn bind(&self) -> Result<(), RunnerError> {
+    fn bind(&self) -> Result<(), GpuError> {
         self.inner.context().bind_to_thread().doing(|| format!("selecting GPU {}", self.ordinal()))
     }
 
     /// Queues a copy between device ranges of equal length: within one GPU,
     /// or to or from another GPU (directly where peer access is enabled).
-    pub fn copy_device(&self, dst: DeviceRange<'_>, src: DeviceRange<'_>) -> Result<(), RunnerError> {
+    pub fn copy_device(&self, dst: DeviceRange<'_>, src: DeviceRange<'_>) -> Result<(), GpuError> {
         assert_eq!(dst.len, src.len, "device copy between ranges of different lengths");
         self.bind()?;
-        let what = || format!("queueing a {} device copy on GPU {}", crate::units::Bytes(src.len as u64), self.ordinal());
+        let what = || format!("queueing a {} device copy on GPU {}", icsim_core::units::Bytes(src.len as u64), self.ordinal());
         if dst.buffer.ctx.cu_ctx() == src.buffer.ctx.cu_ctx() {
             // SAFETY: both ranges lie inside live device allocations (checked
             // when the ranges were made); only device memory is touched.
@@ -320,12 +318,12 @@ impl Stream {
     /// # Safety
     /// `src` must stay alive and unchanged until this stream has finished the
     /// copy (wait for an event recorded after it, or synchronize).
-    pub unsafe fn copy_to_device(&self, dst: DeviceRange<'_>, src: &[u8]) -> Result<(), RunnerError> {
+    pub unsafe fn copy_to_device(&self, dst: DeviceRange<'_>, src: &[u8]) -> Result<(), GpuError> {
         assert_eq!(dst.len, src.len(), "host-to-device copy between ranges of different lengths");
         self.bind()?;
         // SAFETY: `dst` lies inside a live device allocation; the caller keeps `src` alive.
         unsafe { result::memcpy_htod_async(dst.address(), src, self.raw()) }
-            .doing(|| format!("queueing a {} host-to-device copy on GPU {}", crate::units::Bytes(src.len() as u64), self.ordinal()))
+            .doing(|| format!("queueing a {} host-to-device copy on GPU {}", icsim_core::units::Bytes(src.len() as u64), self.ordinal()))
     }
 
     /// Queues a copy from the device to host memory (pinned or pageable).
@@ -333,32 +331,32 @@ impl Stream {
     /// # Safety
     /// `dst` must stay alive, and be neither read nor written, until this
     /// stream has finished the copy.
-    pub unsafe fn copy_to_host(&self, dst: &mut [u8], src: DeviceRange<'_>) -> Result<(), RunnerError> {
+    pub unsafe fn copy_to_host(&self, dst: &mut [u8], src: DeviceRange<'_>) -> Result<(), GpuError> {
         assert_eq!(dst.len(), src.len, "device-to-host copy between ranges of different lengths");
         self.bind()?;
         let len = dst.len();
         // SAFETY: `src` lies inside a live device allocation; the caller keeps `dst` alive.
         unsafe { result::memcpy_dtoh_async(dst, src.address(), self.raw()) }
-            .doing(|| format!("queueing a {} device-to-host copy on GPU {}", crate::units::Bytes(len as u64), self.ordinal()))
+            .doing(|| format!("queueing a {} device-to-host copy on GPU {}", icsim_core::units::Bytes(len as u64), self.ordinal()))
     }
 
-    pub fn record(&self, event: &Event) -> Result<(), RunnerError> {
+    pub fn record(&self, event: &Event) -> Result<(), GpuError> {
         event.inner.record(&self.inner).doing(|| format!("recording an event on GPU {}", self.ordinal()))
     }
 
     /// Makes later work on this stream wait for `event` (of any GPU).
-    pub fn wait(&self, event: &Event) -> Result<(), RunnerError> {
+    pub fn wait(&self, event: &Event) -> Result<(), GpuError> {
         self.inner.wait(&event.inner).doing(|| format!("making a stream of GPU {} wait for an event", self.ordinal()))
     }
 
-    pub fn synchronize(&self) -> Result<(), RunnerError> {
+    pub fn synchronize(&self) -> Result<(), GpuError> {
         self.inner.synchronize().doing(|| format!("waiting for GPU {}", self.ordinal()))
     }
 
     /// The GPU time, in microseconds, of the work `enqueue` queues on this
     /// stream, between two events. Returns once that work is finished, also
-    /// when `enqueue` fails.
-    pub fn time(&self, enqueue: impl FnOnce() -> Result<(), RunnerError>) -> Result<f64, RunnerError> {
+    /// when `enqueue` fails (with its error, of its caller's type).
+    pub fn time<E: From<GpuError>>(&self, enqueue: impl FnOnce() -> Result<(), E>) -> Result<f64, E> {
         let (start, end) = (self.event()?, self.event()?);
         self.record(&start)?;
         let queued = enqueue();
@@ -369,14 +367,14 @@ impl Stream {
         Ok(f64::from(ms) * 1000.0)
     }
 
-    fn event(&self) -> Result<Event, RunnerError> {
+    fn event(&self) -> Result<Event, GpuError> {
         timing_event(self.inner.context())
     }
 
     /// Captures the work `enqueue` queues on this stream into a graph
     /// (thread-local capture mode: other threads may capture their own
     /// streams at the same time), and instantiates it.
-    pub fn capture(&self, enqueue: impl FnOnce() -> Result<(), RunnerError>) -> Result<Graph, RunnerError> {
+    pub fn capture<E: From<GpuError>>(&self, enqueue: impl FnOnce() -> Result<(), E>) -> Result<Graph, E> {
         let what = || format!("capturing a CUDA graph on GPU {}", self.ordinal());
         self.inner.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).doing(what)?;
         let queued = enqueue();
@@ -385,7 +383,7 @@ impl Stream {
         queued?;
         match ended.doing(what)? {
             Some(inner) => Ok(Graph { inner, ordinal: self.ordinal() }),
-            None => Err(RunnerError::Cuda { what: what(), error: "nothing was captured".into() }),
+            None => Err(GpuError::Cuda { what: what(), error: "nothing was captured".into() }.into()),
         }
     }
 }
@@ -396,7 +394,7 @@ pub struct Event {
     inner: CudaEvent,
 }
 
-fn timing_event(ctx: &Arc<CudaContext>) -> Result<Event, RunnerError> {
+fn timing_event(ctx: &Arc<CudaContext>) -> Result<Event, GpuError> {
     let inner =
         ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).doing(|| format!("creating an event on GPU {}", ctx.ordinal()))?;
     Ok(Event { inner })
@@ -410,11 +408,11 @@ pub struct Graph {
 
 impl Graph {
     /// Moves the graph's resources to the GPU ahead of the first launch.
-    pub fn upload(&self) -> Result<(), RunnerError> {
+    pub fn upload(&self) -> Result<(), GpuError> {
         self.inner.upload().doing(|| format!("uploading a CUDA graph to GPU {}", self.ordinal))
     }
 
-    pub fn launch(&self) -> Result<(), RunnerError> {
+    pub fn launch(&self) -> Result<(), GpuError> {
         self.inner.launch().doing(|| format!("launching a CUDA graph on GPU {}", self.ordinal))
     }
 }

@@ -17,7 +17,7 @@ use cudarc::driver::sys::CUstream;
 use libloading::Library;
 use serde::{Deserialize, Serialize};
 
-use super::cuda::{DeviceRange, Stream};
+use crate::cuda::{DeviceRange, Stream};
 
 /// Why NCCL could not be loaded or a call of it failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

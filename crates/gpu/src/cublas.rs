@@ -6,9 +6,9 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::super::RunnerError;
-use super::super::cuda::{DeviceRange, Stream};
-use super::libs;
+use crate::GpuError;
+use crate::cuda::{DeviceRange, Stream};
+use crate::libs;
 
 type Handle = *mut c_void;
 type Status = c_int;
@@ -44,15 +44,15 @@ pub struct Cublas {
     _library: libs::Loaded,
 }
 
-fn check(call: &str, status: Status) -> Result<(), RunnerError> {
-    if status == 0 { Ok(()) } else { Err(RunnerError::Cuda { what: call.to_string(), error: format!("cublasStatus_t {status}") }) }
+fn check(call: &str, status: Status) -> Result<(), GpuError> {
+    if status == 0 { Ok(()) } else { Err(GpuError::Cuda { what: call.to_string(), error: format!("cublasStatus_t {status}") }) }
 }
 
 impl Cublas {
     /// Loads cuBLAS and makes a handle (the GPU's context must be current).
-    pub fn load() -> Result<Cublas, RunnerError> {
-        let loaded = libs::load("libcublas", &["libcublasLt"], "CUBLAS_LIB").map_err(RunnerError::Usage)?;
-        let symbol = |name: &'static str| RunnerError::Usage(format!("{} is not a usable cuBLAS: no {name}", loaded.location));
+    pub fn load() -> Result<Cublas, GpuError> {
+        let loaded = libs::load("libcublas", &["libcublasLt"], "CUBLAS_LIB").map_err(GpuError::Usage)?;
+        let symbol = |name: &'static str| GpuError::Usage(format!("{} is not a usable cuBLAS: no {name}", loaded.location));
         // SAFETY (every `get`): each symbol is declared with cublas_api.h's
         // signature and used only while the library stays loaded (`Cublas`
         // owns it).
@@ -80,7 +80,7 @@ impl Cublas {
     }
 
     /// The library's version, as major.minor.patch.
-    pub fn version(&self) -> Result<String, RunnerError> {
+    pub fn version(&self) -> Result<String, GpuError> {
         let mut version: c_int = 0;
         // SAFETY: a live handle; writes one int.
         check("cublasGetVersion", unsafe { (self.get_version)(self.handle, &mut version) })?;
@@ -89,7 +89,7 @@ impl Cublas {
 
     /// Issues later products on `stream`, with `workspace` as cuBLAS's
     /// scratch memory (so that graph capture allocates nothing).
-    pub fn bind(&self, stream: &Stream, workspace: DeviceRange<'_>) -> Result<(), RunnerError> {
+    pub fn bind(&self, stream: &Stream, workspace: DeviceRange<'_>) -> Result<(), GpuError> {
         // SAFETY: a live handle and stream; the workspace lies in a live
         // allocation that outlives the handle's use of it (the caller keeps it).
         unsafe {
@@ -99,18 +99,10 @@ impl Cublas {
     }
 
     /// Queues Y[m x n] = X[m x k] W[n x k]^T in bf16, accumulating in float.
-    pub fn linear(
-        &self,
-        x: DeviceRange<'_>,
-        w: DeviceRange<'_>,
-        y: DeviceRange<'_>,
-        m: usize,
-        n: usize,
-        k: usize,
-    ) -> Result<(), RunnerError> {
+    pub fn linear(&self, x: DeviceRange<'_>, w: DeviceRange<'_>, y: DeviceRange<'_>, m: usize, n: usize, k: usize) -> Result<(), GpuError> {
         assert!(x.len() >= 2 * m * k && w.len() >= 2 * n * k && y.len() >= 2 * m * n, "buffers too small for a {m}x{k} by {k}x{n} product");
         let dimension =
-            |d: usize| c_int::try_from(d).map_err(|_| RunnerError::Usage(format!("a matrix dimension of {d} is too large for cuBLAS")));
+            |d: usize| c_int::try_from(d).map_err(|_| GpuError::Usage(format!("a matrix dimension of {d} is too large for cuBLAS")));
         let (m, n, k) = (dimension(m)?, dimension(n)?, dimension(k)?);
         let (alpha, beta) = (1.0f32, 0.0f32);
         // Column-major: C[n x m] = op(A)[n x k] B[k x m], A = W stored k x n
