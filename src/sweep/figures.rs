@@ -337,7 +337,10 @@ fn heatmap(plot: &RawPlot, rows: &[&Record], context: &str) -> Heatmap {
     let cells =
         rows.iter().filter_map(|row| Some((index(&x_ticks, row, &x)?, index(&y_ticks, row, &y)?, goal::value(row, &metric)?))).collect();
     Heatmap {
-        title: plot.title.clone().unwrap_or_else(|| format!("{} over {} and {}{context}", key_words(&metric), key_words(&x), key_words(&y))),
+        title: plot
+            .title
+            .clone()
+            .unwrap_or_else(|| format!("{} over {} and {}{context}", key_words(&metric), key_words(&x), key_words(&y))),
         x_label: key_words(&x),
         y_label: key_words(&y),
         x_ticks,

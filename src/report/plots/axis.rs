@@ -43,7 +43,8 @@ const MOST_TICKS: f64 = 8.0;
 
 /// The smallest and largest of `values` that `keep` accepts, if any.
 fn extent(values: impl Iterator<Item = f64>, keep: impl Fn(f64) -> bool) -> Option<(f64, f64)> {
-    let (low, high) = values.filter(|v| v.is_finite() && keep(*v)).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (low, high) =
+        values.filter(|v| v.is_finite() && keep(*v)).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
     low.is_finite().then_some((low, high))
 }
 
@@ -110,7 +111,7 @@ impl Axis {
         }
         // A short range ends at the ticks either side of the values.
         let slack = 1e-9;
-        let first = ticks.iter().copied().filter(|t| *t <= low + slack).last().unwrap_or(f64::from(start));
+        let first = ticks.iter().copied().rev().find(|t| *t <= low + slack).unwrap_or(f64::from(start));
         let last = ticks.iter().copied().find(|t| *t >= high - slack).unwrap_or(f64::from(end));
         let last = if last <= first { first + 1.0 } else { last };
         let ticks = ticks.into_iter().filter(|t| (first - slack..=last + slack).contains(t)).collect();
@@ -169,7 +170,11 @@ impl Axis {
             }
             Scale::Categories(names) => {
                 let index = position.round();
-                if (position - index).abs() < 1e-6 && index >= 0.0 { names.get(index as usize).cloned().unwrap_or_default() } else { String::new() }
+                if (position - index).abs() < 1e-6 && index >= 0.0 {
+                    names.get(index as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
             }
         }
     }
@@ -264,9 +269,10 @@ mod tests {
         assert_eq!(labels(&small), ["0.1", "0.2", "0.5"]);
         // Beyond twelve decades, every second.
         assert_eq!(decade_ticks(0, 14, false).len(), 8);
-        assert_eq!(decade_ticks(-1, 1, true).iter().map(|t| number_label(round_sig(10f64.powf(*t)))).collect::<Vec<_>>(), [
-            "0.1", "0.2", "0.5", "1", "2", "5", "10"
-        ]);
+        assert_eq!(
+            decade_ticks(-1, 1, true).iter().map(|t| number_label(round_sig(10f64.powf(*t)))).collect::<Vec<_>>(),
+            ["0.1", "0.2", "0.5", "1", "2", "5", "10"]
+        );
     }
 
     #[test]

@@ -14,19 +14,15 @@ const RINGS: i32 = 4;
 const MARKER: i32 = 7;
 
 /// The box of each name of `sizes` (width, height) beside its point of
-/// `anchors`, within `area` (left, top, right, bottom) where it fits.
-pub(super) fn place(anchors: &[(i32, i32)], sizes: &[(i32, i32)], area: (i32, i32, i32, i32)) -> Vec<Box_> {
-    let markers: Vec<Box_> = anchors.iter().map(|&(x, y)| (x - MARKER, y - MARKER, 2 * MARKER, 2 * MARKER)).collect();
+/// `anchors`, clear of the markers at `points` (the anchors among them)
+/// and within `area` (left, top, right, bottom) where it fits.
+pub(super) fn place(anchors: &[(i32, i32)], sizes: &[(i32, i32)], points: &[(i32, i32)], area: (i32, i32, i32, i32)) -> Vec<Box_> {
+    let markers: Vec<Box_> = points.iter().chain(anchors).map(|&(x, y)| (x - MARKER, y - MARKER, 2 * MARKER, 2 * MARKER)).collect();
     let mut placed: Vec<Box_> = Vec::new();
     for (&(x, y), &(w, h)) in anchors.iter().zip(sizes) {
         let spots = (0..RINGS).flat_map(|ring| {
             let lift = ring * (h + 2);
-            [
-                (x + GAP, y - GAP - h - lift),
-                (x + GAP, y + GAP + lift),
-                (x - GAP - w, y - GAP - h - lift),
-                (x - GAP - w, y + GAP + lift),
-            ]
+            [(x + GAP, y - GAP - h - lift), (x + GAP, y + GAP + lift), (x - GAP - w, y - GAP - h - lift), (x - GAP - w, y + GAP + lift)]
         });
         // Covered pixels, with leaving the area worse than any overlap.
         let cost = |&(left, top): &(i32, i32)| {
@@ -67,20 +63,22 @@ mod tests {
         // Three points a few pixels apart, as a Pareto front's crowded end.
         let anchors = [(400, 300), (405, 296), (410, 292)];
         let sizes = [(160, 14); 3];
-        let boxes = place(&anchors, &sizes, AREA);
+        let boxes = place(&anchors, &sizes, &[], AREA);
         assert_apart(&boxes);
         // Points at the same spot still get names at distinct spots.
-        let boxes = place(&[(500, 300); 4], &[(80, 14); 4], AREA);
+        let boxes = place(&[(500, 300); 4], &[(80, 14); 4], &[], AREA);
         assert_apart(&boxes);
     }
 
     #[test]
     fn a_lone_name_sits_beside_its_point_inside_the_area() {
-        assert_eq!(place(&[(100, 100)], &[(50, 14)], AREA), [(108, 78, 50, 14)]);
+        assert_eq!(place(&[(100, 100)], &[(50, 14)], &[], AREA), [(108, 78, 50, 14)]);
         // At the right edge it goes to the left; at the top, below.
-        assert_eq!(place(&[(990, 5)], &[(50, 14)], AREA), [(932, 13, 50, 14)]);
-        // A name covers no other point's marker.
-        let boxes = place(&[(100, 100), (130, 85)], &[(50, 14), (50, 14)], AREA);
+        assert_eq!(place(&[(990, 5)], &[(50, 14)], &[], AREA), [(932, 13, 50, 14)]);
+        // A name covers no other point's marker, named or not.
+        let boxes = place(&[(100, 100), (130, 85)], &[(50, 14), (50, 14)], &[], AREA);
         assert_eq!(overlap(boxes[0], (130 - MARKER, 85 - MARKER, 2 * MARKER, 2 * MARKER)), 0);
+        let boxes = place(&[(100, 100)], &[(50, 14)], &[(120, 85)], AREA);
+        assert_eq!(boxes, [(108, 108, 50, 14)]);
     }
 }

@@ -20,8 +20,8 @@ mod labels;
 mod regimes;
 mod sweep;
 
-use axis::{Axis, Ticked, number_label};
 pub use axis::LogAxis;
+use axis::{Axis, Ticked, number_label};
 pub use regimes::{RegimeLines, RegimeSeries, regime_lines};
 pub use sweep::{Bound, Curve, Curves, Heatmap, Mark, Pareto, XScale, curves, heatmap, pareto};
 
@@ -213,7 +213,11 @@ impl<'g, DB: DrawingBackend> Legend<'g, DB> {
         Legend { entries: Vec::new() }
     }
 
-    fn add<E: IntoDynElement<'static, DB, (i32, i32)>>(&mut self, name: impl Into<String>, glyph: impl Fn((i32, i32)) -> E + 'g) -> &mut Self {
+    fn add<E: IntoDynElement<'static, DB, (i32, i32)>>(
+        &mut self,
+        name: impl Into<String>,
+        glyph: impl Fn((i32, i32)) -> E + 'g,
+    ) -> &mut Self {
         self.entries.push((name.into(), vec![Box::new(move |at| glyph(at).into_dyn())]));
         self
     }
@@ -403,7 +407,9 @@ impl Figure for LogLogLines {
             draw_dotted_line(&mut chart, &mut legend, s, &series.name, series.points.iter().map(to_axis), 3)?;
             // A coloured triangle with a black rim: a black one under a smaller one.
             for (size, fill) in [(13, BLACK), (9, color(s))] {
-                chart.draw_series(series.marked.iter().map(|p| TriangleMarker::new(to_axis(p), size, fill.filled()))).map_err(text_error)?;
+                chart
+                    .draw_series(series.marked.iter().map(|p| TriangleMarker::new(to_axis(p), size, fill.filled())))
+                    .map_err(text_error)?;
             }
         }
         if self.marks_named() {
@@ -501,7 +507,13 @@ impl Figure for Timeline {
 }
 
 impl Timeline {
-    fn draw_panel<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, panel: &TimelinePanel, time: &Axis, with_legend: bool) -> DrawResult {
+    fn draw_panel<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        panel: &TimelinePanel,
+        time: &Axis,
+        with_legend: bool,
+    ) -> DrawResult {
         let lanes = panel.lanes.len();
         // Lane 0 is drawn at the top.
         let names: Vec<String> = panel.lanes.iter().rev().map(|l| l.name.clone()).collect();
@@ -576,9 +588,7 @@ impl Figure for MeasuredVsPredicted {
             predicted.sort_by(|a, b| a.0.total_cmp(&b.0));
             chart.draw_series(LineSeries_::new(predicted.iter().map(to_log), line)).map_err(text_error)?;
             legend.add(format!("{} predicted", series.name), move |(x, y)| PathElement::new([(x, y), (x + 24, y)], line));
-            chart
-                .draw_series(series.measured.iter().map(|p| Circle::new(to_log(p), 5, color(s).stroke_width(2))))
-                .map_err(text_error)?;
+            chart.draw_series(series.measured.iter().map(|p| Circle::new(to_log(p), 5, color(s).stroke_width(2)))).map_err(text_error)?;
             legend.add(format!("{} measured", series.name), move |(x, y)| Circle::new((x + 12, y), 5, color(s).stroke_width(2)));
         }
         legend.draw(root, &chart, frame.x_area)

@@ -9,7 +9,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{
-    Axis, DrawResult, Figure, Frame, LABEL_SIZE, LogAxis, PlotError, Legend, color, draw_dotted_line, height_with_legend, save, text_error,
+    Axis, DrawResult, Figure, Frame, LABEL_SIZE, Legend, LogAxis, PlotError, color, draw_dotted_line, height_with_legend, save, text_error,
 };
 
 /// One line: points `(x, y, regime)` in order of x.

@@ -12,8 +12,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::axis::{LogAxis, multiples, round_sig, step_125};
 use super::{
-    Axis, DrawResult, Figure, Frame, LABEL_SIZE, LineSeries_, PlotError, Legend, color, height_with_legend, labels, number_label,
-    save, text_error,
+    Axis, DrawResult, Figure, Frame, LABEL_SIZE, Legend, LineSeries_, PlotError, color, height_with_legend, labels, number_label, save,
+    text_error,
 };
 
 /// How the x axis maps values.
@@ -291,7 +291,8 @@ impl Figure for Pareto {
             .collect::<Result<Vec<_>, _>>()
             .map_err(text_error)?;
         let (x_pixels, y_pixels) = chart.plotting_area().get_pixel_range();
-        let boxes = labels::place(&anchors, &sizes, (x_pixels.start, y_pixels.start, x_pixels.end, y_pixels.end));
+        let points: Vec<(i32, i32)> = self.points.iter().map(|p| chart.backend_coord(&at(p.0, p.1))).collect();
+        let boxes = labels::place(&anchors, &sizes, &points, (x_pixels.start, y_pixels.start, x_pixels.end, y_pixels.end));
         let style = font.into_text_style(root).pos(Pos::new(HPos::Left, VPos::Top));
         for ((anchor, (x, y, w, h)), point) in anchors.iter().zip(&boxes).zip(&self.front) {
             if point.2.is_empty() {
