@@ -49,7 +49,8 @@ impl Figure for RegimeLines {
         let points = || self.series.iter().flat_map(|s| s.points.iter());
         // One more step on the right, for the labels of the last points.
         let x_axis = Axis::log(self.x_axis, points().map(|p| p.0)).widened(1);
-        let y_axis = Axis::log(LogAxis::Decimal, points().map(|p| p.1));
+        // A quarter more room above the highest point, for its label.
+        let y_axis = Axis::log(LogAxis::Decimal, points().map(|p| p.1).chain(points().map(|p| p.1 * 1.25)));
         let frame = Frame::new(&self.title, (&x_axis, &y_axis), (&self.x_label, &self.y_label)).legend(self.series.len());
         let mut chart = frame.draw(root)?;
         // Labels sit a small fraction of the y range above or below their points.
