@@ -108,7 +108,7 @@ const NAMED: &[(Key, &str, Kind, &str)] = &[
     (Key::PcieGeneration, "topology.pcie_generation", Kind::Text, "PCIe generation"),
     (Key::HostMemoryBandwidth, "topology.host_memory_bandwidth", Kind::Bandwidth, "host memory bandwidth per socket, peak"),
     (Key::Serve(ServeKey::Rate), "serve.rate", Kind::Positive, "offered load, requests/s"),
-    (Key::Serve(ServeKey::MaxNumSeqs), "serve.max_num_seqs", Kind::Count { min: 1, max: 65_536 }, "most sequences running"),
+    (Key::Serve(ServeKey::MaxNumSeqs), "serve.max_num_seqs", Kind::Count { min: 1, max: 65_536 }, "max sequences running"),
     (
         Key::Serve(ServeKey::MaxNumBatchedTokens),
         "serve.max_num_batched_tokens",
@@ -118,13 +118,70 @@ const NAMED: &[(Key, &str, Kind, &str)] = &[
     (Key::Serve(ServeKey::Split), "serve.split", Kind::Text, "prefill + decode TP, or none"),
 ];
 
-/// What a sweep column is, for axis titles: "TP degree (tp)".
-pub fn describe_column(name: &str) -> String {
-    match NAMED.iter().find(|(_, key, _, _)| *key == name) {
-        Some((_, _, _, what)) => format!("{what} ({name})"),
-        None if name == super::LABEL => "mode of the base experiment (label)".to_string(),
-        None => name.to_string(),
+/// A key in words, for titles, axes and legends: a named key as `NAMED`
+/// says ("TP degree"), a metric as `goal::describe` says, `label` as the
+/// mode it names; any other key (a hardware path) by its last segment in
+/// words after the part it belongs to: `hardware.gpu.h200.nvlink.bandwidth`
+/// reads "NVLink bandwidth".
+pub fn key_words(key: &str) -> String {
+    if let Some((_, _, _, what)) = NAMED.iter().find(|(_, name, _, _)| *name == key) {
+        return what.to_string();
     }
+    if key == super::LABEL {
+        return "transport mode".into();
+    }
+    if super::goal::check_metric(key).is_ok() {
+        return super::goal::describe(key);
+    }
+    let segments: Vec<&str> = key.split('.').collect();
+    let last = segments.last().copied().unwrap_or(key);
+    let part = segments[..segments.len() - 1].iter().rev().find(|s| PARTS.contains(s)).filter(|part| !last.contains(**part));
+    match part {
+        Some(part) => format!("{} {}", segment_words(part), segment_words(last)),
+        None => segment_words(last),
+    }
+}
+
+/// A key in a few words, for the names of points and lines: its last
+/// segment in words ("TP", "batch", "NVLink bandwidth", "max sequences").
+pub fn short_words(key: &str) -> String {
+    segment_words(key.rsplit('.').next().unwrap_or(key))
+}
+
+/// The parts of the hardware model a key's value may belong to.
+const PARTS: [&str; 10] = ["nvlink", "nvswitch", "pcie", "pcie_switch", "nvme", "storage", "host", "gpu", "compute", "protocol"];
+
+/// Segments that read better as other words, and words written in capitals.
+const SEGMENTS: [(&str, &str); 4] = [
+    ("max_num_seqs", "max sequences"),
+    ("max_num_batched_tokens", "max batched tokens"),
+    ("prompt", "prompt tokens"),
+    ("output", "generated tokens"),
+];
+const WORDS: [(&str, &str); 13] = [
+    ("tp", "TP"),
+    ("nvlink", "NVLink"),
+    ("nvswitch", "NVSwitch"),
+    ("pcie", "PCIe"),
+    ("nvme", "NVMe"),
+    ("gpu", "GPU"),
+    ("gpus", "GPUs"),
+    ("cpu", "CPU"),
+    ("kv", "KV"),
+    ("hbm", "HBM"),
+    ("gds", "GDS"),
+    ("ttft", "TTFT"),
+    ("tpot", "TPOT"),
+];
+
+/// One segment of a key in words: `link_rate` reads "link rate",
+/// `pcie_switch` "PCIe switch".
+fn segment_words(segment: &str) -> String {
+    if let Some((_, words)) = SEGMENTS.iter().find(|(name, _)| *name == segment) {
+        return words.to_string();
+    }
+    let word = |w: &str| WORDS.iter().find(|(name, _)| *name == w).map_or_else(|| w.to_string(), |(_, written)| written.to_string());
+    segment.split(['_', '-']).filter(|w| !w.is_empty()).map(word).collect::<Vec<_>>().join(" ")
 }
 
 const HARDWARE_PREFIX: &str = "hardware.";
@@ -493,4 +550,36 @@ fn rescale_links(topo: &mut Topology, model: &mut HardwareModel, change: &Change
 
 fn gpu_mut<'m>(model: &'m mut HardwareModel, key: &str) -> Result<&'m mut crate::config::hardware::GpuModel, String> {
     model.gpu.get_mut(key).ok_or_else(|| format!("unknown GPU model {key:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_read_as_words() {
+        assert_eq!(key_words("serve.max_num_seqs"), "max sequences running");
+        assert_eq!(key_words("tp"), "TP degree");
+        assert_eq!(key_words("label"), "transport mode");
+        assert_eq!(key_words("ttft_ms"), "time to first token (ms)");
+        // Hardware paths: the last segment in words after its part.
+        assert_eq!(key_words("hardware.gpu.h200.nvlink.bandwidth"), "NVLink bandwidth");
+        assert_eq!(key_words("hardware.nvlink.gen4.link_rate"), "NVLink link rate");
+        assert_eq!(key_words("hardware.pcie_switch.pex89144.latency"), "PCIe switch latency");
+        assert_eq!(key_words("hardware.storage.nvme_count"), "storage NVMe count");
+        // No part named: the last segment alone; a part it already names is not repeated.
+        assert_eq!(key_words("something.odd_key"), "odd key");
+        assert_eq!(key_words("hardware.nvlink.gen5.nvlink_links"), "NVLink links");
+        // The short form, for names of points and lines.
+        assert_eq!(short_words("tp"), "TP");
+        assert_eq!(short_words("query.batch"), "batch");
+        assert_eq!(short_words("topology.nvlink_bandwidth"), "NVLink bandwidth");
+        assert_eq!(short_words("serve.max_num_seqs"), "max sequences");
+        // No key, named or not, keeps a dot or an underscore.
+        for (_, name, _, _) in NAMED {
+            for words in [key_words(name), short_words(name)] {
+                assert!(!words.contains('.') && !words.contains('_'), "{name}: {words}");
+            }
+        }
+    }
 }

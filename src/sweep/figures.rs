@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::change::describe_column;
-use super::goal::{self, check_metric, describe};
+use super::change::{key_words, short_words};
+use super::goal::{self, check_metric};
 use super::output::Manifest;
 use crate::report::plots::{self, Bound, Curve, Curves, Heatmap, Mark, Pareto, XScale};
 use crate::report::{Record, cell};
@@ -166,7 +166,7 @@ pub fn write_plots(dir: &Path, manifest: &Manifest, rows: &[Record]) -> Result<V
             .filter(|row| row.get("error").is_none_or(Value::is_null))
             .filter(|row| plot.filter.iter().all(|(key, value)| row.get(key) == Some(value)))
             .collect();
-        let fixed: Vec<String> = plot.filter.iter().map(|(k, v)| format!("{k}={}", cell(v))).collect();
+        let fixed: Vec<String> = plot.filter.iter().map(|(k, v)| value_named(k, v)).collect();
         let context = if fixed.is_empty() { String::new() } else { format!(" ({})", fixed.join(", ")) };
         for extension in ["png", "svg"] {
             let path = dir.join(format!("{name}.{extension}"));
@@ -214,9 +214,16 @@ fn distinguishing(manifest: &Manifest, rows: &[&Record], first: &[String], taken
     chosen
 }
 
-/// "tp=2, label=shm": a row's values of `columns`.
+/// "TP=2, shm": a row's values of `columns`, each as `value_named` writes it.
 fn name_of(row: &Record, columns: &[String]) -> String {
-    columns.iter().map(|c| format!("{c}={}", row.get(c).map_or("-".into(), cell))).collect::<Vec<_>>().join(", ")
+    columns.iter().map(|c| row.get(c).map_or_else(|| value_named(c, &Value::Null), |v| value_named(c, v))).collect::<Vec<_>>().join(", ")
+}
+
+/// A column's value for names and titles: the mode's label alone ("shm"),
+/// any other after its key in a few words ("TP=2", "batch=8").
+fn value_named(column: &str, value: &Value) -> String {
+    let shown = if value.is_null() { "-".to_string() } else { cell(value) };
+    if column == super::LABEL { shown } else { format!("{}={shown}", short_words(column)) }
 }
 
 fn lines(plot: &RawPlot, manifest: &Manifest, rows: &[&Record], context: &str) -> Curves {
@@ -242,12 +249,7 @@ fn lines(plot: &RawPlot, manifest: &Manifest, rows: &[&Record], context: &str) -
     let mut meets: Vec<Vec<(f64, f64, bool)>> = Vec::new();
     for row in rows {
         let (Some(px), Some(py)) = (row.get(&x).and_then(position), goal::value(row, &y)) else { continue };
-        let name = match &split[..] {
-            [] => describe(&y),
-            // The mode's label reads alone; other values say their column.
-            [only] if only == super::LABEL => row.get(only).map_or("-".into(), cell),
-            several => name_of(row, several),
-        };
+        let name = if split.is_empty() { key_words(&y) } else { name_of(row, &split) };
         // Beside published figures, say which lines are simulated.
         let name = if plot.references.is_empty() { name } else { format!("icsim, {name}") };
         let met = row.get("meets_goal") == Some(&Value::Bool(true));
@@ -279,9 +281,9 @@ fn lines(plot: &RawPlot, manifest: &Manifest, rows: &[&Record], context: &str) -
         (true, false) => XScale::Linear,
     };
     Curves {
-        title: plot.title.clone().unwrap_or_else(|| format!("{} against {x}{context}", describe(&y))),
-        x_label: if bandwidth { format!("{}, GB/s", describe_column(&x)) } else { describe_column(&x) },
-        y_label: describe(&y),
+        title: plot.title.clone().unwrap_or_else(|| format!("{} against {}{context}", key_words(&y), key_words(&x))),
+        x_label: if bandwidth { format!("{}, GB/s", key_words(&x)) } else { key_words(&x) },
+        y_label: key_words(&y),
         x: scale,
         log_y: plot.log_y,
         series,
@@ -335,13 +337,16 @@ fn heatmap(plot: &RawPlot, rows: &[&Record], context: &str) -> Heatmap {
     let cells =
         rows.iter().filter_map(|row| Some((index(&x_ticks, row, &x)?, index(&y_ticks, row, &y)?, goal::value(row, &metric)?))).collect();
     Heatmap {
-        title: plot.title.clone().unwrap_or_else(|| format!("{} over {x} and {y}{context}", describe(&metric))),
-        x_label: describe_column(&x),
-        y_label: describe_column(&y),
+        title: plot
+            .title
+            .clone()
+            .unwrap_or_else(|| format!("{} over {} and {}{context}", key_words(&metric), key_words(&x), key_words(&y))),
+        x_label: key_words(&x),
+        y_label: key_words(&y),
         x_ticks,
         y_ticks,
         cells,
-        value_label: describe(&metric),
+        value_label: key_words(&metric),
     }
 }
 
@@ -367,16 +372,14 @@ fn pareto(plot: &RawPlot, manifest: &Manifest, rows: &[&Record], context: &str) 
     let points = measured.iter().map(|&(px, py, i)| (px, py, rows[i].get("meets_goal") == Some(&Value::Bool(true)))).collect();
     let named = distinguishing(manifest, rows, &[], &[]);
     let edge = front(&measured);
-    // Names only where they stay readable.
-    let show = edge.len() <= 8;
     Pareto {
-        title: plot.title.clone().unwrap_or_else(|| format!("{} against {}{context}", describe(&y), describe(&x))),
-        x_label: describe(&x),
-        y_label: describe(&y),
+        title: plot.title.clone().unwrap_or_else(|| format!("{} against {}{context}", key_words(&y), key_words(&x))),
+        x_label: key_words(&x),
+        y_label: key_words(&y),
         log_x: plot.log_x,
         log_y: plot.log_y,
         points,
-        front: edge.iter().map(|&(px, py, i)| (px, py, if show { name_of(rows[i], &named) } else { String::new() })).collect(),
+        front: edge.iter().map(|&(px, py, i)| (px, py, name_of(rows[i], &named))).collect(),
     }
 }
 

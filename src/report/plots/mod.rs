@@ -6,21 +6,22 @@
 //! DejaVu Sans font embedded in the binary (assets/fonts/, Bitstream Vera
 //! licence), so plotting needs no font or graphics package on the machine.
 
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use plotters::coord::Shift;
+use plotters::coord::{CoordTranslate, Shift};
+use plotters::element::{DynElement, IntoDynElement};
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 mod axis;
+mod labels;
 mod regimes;
 mod sweep;
 
 pub use axis::LogAxis;
-use axis::number_label;
+use axis::{Axis, Ticked, number_label};
 pub use regimes::{RegimeLines, RegimeSeries, regime_lines};
 pub use sweep::{Bound, Curve, Curves, Heatmap, Mark, Pareto, XScale, curves, heatmap, pareto};
 
@@ -119,6 +120,148 @@ fn draw_on<F: Figure, DB: DrawingBackend>(figure: &F, root: &DrawingArea<DB, Shi
     root.present().map_err(text_error)
 }
 
+// ------------------------------------------------------------------ frame
+
+/// Every chart here has f64 coordinates on both axes, ticked where its
+/// `Axis` says.
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<Ticked, Ticked>>;
+
+/// What a chart's frame holds: title, axes with their descriptions, the
+/// room under the plot for tick labels and the x description, and what
+/// goes outside the plot (legend entries below it, room at its right).
+struct Frame<'f> {
+    title: &'f str,
+    title_size: u32,
+    x: &'f Axis,
+    y: &'f Axis,
+    x_desc: &'f str,
+    y_desc: &'f str,
+    x_area: u32,
+    x_grid: bool,
+    legend: usize,
+    right: u32,
+}
+
+impl<'f> Frame<'f> {
+    /// A frame in the house style: a long title set smaller rather than
+    /// cut off, room for one line of tick labels, no legend.
+    fn new(title: &'f str, (x, y): (&'f Axis, &'f Axis), (x_desc, y_desc): (&'f str, &'f str)) -> Frame<'f> {
+        let title_size = (TITLE_SIZE * 72 / (title.chars().count() as u32).max(72)).max(14);
+        Frame { title, title_size, x, y, x_desc, y_desc, x_area: X_AREA, x_grid: true, legend: 0, right: 0 }
+    }
+
+    fn legend(self, entries: usize) -> Frame<'f> {
+        Frame { legend: entries, ..self }
+    }
+
+    /// The chart on `root`, with its grid, ticks and descriptions drawn.
+    fn draw<'a, DB: DrawingBackend>(&self, root: &'a DrawingArea<DB, Shift>) -> Result<Chart<'a, DB>, String> {
+        let mut chart = ChartBuilder::on(root)
+            .caption(self.title, ("sans-serif", self.title_size))
+            .margin(20)
+            .margin_right(45 + self.right)
+            .margin_bottom(20 + legend_height(self.legend))
+            .x_label_area_size(self.x_area)
+            .y_label_area_size(85)
+            .build_cartesian_2d(Ticked::from(self.x), Ticked::from(self.y))
+            .map_err(text_error)?;
+        let (x, y) = (self.x, self.y);
+        let (x_format, y_format) = (move |v: &f64| x.label(*v), move |v: &f64| y.label(*v));
+        let mut mesh = chart.configure_mesh();
+        mesh.x_labels(x.ticks.len().max(1))
+            .y_labels(y.ticks.len().max(1))
+            .x_label_formatter(&x_format)
+            .y_label_formatter(&y_format)
+            .x_desc(self.x_desc)
+            .y_desc(self.y_desc)
+            .label_style(("sans-serif", LABEL_SIZE))
+            .axis_desc_style(("sans-serif", AXIS_DESC_SIZE))
+            .light_line_style(WHITE);
+        if !self.x_grid {
+            mesh.disable_x_mesh();
+        }
+        mesh.draw().map_err(text_error)?;
+        Ok(chart)
+    }
+}
+
+/// Room under a plot for one line of tick labels and the x description.
+const X_AREA: u32 = 55;
+
+/// The height a legend of `entries` lines takes below a plot.
+fn legend_height(entries: usize) -> u32 {
+    if entries == 0 { 0 } else { 24 + LEGEND_LINE * entries as u32 }
+}
+
+const LEGEND_LINE: u32 = 22;
+
+/// The height of a figure whose legend of `entries` lines sits below it.
+fn height_with_legend(entries: usize) -> (u32, u32) {
+    (SIZE.0, SIZE.1 + legend_height(entries))
+}
+
+/// A legend drawn below a plot and its x axis, where it covers no data:
+/// each entry glyphs (drawn from the entry's left middle) and a name.
+struct Legend<'g, DB: DrawingBackend> {
+    entries: Vec<(String, Vec<Glyph<'g, DB>>)>,
+}
+
+type Glyph<'g, DB> = Box<dyn Fn((i32, i32)) -> DynElement<'static, DB, (i32, i32)> + 'g>;
+
+impl<'g, DB: DrawingBackend> Legend<'g, DB> {
+    fn new() -> Self {
+        Legend { entries: Vec::new() }
+    }
+
+    fn add<E: IntoDynElement<'static, DB, (i32, i32)>>(
+        &mut self,
+        name: impl Into<String>,
+        glyph: impl Fn((i32, i32)) -> E + 'g,
+    ) -> &mut Self {
+        self.entries.push((name.into(), vec![Box::new(move |at| glyph(at).into_dyn())]));
+        self
+    }
+
+    /// One more glyph over the last entry's.
+    fn also<E: IntoDynElement<'static, DB, (i32, i32)>>(&mut self, glyph: impl Fn((i32, i32)) -> E + 'g) {
+        if let Some((_, glyphs)) = self.entries.last_mut() {
+            glyphs.push(Box::new(move |at| glyph(at).into_dyn()));
+        }
+    }
+
+    /// Draws the entries in a box on `area`, under `chart`'s plot and the
+    /// `x_area` below it.
+    fn draw<CT: CoordTranslate>(&self, area: &DrawingArea<DB, Shift>, chart: &ChartContext<'_, DB, CT>, x_area: u32) -> DrawResult {
+        if self.entries.is_empty() {
+            return Ok(());
+        }
+        let (x_pixels, y_pixels) = chart.plotting_area().get_pixel_range();
+        let (base_x, base_y) = area.get_base_pixel();
+        let (left, top) = (x_pixels.start - base_x, y_pixels.end - base_y + x_area as i32 + 8);
+        let style = ("sans-serif", LABEL_SIZE).into_font().into_text_style(area).pos(Pos::new(HPos::Left, VPos::Center));
+        let widest = self
+            .entries
+            .iter()
+            .map(|(name, _)| area.estimate_text_size(name, &style).map(|(w, _)| w as i32))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(text_error)?
+            .into_iter()
+            .max()
+            .unwrap_or(0);
+        let line = LEGEND_LINE as i32;
+        let (width, height) = (widest + 60, legend_height(self.entries.len()) as i32 - 12);
+        area.draw(&Rectangle::new([(left, top), (left + width, top + height)], BLACK.mix(0.4))).map_err(text_error)?;
+        for (i, (name, glyphs)) in self.entries.iter().enumerate() {
+            let y = top + 6 + line / 2 + line * i as i32;
+            for glyph in glyphs {
+                area.draw(&glyph((left + 10, y))).map_err(text_error)?;
+            }
+            area.draw(&Text::new(name.clone(), (left + 46, y), style.clone())).map_err(text_error)?;
+        }
+        Ok(())
+    }
+}
+
 // ------------------------------------------------------------------ stacked bars
 
 /// One layer of every bar.
@@ -147,30 +290,22 @@ pub fn stacked_bars(chart: &StackedBars, path: &Path) -> Result<(), PlotError> {
 }
 
 impl Figure for StackedBars {
+    fn size(&self) -> (u32, u32) {
+        height_with_legend(self.segments.len())
+    }
+
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
         let n = self.categories.len();
         let totals: Vec<f64> = (0..n).map(|i| self.segments.iter().map(|s| s.values.get(i).copied().unwrap_or(0.0)).sum()).collect();
-        // Headroom above the tallest bar for its total and the legend.
-        let top = totals.iter().copied().fold(0.0, f64::max).max(f64::MIN_POSITIVE) * 1.35;
+        // Headroom above the tallest bar for its total.
+        let top = totals.iter().copied().fold(0.0, f64::max).max(f64::MIN_POSITIVE) * 1.1;
         let lines = self.categories.iter().map(|c| c.lines().count()).max().unwrap_or(1) as u32;
-        let mut chart = ChartBuilder::on(root)
-            .caption(&self.title, ("sans-serif", TITLE_SIZE))
-            .margin(20)
-            .x_label_area_size(20 + 22 * lines + AXIS_DESC_SIZE + 10)
-            .y_label_area_size(80)
-            .build_cartesian_2d(-0.5..(n as f64 - 0.5), 0.0..top)
-            .map_err(text_error)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(0)
-            .x_desc(&self.x_label)
-            .y_desc(&self.y_label)
-            .light_line_style(WHITE)
-            .label_style(("sans-serif", LABEL_SIZE))
-            .axis_desc_style(("sans-serif", AXIS_DESC_SIZE))
-            .draw()
-            .map_err(text_error)?;
+        let x_axis = Axis::categories(&vec![String::new(); n]);
+        let y_axis = Axis::linear([0.0, top].into_iter());
+        let mut frame = Frame::new(&self.title, (&x_axis, &y_axis), (&self.x_label, &self.y_label)).legend(self.segments.len());
+        frame.x_area = 20 + 22 * lines + AXIS_DESC_SIZE + 10;
+        frame.x_grid = false;
+        let mut chart = frame.draw(root)?;
         // Category names under their bars, one text a line.
         let centered = ("sans-serif", LABEL_SIZE).into_font().into_text_style(root).pos(Pos::new(HPos::Center, VPos::Top));
         for (i, category) in self.categories.iter().enumerate() {
@@ -180,6 +315,7 @@ impl Figure for StackedBars {
             }
         }
         let mut base = vec![0.0; n];
+        let mut legend = Legend::new();
         for (s, segment) in self.segments.iter().enumerate() {
             let fill = color(s).filled();
             let bars: Vec<Rectangle<(f64, f64)>> = (0..n)
@@ -190,11 +326,8 @@ impl Figure for StackedBars {
                     bar
                 })
                 .collect();
-            chart
-                .draw_series(bars)
-                .map_err(text_error)?
-                .label(&segment.name)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 7), (x + 16, y + 7)], fill));
+            chart.draw_series(bars).map_err(text_error)?;
+            legend.add(&segment.name, move |(x, y)| Rectangle::new([(x, y - 7), (x + 16, y + 7)], fill));
         }
         let labels = totals.iter().enumerate().map(|(i, total)| {
             Text::new(
@@ -204,7 +337,7 @@ impl Figure for StackedBars {
             )
         });
         chart.draw_series(labels).map_err(text_error)?;
-        draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
+        legend.draw(root, &chart, frame.x_area)
     }
 }
 
@@ -238,123 +371,72 @@ pub fn log_log_lines(chart: &LogLogLines, path: &Path) -> Result<(), PlotError> 
     save(chart, path)
 }
 
+impl LogLogLines {
+    fn marks_named(&self) -> bool {
+        !self.marked_label.is_empty() && self.series.iter().any(|s| !s.marked.is_empty())
+    }
+
+    fn legend_entries(&self) -> usize {
+        self.series.len() + usize::from(self.marks_named())
+    }
+}
+
 impl Figure for LogLogLines {
+    fn size(&self) -> (u32, u32) {
+        height_with_legend(self.legend_entries())
+    }
+
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
         let points = || self.series.iter().flat_map(|s| s.points.iter().chain(&s.marked));
-        let (x_range, x_labels) = self.x_axis.range(points().map(|p| p.0).chain(self.guides.iter().map(|g| g.0)));
-        let (y_range, y_labels) = LogAxis::Decimal.range(points().map(|p| p.1));
-        let x_axis = self.x_axis;
-        let mut chart =
-            log_log_chart(root, &self.title, x_axis, (x_range, x_labels), (y_range.clone(), y_labels), (&self.x_label, &self.y_label))?;
-        let to_log = |&(x, y): &(f64, f64)| (x_axis.to_axis(x), y.log10());
+        let x_axis = Axis::log(self.x_axis, points().map(|p| p.0).chain(self.guides.iter().map(|g| g.0)));
+        let y_axis = Axis::log(LogAxis::Decimal, points().map(|p| p.1));
+        let frame = Frame::new(&self.title, (&x_axis, &y_axis), (&self.x_label, &self.y_label)).legend(self.legend_entries());
+        let mut chart = frame.draw(root)?;
+        let to_axis = |&(x, y): &(f64, f64)| (x_axis.at(x), y_axis.at(y));
+        let y_range = y_axis.range.clone();
         for (x, label) in &self.guides {
-            let x = x_axis.to_axis(*x);
+            let x = x_axis.at(*x);
             let dash = DashedLineSeries::new([(x, y_range.start), (x, y_range.end)], 8, 6, BLACK.mix(0.5).stroke_width(2));
             chart.draw_series(dash).map_err(text_error)?;
             let style = ("sans-serif", LABEL_SIZE).into_font().into_text_style(root).pos(Pos::new(HPos::Left, VPos::Top));
             let below_top = y_range.end - 0.02 * (y_range.end - y_range.start);
             chart.draw_series([Text::new(format!(" {label}"), (x, below_top), style)]).map_err(text_error)?;
         }
+        let mut legend = Legend::new();
         for (s, series) in self.series.iter().enumerate() {
-            draw_dotted_line(&mut chart, s, &series.name, series.points.iter().map(to_log), 3)?;
+            draw_dotted_line(&mut chart, &mut legend, s, &series.name, series.points.iter().map(to_axis), 3)?;
             // A coloured triangle with a black rim: a black one under a smaller one.
             for (size, fill) in [(13, BLACK), (9, color(s))] {
-                chart.draw_series(series.marked.iter().map(|p| TriangleMarker::new(to_log(p), size, fill.filled()))).map_err(text_error)?;
+                chart
+                    .draw_series(series.marked.iter().map(|p| TriangleMarker::new(to_axis(p), size, fill.filled())))
+                    .map_err(text_error)?;
             }
         }
-        if !self.marked_label.is_empty() && self.series.iter().any(|s| !s.marked.is_empty()) {
-            chart
-                .draw_series(std::iter::empty::<Circle<(f64, f64), u32>>())
-                .map_err(text_error)?
-                .label(&self.marked_label)
-                .legend(|(x, y)| TriangleMarker::new((x + 12, y), 11, BLACK.filled()));
+        if self.marks_named() {
+            legend.add(&self.marked_label, |(x, y)| TriangleMarker::new((x + 12, y), 11, BLACK.filled()));
         }
-        draw_legend(&mut chart, SeriesLabelPosition::LowerRight)
+        legend.draw(root, &chart, frame.x_area)
     }
 }
 
 /// plotters' line series, renamed so it does not clash with ours.
 use plotters::series::LineSeries as LineSeries_;
 
-/// Every chart here has f64 coordinates on both axes.
-type LogChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>;
-
-/// The legend of a chart's labelled series, in a translucent box.
-fn draw_legend<'a, DB: DrawingBackend + 'a>(chart: &mut LogChart<'a, DB>, position: SeriesLabelPosition) -> DrawResult {
-    chart
-        .configure_series_labels()
-        .position(position)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.4))
-        .label_font(("sans-serif", LABEL_SIZE))
-        .draw()
-        .map_err(text_error)
-}
-
-/// A chart on log axes (x as `x_axis` says, y in powers of ten), with its
-/// title, axis labels and grid drawn: (range, label count) per axis and the
-/// (x, y) axis descriptions.
-fn log_log_chart<'a, DB: DrawingBackend>(
-    root: &'a DrawingArea<DB, Shift>,
-    title: &str,
-    x_axis: LogAxis,
-    (x_range, x_labels): (Range<f64>, usize),
-    (y_range, y_labels): (Range<f64>, usize),
-    (x_desc, y_desc): (&str, &str),
-) -> Result<LogChart<'a, DB>, String> {
-    let mut chart = ChartBuilder::on(root)
-        .caption(title, ("sans-serif", TITLE_SIZE))
-        .margin(20)
-        .x_label_area_size(55)
-        .y_label_area_size(85)
-        .build_cartesian_2d(x_range, y_range)
-        .map_err(text_error)?;
-    let x_format = move |x: &f64| x_axis.label(*x);
-    let y_format = |y: &f64| LogAxis::Decimal.label(*y);
-    draw_grid(&mut chart, (x_labels, &x_format), (y_labels, &y_format), (x_desc, y_desc))?;
-    Ok(chart)
-}
-
 /// Series `s`'s line in its colour with a dot at every point, named in the
 /// legend.
 fn draw_dotted_line<'a, DB: DrawingBackend + 'a>(
-    chart: &mut LogChart<'a, DB>,
+    chart: &mut Chart<'a, DB>,
+    legend: &mut Legend<'_, DB>,
     s: usize,
     name: &str,
     points: impl Iterator<Item = (f64, f64)> + Clone,
     radius: i32,
 ) -> DrawResult {
     let line = color(s).stroke_width(3);
-    chart
-        .draw_series(LineSeries_::new(points.clone(), line))
-        .map_err(text_error)?
-        .label(name)
-        .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], line));
+    chart.draw_series(LineSeries_::new(points.clone(), line)).map_err(text_error)?;
+    legend.add(name, move |(x, y)| PathElement::new([(x, y), (x + 24, y)], line));
     chart.draw_series(points.map(|p| Circle::new(p, radius, color(s).filled()))).map_err(text_error)?;
     Ok(())
-}
-
-/// A chart's grid, tick labels (how many, and how they read) and axis
-/// descriptions, in the house style.
-fn draw_grid<'a, DB: DrawingBackend + 'a>(
-    chart: &mut LogChart<'a, DB>,
-    (x_labels, x_format): (usize, &dyn Fn(&f64) -> String),
-    (y_labels, y_format): (usize, &dyn Fn(&f64) -> String),
-    (x_desc, y_desc): (&str, &str),
-) -> DrawResult {
-    chart
-        .configure_mesh()
-        .x_labels(x_labels)
-        .y_labels(y_labels)
-        .x_label_formatter(&x_format)
-        .y_label_formatter(&y_format)
-        .x_desc(x_desc)
-        .y_desc(y_desc)
-        .label_style(("sans-serif", LABEL_SIZE))
-        .axis_desc_style(("sans-serif", AXIS_DESC_SIZE))
-        .light_line_style(WHITE)
-        .draw()
-        .map_err(text_error)
 }
 
 // ------------------------------------------------------------------ timeline
@@ -397,7 +479,7 @@ pub fn timeline(chart: &Timeline, path: &Path) -> Result<(), PlotError> {
 impl Figure for Timeline {
     fn size(&self) -> (u32, u32) {
         let lanes: usize = self.panels.iter().map(|p| p.lanes.len()).sum();
-        (SIZE.0, (140 + 110 * self.panels.len() + 26 * lanes).max(400) as u32)
+        (SIZE.0, (140 + 110 * self.panels.len() + 26 * lanes).max(400) as u32 + legend_height(self.kinds.len()))
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
@@ -409,11 +491,15 @@ impl Figure for Timeline {
         let heights: Vec<f64> = self.panels.iter().map(|p| 110.0 + 26.0 * p.lanes.len() as f64).collect();
         let total: f64 = heights.iter().sum();
         let (_, body_height) = body.dim_in_pixel();
+        let panels_height = f64::from(body_height.saturating_sub(legend_height(self.kinds.len())));
+        let time = Axis::linear([0.0, end].into_iter());
         let mut rest = body;
         for (index, panel) in self.panels.iter().enumerate() {
-            let height = (f64::from(body_height) * heights[index] / total) as u32;
-            let (area, below) = if index + 1 < self.panels.len() { rest.split_vertically(height) } else { (rest.clone(), rest.clone()) };
-            self.draw_panel(&area, panel, end, index == 0)?;
+            let height = (panels_height * heights[index] / total) as u32;
+            // The last panel holds the legend, below its time axis.
+            let last = index + 1 == self.panels.len();
+            let (area, below) = if last { (rest.clone(), rest.clone()) } else { rest.split_vertically(height) };
+            self.draw_panel(&area, panel, &time, last)?;
             rest = below;
         }
         Ok(())
@@ -421,37 +507,25 @@ impl Figure for Timeline {
 }
 
 impl Timeline {
-    fn draw_panel<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, panel: &TimelinePanel, end: f64, legend: bool) -> DrawResult {
+    fn draw_panel<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        panel: &TimelinePanel,
+        time: &Axis,
+        with_legend: bool,
+    ) -> DrawResult {
         let lanes = panel.lanes.len();
-        let names: Vec<String> = panel.lanes.iter().map(|l| l.name.clone()).collect();
-        let lane_label = move |y: &f64| {
-            let index = y.round();
-            if (y - index).abs() < 1e-6 && index >= 0.0 {
-                // Lane 0 is drawn at the top.
-                names.get(lanes.saturating_sub(1 + index as usize)).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        };
-        let mut chart = ChartBuilder::on(area)
-            .caption(&panel.title, ("sans-serif", AXIS_DESC_SIZE))
-            .margin(15)
-            .margin_right(25)
-            .x_label_area_size(50)
-            .y_label_area_size(80)
-            .build_cartesian_2d(0.0..end * 1.02, -0.6..(lanes as f64 - 0.4))
-            .map_err(text_error)?;
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(lanes + 1)
-            .y_label_formatter(&lane_label)
-            .light_line_style(WHITE)
-            .x_desc(&self.x_label)
-            .label_style(("sans-serif", LABEL_SIZE))
-            .axis_desc_style(("sans-serif", AXIS_DESC_SIZE))
-            .draw()
-            .map_err(text_error)?;
+        // Lane 0 is drawn at the top.
+        let names: Vec<String> = panel.lanes.iter().rev().map(|l| l.name.clone()).collect();
+        let lane_axis = Axis::categories(&names);
+        let mut frame = Frame::new(&panel.title, (time, &lane_axis), (&self.x_label, ""));
+        frame.title_size = AXIS_DESC_SIZE;
+        frame.x_area = 50;
+        if with_legend {
+            frame.legend = self.kinds.len();
+        }
+        let mut chart = frame.draw(area)?;
+        let mut legend = Legend::new();
         for (k, kind) in self.kinds.iter().enumerate() {
             let half = kind.height / 2.0;
             let fill = kind.color.filled();
@@ -462,15 +536,12 @@ impl Timeline {
                     .filter(move |s| s.2 == k)
                     .map(move |&(start, stop, _)| Rectangle::new([(start, y - half), (stop, y + half)], fill))
             });
-            let series = chart.draw_series(rects).map_err(text_error)?;
-            if legend {
-                series.label(&kind.name).legend(move |(x, y)| Rectangle::new([(x, y - 7), (x + 16, y + 7)], fill));
+            chart.draw_series(rects).map_err(text_error)?;
+            if with_legend {
+                legend.add(&kind.name, move |(x, y)| Rectangle::new([(x, y - 7), (x + 16, y + 7)], fill));
             }
         }
-        if legend {
-            draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
-        }
-        Ok(())
+        legend.draw(area, &chart, frame.x_area)
     }
 }
 
@@ -499,29 +570,28 @@ pub fn measured_vs_predicted(chart: &MeasuredVsPredicted, path: &Path) -> Result
 }
 
 impl Figure for MeasuredVsPredicted {
+    fn size(&self) -> (u32, u32) {
+        height_with_legend(2 * self.series.len())
+    }
+
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
         let points = || self.series.iter().flat_map(|s| s.measured.iter().chain(&s.predicted));
-        let (x_range, x_labels) = self.x_axis.range(points().map(|p| p.0));
-        let (y_range, y_labels) = LogAxis::Decimal.range(points().map(|p| p.1));
-        let x_axis = self.x_axis;
-        let mut chart = log_log_chart(root, &self.title, x_axis, (x_range, x_labels), (y_range, y_labels), (&self.x_label, &self.y_label))?;
-        let to_log = move |&(x, y): &(f64, f64)| (x_axis.to_axis(x), y.log10());
+        let x_axis = Axis::log(self.x_axis, points().map(|p| p.0));
+        let y_axis = Axis::log(LogAxis::Decimal, points().map(|p| p.1));
+        let frame = Frame::new(&self.title, (&x_axis, &y_axis), (&self.x_label, &self.y_label)).legend(2 * self.series.len());
+        let mut chart = frame.draw(root)?;
+        let to_log = |&(x, y): &(f64, f64)| (x_axis.at(x), y_axis.at(y));
+        let mut legend = Legend::new();
         for (s, series) in self.series.iter().enumerate() {
             let line = color(s).stroke_width(2);
             let mut predicted = series.predicted.clone();
             predicted.sort_by(|a, b| a.0.total_cmp(&b.0));
-            chart
-                .draw_series(LineSeries_::new(predicted.iter().map(to_log), line))
-                .map_err(text_error)?
-                .label(format!("{} predicted", series.name))
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], line));
-            chart
-                .draw_series(series.measured.iter().map(|p| Circle::new(to_log(p), 5, color(s).stroke_width(2))))
-                .map_err(text_error)?
-                .label(format!("{} measured", series.name))
-                .legend(move |(x, y)| Circle::new((x + 12, y), 5, color(s).stroke_width(2)));
+            chart.draw_series(LineSeries_::new(predicted.iter().map(to_log), line)).map_err(text_error)?;
+            legend.add(format!("{} predicted", series.name), move |(x, y)| PathElement::new([(x, y), (x + 24, y)], line));
+            chart.draw_series(series.measured.iter().map(|p| Circle::new(to_log(p), 5, color(s).stroke_width(2)))).map_err(text_error)?;
+            legend.add(format!("{} measured", series.name), move |(x, y)| Circle::new((x + 12, y), 5, color(s).stroke_width(2)));
         }
-        draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
+        legend.draw(root, &chart, frame.x_area)
     }
 }
 

@@ -8,7 +8,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{DrawResult, Figure, LABEL_SIZE, LogAxis, PlotError, color, draw_dotted_line, draw_legend, log_log_chart, save, text_error};
+use super::{
+    Axis, DrawResult, Figure, Frame, LABEL_SIZE, Legend, LogAxis, PlotError, color, draw_dotted_line, height_with_legend, save, text_error,
+};
 
 /// One line: points `(x, y, regime)` in order of x.
 #[derive(Debug, Clone)]
@@ -39,19 +41,26 @@ impl RegimeSeries {
 }
 
 impl Figure for RegimeLines {
+    fn size(&self) -> (u32, u32) {
+        height_with_legend(self.series.len())
+    }
+
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
         let points = || self.series.iter().flat_map(|s| s.points.iter());
         // One more step on the right, for the labels of the last points.
-        let (x_range, x_labels) = self.x_axis.range(points().map(|p| p.0));
-        let (x_range, x_labels) = (x_range.start..x_range.end + 1.0, x_labels + 1);
-        let (y_range, y_labels) = LogAxis::Decimal.range(points().map(|p| p.1));
-        let x_axis = self.x_axis;
-        let mut chart = log_log_chart(root, &self.title, x_axis, (x_range, x_labels), (y_range, y_labels), (&self.x_label, &self.y_label))?;
-        let to_log = move |p: &(f64, f64, String)| (x_axis.to_axis(p.0), p.1.log10());
+        let x_axis = Axis::log(self.x_axis, points().map(|p| p.0)).widened(1);
+        // A quarter more room above the highest point, for its label.
+        let y_axis = Axis::log(LogAxis::Decimal, points().map(|p| p.1).chain(points().map(|p| p.1 * 1.25)));
+        let frame = Frame::new(&self.title, (&x_axis, &y_axis), (&self.x_label, &self.y_label)).legend(self.series.len());
+        let mut chart = frame.draw(root)?;
+        // Labels sit a small fraction of the y range above or below their points.
+        let nudge = 0.04 * (y_axis.range.end - y_axis.range.start) / 3.0;
+        let to_log = |p: &(f64, f64, String)| (x_axis.at(p.0), y_axis.at(p.1));
+        let mut legend = Legend::new();
         for (s, series) in self.series.iter().enumerate() {
-            draw_dotted_line(&mut chart, s, &series.name, series.points.iter().map(to_log), 4)?;
+            draw_dotted_line(&mut chart, &mut legend, s, &series.name, series.points.iter().map(to_log), 4)?;
             // Labels of alternate series go above and below their lines.
-            let (anchor, nudge) = if s % 2 == 0 { (VPos::Bottom, 0.04) } else { (VPos::Top, -0.04) };
+            let (anchor, nudge) = if s % 2 == 0 { (VPos::Bottom, nudge) } else { (VPos::Top, -nudge) };
             let style = ("sans-serif", LABEL_SIZE).into_font().color(&color(s)).pos(Pos::new(HPos::Left, anchor));
             let labels = series.changes().map(|p| {
                 let (x, y) = to_log(p);
@@ -59,7 +68,7 @@ impl Figure for RegimeLines {
             });
             chart.draw_series(labels).map_err(text_error)?;
         }
-        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
+        legend.draw(root, &chart, frame.x_area)
     }
 }
 
@@ -85,7 +94,6 @@ mod tests {
         }
         let svg = std::fs::read_to_string(dir.join("r.svg")).unwrap();
         assert!(svg.contains("drives") && svg.contains("link"), "both regimes are written");
-        assert_eq!(LogAxis::Count.label(5.0), "32");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

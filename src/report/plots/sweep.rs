@@ -10,8 +10,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::axis::{LogAxis, multiples, round_sig, step_125};
 use super::{
-    DrawResult, Figure, LABEL_SIZE, LineSeries_, LogChart, PlotError, TITLE_SIZE, color, draw_grid, draw_legend, number_label, save,
+    Axis, DrawResult, Figure, Frame, LABEL_SIZE, Legend, LineSeries_, PlotError, color, height_with_legend, labels, number_label, save,
     text_error,
 };
 
@@ -64,145 +65,57 @@ pub fn curves(chart: &Curves, path: &Path) -> Result<(), PlotError> {
     save(chart, path)
 }
 
-/// A value axis: linear, or logarithmic in base 2 (labels at powers of
-/// two, for data within three decades) or base 10.
-#[derive(Debug, Clone)]
-struct ValueAxis {
-    log_base: Option<f64>,
-    range: std::ops::Range<f64>,
-    labels: usize,
-}
-
-impl ValueAxis {
-    /// The axis covering `values`: log ranges are whole powers of their
-    /// base, linear ones start at zero (or below) with a margin above.
-    fn new(log: bool, values: impl Iterator<Item = f64>) -> ValueAxis {
-        let positive = |v: &f64| v.is_finite() && (!log || *v > 0.0);
-        let (low, high) = values.filter(positive).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
-        let (low, high) = if low.is_finite() { (low, high) } else { (1.0, 10.0) };
-        if !log {
-            let low = low.min(0.0);
-            let high = if high <= low { low + 1.0 } else { high + (high - low) * 0.08 };
-            return ValueAxis { log_base: None, range: low..high, labels: 8 };
-        }
-        let base: f64 = if (high / low).log10() < 3.0 { 2.0 } else { 10.0 };
-        let (start, end) = (low.log(base).floor(), high.log(base).ceil());
-        let end = if end <= start { start + 1.0 } else { end };
-        let steps = (end - start) as usize;
-        ValueAxis { log_base: Some(base), range: start..end, labels: if steps <= 12 { steps + 1 } else { steps / 2 + 1 } }
-    }
-
-    fn at(&self, value: f64) -> f64 {
-        self.log_base.map_or(value, |base| value.log(base))
-    }
-
-    /// Labels a position with the value it stands for.
-    fn label(&self, position: f64) -> String {
-        number_label(self.log_base.map_or(position, |base| base.powf(position)))
-    }
-}
-
-/// An axis's range, how many labels it has and how they read.
-type Ticks<'f> = (std::ops::Range<f64>, usize, &'f dyn Fn(&f64) -> String);
-
-/// A chart on two f64 axes with its title, grid and labels.
-fn frame<'a, DB: DrawingBackend>(
-    root: &'a DrawingArea<DB, Shift>,
-    title: &str,
-    (x_range, x_labels, x_format): Ticks,
-    (y_range, y_labels, y_format): Ticks,
-    (x_desc, y_desc): (&str, &str),
-    right: u32,
-) -> Result<LogChart<'a, DB>, String> {
-    // A long title is set smaller rather than cut off.
-    let size = (TITLE_SIZE * 72 / (title.chars().count() as u32).max(72)).max(14);
-    let mut chart = ChartBuilder::on(root)
-        .caption(title, ("sans-serif", size))
-        .margin(20)
-        .margin_right(45 + right)
-        .x_label_area_size(55)
-        .y_label_area_size(85)
-        .build_cartesian_2d(x_range, y_range)
-        .map_err(text_error)?;
-    draw_grid(&mut chart, (x_labels, x_format), (y_labels, y_format), (x_desc, y_desc))?;
-    Ok(chart)
-}
-
-/// Formats category positions by name, and nothing between them.
-fn category_format(names: &[String]) -> impl Fn(&f64) -> String + '_ {
-    move |v: &f64| {
-        let index = v.round();
-        if (v - index).abs() < 1e-6 && index >= 0.0 { names.get(index as usize).cloned().unwrap_or_default() } else { String::new() }
+impl Curves {
+    fn legend_entries(&self) -> usize {
+        self.series.len() + self.bounds.len() + usize::from(!self.marks.is_empty())
     }
 }
 
 impl Figure for Curves {
+    fn size(&self) -> (u32, u32) {
+        height_with_legend(self.legend_entries())
+    }
+
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
         let points = || self.series.iter().flat_map(|s| &s.points);
-        let x_axis = ValueAxis::new(self.x == XScale::Log, points().map(|p| p.0));
-        let y_axis = ValueAxis::new(self.log_y, points().map(|p| p.1).chain(self.bounds.iter().map(|b| b.0)));
-        let names = match &self.x {
-            XScale::Categories(names) => names.clone(),
-            _ => Vec::new(),
+        let x_axis = match &self.x {
+            XScale::Categories(names) => Axis::categories(names),
+            scale => Axis::new(*scale == XScale::Log, points().map(|p| p.0)),
         };
-        let (x_range, x_labels) =
-            if names.is_empty() { (x_axis.range.clone(), x_axis.labels) } else { (-0.5..(names.len() as f64 - 0.5), names.len() * 2 + 1) };
-        let categories = category_format(&names);
-        let numbers = |v: &f64| x_axis.label(*v);
-        let x_format: &dyn Fn(&f64) -> String = if names.is_empty() { &numbers } else { &categories };
-        let y_format = |v: &f64| y_axis.label(*v);
-        let (x_start, x_end) = (x_range.start, x_range.end);
-        let mut chart = frame(
-            root,
-            &self.title,
-            (x_range, x_labels, x_format),
-            (y_axis.range.clone(), y_axis.labels, &y_format),
-            (&self.x_label, &self.y_label),
-            0,
-        )?;
-        let at = |&(x, y): &(f64, f64)| (if names.is_empty() { x_axis.at(x) } else { x }, y_axis.at(y));
+        let y_axis = Axis::new(self.log_y, points().map(|p| p.1).chain(self.bounds.iter().map(|b| b.0)));
+        let (x_start, x_end) = (x_axis.range.start, x_axis.range.end);
+        let frame = Frame::new(&self.title, (&x_axis, &y_axis), (&self.x_label, &self.y_label)).legend(self.legend_entries());
+        let mut chart = frame.draw(root)?;
+        let at = |&(x, y): &(f64, f64)| (x_axis.at(x), y_axis.at(y));
+        let mut legend = Legend::new();
         for series in &self.series {
             let style = color(series.colour).stroke_width(if series.reference { 2 } else { 3 });
             let mut sorted: Vec<(f64, f64)> = series.points.iter().map(at).collect();
             sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
             if series.reference {
                 chart.draw_series(DashedLineSeries::new(sorted.clone(), 10, 6, style)).map_err(text_error)?;
-                chart
-                    .draw_series(sorted.iter().map(|&p| TriangleMarker::new(p, 8, style)))
-                    .map_err(text_error)?
-                    .label(&series.name)
-                    .legend(move |(x, y)| {
-                        EmptyElement::at((x, y))
-                            + plotters::element::DashedPathElement::new([(0, 0), (24, 0)], 6, 4, style)
-                            + TriangleMarker::new((12, 0), 7, style)
-                    });
+                chart.draw_series(sorted.iter().map(|&p| TriangleMarker::new(p, 8, style))).map_err(text_error)?;
+                legend
+                    .add(&series.name, move |(x, y)| plotters::element::DashedPathElement::new([(x, y), (x + 24, y)], 6, 4, style))
+                    .also(move |(x, y)| TriangleMarker::new((x + 12, y), 7, style));
             } else {
-                chart
-                    .draw_series(LineSeries_::new(sorted.clone(), style))
-                    .map_err(text_error)?
-                    .label(&series.name)
-                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], style));
+                chart.draw_series(LineSeries_::new(sorted.clone(), style)).map_err(text_error)?;
+                legend.add(&series.name, move |(x, y)| PathElement::new([(x, y), (x + 24, y)], style));
                 chart.draw_series(sorted.iter().map(|&p| Circle::new(p, 4, style.color.filled()))).map_err(text_error)?;
             }
         }
         for (value, name, colour) in &self.bounds {
             let style = color(*colour).stroke_width(2);
             let y = y_axis.at(*value);
-            chart
-                .draw_series(DashedLineSeries::new([(x_start, y), (x_end, y)], 12, 8, style))
-                .map_err(text_error)?
-                .label(name)
-                .legend(move |(x, y)| plotters::element::DashedPathElement::new([(x, y), (x + 24, y)], 6, 4, style));
+            chart.draw_series(DashedLineSeries::new([(x_start, y), (x_end, y)], 12, 8, style)).map_err(text_error)?;
+            legend.add(name, move |(x, y)| plotters::element::DashedPathElement::new([(x, y), (x + 24, y)], 6, 4, style));
         }
         if !self.marks.is_empty() {
             let rings = self.marks.iter().map(|&(x, y, colour)| Circle::new(at(&(x, y)), 11, color(colour).stroke_width(3)));
-            chart
-                .draw_series(rings)
-                .map_err(text_error)?
-                .label(&self.marks_label)
-                .legend(|(x, y)| Circle::new((x + 12, y), 8, BLACK.stroke_width(3)));
+            chart.draw_series(rings).map_err(text_error)?;
+            legend.add(&self.marks_label, |(x, y)| Circle::new((x + 12, y), 8, BLACK.stroke_width(3)));
         }
-        draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
+        legend.draw(root, &chart, frame.x_area)
     }
 }
 
@@ -237,39 +150,89 @@ fn ramp(t: f64) -> RGBColor {
     RGBColor(mix(a.0, b.0), mix(a.1, b.1), mix(a.2, b.2))
 }
 
+/// How a heatmap's values map to colours: on a log scale where they span a
+/// decade or more (all above zero), so that the small ones do not all look
+/// alike; on a linear one otherwise.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ColourScale {
+    Linear { low: f64, high: f64 },
+    Log { low: f64, high: f64 },
+}
+
+impl ColourScale {
+    fn of(values: impl Iterator<Item = f64>) -> ColourScale {
+        let (low, high) = values.filter(|v| v.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        if !low.is_finite() {
+            return ColourScale::Linear { low: 0.0, high: 1.0 };
+        }
+        if low > 0.0 && high / low >= 10.0 { ColourScale::Log { low, high } } else { ColourScale::Linear { low, high } }
+    }
+
+    /// Where `value` sits between the lowest (0) and the highest (1).
+    fn fraction(&self, value: f64) -> f64 {
+        let (low, high, at) = match *self {
+            ColourScale::Linear { low, high } => (low, high, value),
+            ColourScale::Log { low, high } => (low.log10(), high.log10(), value.max(f64::MIN_POSITIVE).log10()),
+        };
+        if high > low { ((at - low) / (high - low)).clamp(0.0, 1.0) } else { 0.5 }
+    }
+
+    /// The values the colour bar names: 1-2-5 steps (linear) or decades,
+    /// with 2 and 5 between over a short range (log), within the values;
+    /// the lowest and highest where fewer than two fall within.
+    fn ticks(&self) -> Vec<f64> {
+        if let ColourScale::Linear { low, high } = *self
+            && high <= low
+        {
+            return vec![low];
+        }
+        let (low, high, ticks) = match *self {
+            ColourScale::Linear { low, high } => (low, high, multiples(step_125(high - low), &(low..high))),
+            ColourScale::Log { low, high } => {
+                let axis = Axis::log(LogAxis::Decimal, [low, high].into_iter());
+                (low, high, axis.ticks.iter().map(|t| round_sig(10f64.powf(*t))).collect())
+            }
+        };
+        let slack = (high - low).abs() * 1e-9;
+        let within: Vec<f64> = ticks.into_iter().filter(|t| (low - slack..=high + slack).contains(t)).collect();
+        if within.len() >= 2 { within } else { vec![low, high] }
+    }
+}
+
 impl Figure for Heatmap {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
-        let (nx, ny) = (self.x_ticks.len(), self.y_ticks.len());
-        let x_format = category_format(&self.x_ticks);
-        let y_format = category_format(&self.y_ticks);
-        let x = (-0.5..(nx as f64 - 0.5), nx * 2 + 1, &x_format as &dyn Fn(&f64) -> String);
-        let y = (-0.5..(ny as f64 - 0.5), ny * 2 + 1, &y_format as &dyn Fn(&f64) -> String);
-        let mut chart = frame(root, &self.title, x, y, (&self.x_label, &self.y_label), 110)?;
-        let (low, high) = self.cells.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), c| (lo.min(c.2), hi.max(c.2)));
-        let scale = |v: f64| if high > low { (v - low) / (high - low) } else { 0.5 };
+        let (x_axis, y_axis) = (Axis::categories(&self.x_ticks), Axis::categories(&self.y_ticks));
+        let mut frame = Frame::new(&self.title, (&x_axis, &y_axis), (&self.x_label, &self.y_label));
+        frame.right = 130;
+        let mut chart = frame.draw(root)?;
+        let scale = ColourScale::of(self.cells.iter().map(|c| c.2));
         let cells = self.cells.iter().map(|&(i, j, v)| {
-            Rectangle::new([(i as f64 - 0.5, j as f64 - 0.5), (i as f64 + 0.5, j as f64 + 0.5)], ramp(scale(v)).filled())
+            Rectangle::new([(i as f64 - 0.5, j as f64 - 0.5), (i as f64 + 0.5, j as f64 + 0.5)], ramp(scale.fraction(v)).filled())
         });
         chart.draw_series(cells).map_err(text_error)?;
         let centred = Pos::new(HPos::Center, VPos::Center);
         let labels = self.cells.iter().map(|&(i, j, v)| {
-            let ink = if scale(v) > 0.6 { BLACK } else { WHITE };
+            let ink = if scale.fraction(v) > 0.6 { BLACK } else { WHITE };
             Text::new(number_label(v), (i as f64, j as f64), ("sans-serif", LABEL_SIZE).into_font().color(&ink).pos(centred))
         });
         chart.draw_series(labels).map_err(text_error)?;
-        // The colour bar at the right, lowest value at the bottom.
+        // The colour bar at the right, lowest value at the bottom, its
+        // ticks named; a log scale says so.
         let (width, height) = root.dim_in_pixel();
-        let (left, top, bottom) = (width as i32 - 110, 100, height as i32 - 90);
+        let (left, top, bottom) = (width as i32 - 130, 100, height as i32 - 90);
         for y in top..bottom {
             let t = f64::from(bottom - y) / f64::from(bottom - top);
             root.draw(&Rectangle::new([(left, y), (left + 24, y + 1)], ramp(t).filled())).map_err(text_error)?;
         }
-        let style = ("sans-serif", LABEL_SIZE).into_font().into_text_style(root);
-        for (value, y) in [(high, top), (low, bottom)] {
-            root.draw(&Text::new(number_label(value), (left + 30, y - 8), style.clone())).map_err(text_error)?;
+        let style = ("sans-serif", LABEL_SIZE).into_font().into_text_style(root).pos(Pos::new(HPos::Left, VPos::Center));
+        for value in scale.ticks() {
+            let y = bottom - (scale.fraction(value) * f64::from(bottom - top)).round() as i32;
+            root.draw(&PathElement::new([(left + 24, y), (left + 30, y)], BLACK.stroke_width(1))).map_err(text_error)?;
+            root.draw(&Text::new(number_label(value), (left + 34, y), style.clone())).map_err(text_error)?;
         }
         let caption = ("sans-serif", LABEL_SIZE).into_font().into_text_style(root).pos(Pos::new(HPos::Right, VPos::Bottom));
-        root.draw(&Text::new(self.value_label.clone(), (width as i32 - 15, top - 14), caption)).map_err(text_error)
+        let log = if matches!(scale, ColourScale::Log { .. }) { ", log scale" } else { "" };
+        root.draw(&Text::new(format!("{}{log}", self.value_label), (width as i32 - 15, top - 14), caption)).map_err(text_error)
     }
 }
 
@@ -295,44 +258,51 @@ pub fn pareto(chart: &Pareto, path: &Path) -> Result<(), PlotError> {
 }
 
 impl Figure for Pareto {
+    fn size(&self) -> (u32, u32) {
+        height_with_legend(3)
+    }
+
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
-        let x_axis = ValueAxis::new(self.log_x, self.points.iter().map(|p| p.0));
-        let y_axis = ValueAxis::new(self.log_y, self.points.iter().map(|p| p.1));
-        let middle = (x_axis.range.start + x_axis.range.end) / 2.0;
-        let (x_format, y_format) = (|v: &f64| x_axis.label(*v), |v: &f64| y_axis.label(*v));
-        let mut chart = frame(
-            root,
-            &self.title,
-            (x_axis.range.clone(), x_axis.labels, &x_format),
-            (y_axis.range.clone(), y_axis.labels, &y_format),
-            (&self.x_label, &self.y_label),
-            0,
-        )?;
+        let x_axis = Axis::new(self.log_x, self.points.iter().map(|p| p.0));
+        let y_axis = Axis::new(self.log_y, self.points.iter().map(|p| p.1));
+        let frame = Frame::new(&self.title, (&x_axis, &y_axis), (&self.x_label, &self.y_label)).legend(3);
+        let mut chart = frame.draw(root)?;
         let at = |x: f64, y: f64| (x_axis.at(x), y_axis.at(y));
+        let mut legend = Legend::new();
         for (meets, name, style) in [(false, "misses the goal", RGBColor(160, 160, 160)), (true, "meets the goal", color(0))] {
             chart
                 .draw_series(self.points.iter().filter(|p| p.2 == meets).map(|p| Circle::new(at(p.0, p.1), 4, style.filled())))
-                .map_err(text_error)?
-                .label(name)
-                .legend(move |(x, y)| Circle::new((x + 12, y), 5, style.filled()));
+                .map_err(text_error)?;
+            legend.add(name, move |(x, y)| Circle::new((x + 12, y), 5, style.filled()));
         }
         let front: Vec<(f64, f64)> = self.front.iter().map(|p| at(p.0, p.1)).collect();
         let line = color(3).stroke_width(3);
-        chart
-            .draw_series(LineSeries_::new(front.clone(), line))
-            .map_err(text_error)?
-            .label("Pareto front (nothing is both faster and cheaper)")
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], line));
+        chart.draw_series(LineSeries_::new(front.clone(), line)).map_err(text_error)?;
+        legend.add("Pareto front (nothing is both faster and cheaper)", move |(x, y)| PathElement::new([(x, y), (x + 24, y)], line));
         chart.draw_series(front.iter().map(|&p| Circle::new(p, 6, line))).map_err(text_error)?;
-        // Names right of points in the left half, left of those in the right half.
-        let style = ("sans-serif", LABEL_SIZE - 3).into_font().into_text_style(root);
-        let names = self.front.iter().map(|(x, y, name)| {
-            let p = at(*x, *y);
-            let (anchor, text) = if p.0 < middle { (HPos::Left, format!("  {name}")) } else { (HPos::Right, format!("{name}  ")) };
-            Text::new(text, p, style.clone().pos(Pos::new(anchor, VPos::Bottom)))
-        });
-        chart.draw_series(names).map_err(text_error)?;
-        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
+        // Each front point's name in a box beside it that covers no other
+        // name, joined to its point by a thin line.
+        let font = ("sans-serif", LABEL_SIZE - 3).into_font();
+        let anchors: Vec<(i32, i32)> = front.iter().map(|p| chart.backend_coord(p)).collect();
+        let sizes = self
+            .front
+            .iter()
+            .map(|p| root.estimate_text_size(&p.2, &TextStyle::from(font.clone())).map(|(w, h)| (w as i32, h as i32)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(text_error)?;
+        let (x_pixels, y_pixels) = chart.plotting_area().get_pixel_range();
+        let points: Vec<(i32, i32)> = self.points.iter().map(|p| chart.backend_coord(&at(p.0, p.1))).collect();
+        let boxes = labels::place(&anchors, &sizes, &points, (x_pixels.start, y_pixels.start, x_pixels.end, y_pixels.end));
+        let style = font.into_text_style(root).pos(Pos::new(HPos::Left, VPos::Top));
+        for ((anchor, (x, y, w, h)), point) in anchors.iter().zip(&boxes).zip(&self.front) {
+            if point.2.is_empty() {
+                continue;
+            }
+            let near = (anchor.0.clamp(*x, x + w), anchor.1.clamp(*y, y + h));
+            root.draw(&PathElement::new([*anchor, near], BLACK.mix(0.4).stroke_width(1))).map_err(text_error)?;
+            root.draw(&Text::new(point.2.clone(), (*x, *y), style.clone())).map_err(text_error)?;
+        }
+        legend.draw(root, &chart, frame.x_area)
     }
 }
 
@@ -394,14 +364,29 @@ mod tests {
     }
 
     #[test]
-    fn log_axes_mark_powers_of_two_within_three_decades_and_of_ten_beyond() {
-        let batches = ValueAxis::new(true, [1.0, 32.0].into_iter());
-        assert_eq!((batches.range.clone(), batches.labels), (0.0..5.0, 6));
-        assert_eq!(batches.label(3.0), "8");
-        let dollars = ValueAxis::new(true, [0.02, 350.0].into_iter());
-        assert_eq!((dollars.range.clone(), dollars.label(-2.0)), (-2.0..3.0, "0.01".to_string()));
-        let linear = ValueAxis::new(false, [5.0, 105.0].into_iter());
-        assert!(linear.range.start == 0.0 && (linear.range.end - 113.4).abs() < 1e-9, "{:?}", linear.range);
+    fn heatmaps_colour_on_a_log_scale_where_values_span_a_decade() {
+        // 437 ms to 33421 ms: a log scale, ticked at 1-2-5 (under two decades).
+        let wide = ColourScale::of([437.0, 1946.0, 33421.0].into_iter());
+        assert_eq!(wide, ColourScale::Log { low: 437.0, high: 33421.0 });
+        assert!((wide.fraction(wide_middle()) - 0.5).abs() < 1e-9);
+        assert_eq!(wide.ticks(), [500.0, 1000.0, 2000.0, 5000.0, 10000.0, 20000.0]);
+        assert_eq!(ColourScale::of([2.0, 30_000.0].into_iter()).ticks(), [10.0, 100.0, 1000.0, 10000.0]);
+        // Exactly a decade is a decade.
+        assert!(matches!(ColourScale::of([0.05, 0.5].into_iter()), ColourScale::Log { .. }));
+        // Less than a decade, or a zero among them: linear, ticked at 1-2-5 steps.
+        let narrow = ColourScale::of([0.11, 0.3, 0.52].into_iter());
+        assert_eq!(narrow, ColourScale::Linear { low: 0.11, high: 0.52 });
+        assert!((narrow.fraction(0.315) - 0.5).abs() < 1e-9);
+        let ticks: Vec<String> = narrow.ticks().iter().map(|t| number_label(*t)).collect();
+        assert_eq!(ticks, ["0.2", "0.3", "0.4", "0.5"]);
+        assert!(matches!(ColourScale::of([0.0, 5.0, 500.0].into_iter()), ColourScale::Linear { .. }));
+        // One value: it alone is named.
+        assert_eq!(ColourScale::of([3.1, 3.1].into_iter()).ticks(), [3.1]);
+    }
+
+    /// The geometric middle of 437 and 33421.
+    fn wide_middle() -> f64 {
+        (437f64 * 33421.0).sqrt()
     }
 
     #[test]
