@@ -6,7 +6,7 @@
 //! live in the table below, with sources.
 
 use super::{LinkKind, LinkRates, MAX_GPUS, NodeId, NodeKind, Policy, PresetOption, Topology, TopologyError};
-use crate::config::hardware::HardwareModel;
+use crate::config::hardware::{GpuModel, HardwareModel, HostPlatform};
 use crate::units::{Bandwidth, Time};
 
 /// Board-design figures of the presets.
@@ -260,7 +260,8 @@ fn leak(name: &str) -> &'static str {
     PRESETS.iter().map(|(n, _)| *n).find(|n| *n == name).expect("matched names are presets")
 }
 
-#[expect(clippy::too_many_lines, reason = "over the threshold when the lint replaced the line cap; not yet split by concept (issue 34)")]
+/// The board of `board` with its first `gpus` GPUs, from `model`: its host,
+/// its PCIe tree, its GPUs' NVLink fabric and its drives.
 fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, String> {
     let gpu_model = model.gpu(&board.gpu)?;
     let host = model.host(&board.host)?;
@@ -276,8 +277,19 @@ fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, St
         topo.description = format!("{} (first {gpus} GPUs)", topo.description);
     }
 
-    // Host: its sockets (two, or one on a one-socket platform), each with
-    // its memory, joined by the socket link.
+    let sockets = add_host(&mut topo, board, host, &rates)?;
+    let gpu_nodes = add_pcie(&mut topo, board, gpus, (gpu_model, host), &sockets, &rates)?;
+    add_fabric(&mut topo, board, gpu_model, &gpu_nodes, model)?;
+    if let Some(layout) = super::preset_drives(board.name) {
+        topo.attach_drives(&layout, model).map_err(|e| e.to_string())?;
+    }
+    topo.validate().map_err(|e| e.to_string())?;
+    Ok(topo)
+}
+
+/// The host's sockets (two, or one on a one-socket platform), each with its
+/// memory, joined by the socket link.
+fn add_host(topo: &mut Topology, board: &Board, host: &HostPlatform, rates: &LinkRates) -> Result<Vec<NodeId>, String> {
     let socket_count = host.sockets();
     let sockets: Vec<NodeId> = (0..socket_count).map(|s| topo.add_node(format!("cpu{s}"), NodeKind::CpuSocket, s)).collect();
     let (memory_rate, channels) = rates.memory(&board.host)?;
@@ -288,11 +300,22 @@ fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, St
     if let [first, second] = sockets[..] {
         topo.connect(first, second, LinkKind::SocketLink, host.socket_link(), host.socket_link_latency);
     }
-    let socket_of = |slot: u32, per_socket: u32| (slot / per_socket).min(socket_count - 1);
+    Ok(sockets)
+}
 
-    // PCIe: GPUs in order under the switches or root ports, so that a slice
-    // of the board's first GPUs shares what the board's first GPUs share. A
-    // link trains to the older generation of its two ends.
+/// The GPUs in order under the switches or root ports, so that a slice of
+/// the board's first GPUs shares what the board's first GPUs share; a link
+/// trains to the older generation of its two ends.
+fn add_pcie(
+    topo: &mut Topology,
+    board: &Board,
+    gpus: u32,
+    (gpu_model, host): (&GpuModel, &HostPlatform),
+    sockets: &[NodeId],
+    rates: &LinkRates,
+) -> Result<Vec<NodeId>, String> {
+    let socket_count = sockets.len() as u32;
+    let socket_of = |slot: u32, per_socket: u32| (slot / per_socket).min(socket_count - 1);
     let pcie_link = |generation: String| -> Result<(LinkKind, Bandwidth, Time), String> {
         let (rate, latency) = rates.pcie(&generation, 16)?;
         Ok((LinkKind::Pcie { generation, lanes: 16 }, rate, latency))
@@ -344,13 +367,19 @@ fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, St
             }
         }
     }
+    Ok(gpu_nodes)
+}
 
+/// The GPUs' NVLink: into the NVSwitch, a mesh of pairs, a two-card bridge
+/// or none.
+fn add_fabric(topo: &mut Topology, board: &Board, gpu_model: &GpuModel, gpu_nodes: &[NodeId], model: &HardwareModel) -> Result<(), String> {
+    let rates = LinkRates { model };
     match board.fabric {
         GpuFabric::NvSwitch => {
             let links = gpu_model.nvlink_links;
             let (rate, latency) = rates.nvlink(&gpu_model.nvlink_generation, links)?;
             let fabric = topo.add_node("nvswitch", NodeKind::NvSwitch, 0);
-            for &gpu in &gpu_nodes {
+            for &gpu in gpu_nodes {
                 topo.connect(gpu, fabric, LinkKind::NvLink { generation: gpu_model.nvlink_generation.clone(), links }, rate, latency);
             }
         }
@@ -385,11 +414,7 @@ fn build(board: &Board, gpus: u32, model: &HardwareModel) -> Result<Topology, St
         }
         GpuFabric::None => {}
     }
-    if let Some(layout) = super::preset_drives(board.name) {
-        topo.attach_drives(&layout, model).map_err(|e| e.to_string())?;
-    }
-    topo.validate().map_err(|e| e.to_string())?;
-    Ok(topo)
+    Ok(())
 }
 
 /// A rack of GB200 superchips: `gpus` GPUs, two a Grace CPU (a socket of its
