@@ -147,17 +147,23 @@ impl Matrix {
     }
 }
 
-#[expect(clippy::too_many_lines, reason = "over the threshold when the lint replaced the line cap; not yet split by concept (issue 34)")]
-fn read_matrix(path: &Path, text: &str) -> Result<Matrix, ImportError> {
-    let lines: Vec<String> = text.lines().map(strip_escape_codes).collect();
-    let (header_index, header) =
-        lines.iter().enumerate().find(|(_, line)| line.split_whitespace().next() == Some("GPU0")).ok_or_else(|| {
-            ImportError::invalid(path, "no header row (GPU0 GPU1 ... CPU Affinity ...): is this `nvidia-smi topo -m` output?")
-        })?;
-    let header_line = header_index + 1;
+/// The matrix's header row: where it is, its device columns (GPUs first,
+/// then NICs), how many of them are GPUs, and the affinity columns after.
+struct Header<'t> {
+    index: usize,
+    devices: Vec<&'t str>,
+    gpus: usize,
+    affinity: Vec<Affinity>,
+}
+
+fn read_header<'t>(path: &Path, lines: &'t [String]) -> Result<Header<'t>, ImportError> {
+    let (index, header) = lines.iter().enumerate().find(|(_, line)| line.split_whitespace().next() == Some("GPU0")).ok_or_else(|| {
+        ImportError::invalid(path, "no header row (GPU0 GPU1 ... CPU Affinity ...): is this `nvidia-smi topo -m` output?")
+    })?;
+    let header_line = index + 1;
     let words: Vec<&str> = header.split_whitespace().collect();
     let device_count = words.iter().position(|w| AFFINITY_COLUMNS.iter().any(|(names, _)| names[0] == *w)).unwrap_or(words.len());
-    let devices = &words[..device_count];
+    let devices = words[..device_count].to_vec();
     let gpus = devices.iter().enumerate().take_while(|(i, d)| **d == gpu_name(*i as u32)).count();
     if let Some(stray) = devices[gpus..].iter().find(|d| d.strip_prefix("GPU").is_some_and(|n| n.parse::<u32>().is_ok())) {
         return Err(ImportError::syntax(
@@ -166,7 +172,7 @@ fn read_matrix(path: &Path, text: &str) -> Result<Matrix, ImportError> {
             format!("column {stray}: GPU columns must come first, numbered from GPU0 in order"),
         ));
     }
-    let mut affinity_columns = Vec::new();
+    let mut affinity = Vec::new();
     let mut rest = &words[device_count..];
     while !rest.is_empty() {
         let (names, column) = AFFINITY_COLUMNS.iter().find(|(names, _)| rest.starts_with(names)).ok_or_else(|| {
@@ -179,14 +185,22 @@ fn read_matrix(path: &Path, text: &str) -> Result<Matrix, ImportError> {
                 ),
             )
         })?;
-        affinity_columns.push(*column);
+        affinity.push(*column);
         rest = &rest[names.len()..];
     }
+    Ok(Header { index, devices, gpus, affinity })
+}
 
+/// The GPU-to-GPU relations and each GPU's affinity of `nvidia-smi topo -m`
+/// output `text` (read from `path`), checked cell by cell.
+fn read_matrix(path: &Path, text: &str) -> Result<Matrix, ImportError> {
+    let lines: Vec<String> = text.lines().map(strip_escape_codes).collect();
+    let header = read_header(path, &lines)?;
+    let (header_line, devices, gpus) = (header.index + 1, &header.devices, header.gpus);
     let mut matrix =
         Matrix { cells: vec![Vec::new(); gpus], row_lines: vec![0; gpus], cpu_affinity: vec![None; gpus], numa_affinity: vec![None; gpus] };
-    let columns = 1 + devices.len() + affinity_columns.len();
-    for (index, line) in lines.iter().enumerate().skip(header_index + 1) {
+    let columns = 1 + devices.len() + header.affinity.len();
+    for (index, line) in lines.iter().enumerate().skip(header.index + 1) {
         let number = index + 1;
         let cells: Vec<&str> = line.split_whitespace().collect();
         // The matrix ends at the first line that is not a device's row
@@ -208,7 +222,7 @@ fn read_matrix(path: &Path, text: &str) -> Result<Matrix, ImportError> {
                     "{label}'s row has {} cells; the header (line {header_line}) gives {columns}: the label, {} device columns, then {}",
                     cells.len(),
                     devices.len(),
-                    affinity_columns.len()
+                    header.affinity.len()
                 ),
             ));
         }
@@ -228,38 +242,57 @@ fn read_matrix(path: &Path, text: &str) -> Result<Matrix, ImportError> {
             }
             matrix.cells[gpu].push(cell);
         }
-        for (column, value) in affinity_columns.iter().zip(&cells[1 + devices.len()..]) {
-            let known = *value != "N/A";
-            match column {
-                Affinity::Cpu if known && !is_cpu_list(value) => {
-                    return Err(ImportError::syntax(
-                        path,
-                        number,
-                        format!("CPU Affinity {value:?} of {label}: expected CPU numbers and ranges (0-55,112-167) or N/A"),
-                    ));
-                }
-                Affinity::Cpu => matrix.cpu_affinity[gpu] = known.then(|| value.to_string()),
-                Affinity::Numa if known => {
-                    let numa = value.parse().ok().filter(|&numa| numa < MAX_SOCKETS).ok_or_else(|| {
-                        ImportError::syntax(
-                            path,
-                            number,
-                            format!(
-                                "NUMA Affinity {value:?} of {label}: expected a NUMA node number from 0 to {} (at most one socket a GPU) or N/A",
-                                MAX_SOCKETS - 1
-                            ),
-                        )
-                    })?;
-                    matrix.numa_affinity[gpu] = Some(numa);
-                }
-                Affinity::Numa | Affinity::GpuNumaId => {}
-            }
-        }
+        let values = header.affinity.iter().zip(&cells[1 + devices.len()..]);
+        read_affinity(path, (number, label, gpu), values, &mut matrix)?;
     }
     if let Some(missing) = matrix.row_lines.iter().position(|&line| line == 0) {
         return Err(ImportError::invalid(path, format!("the header names GPU{missing} but no row for it follows")));
     }
-    for i in 0..gpus {
+    check_symmetric(path, &matrix)?;
+    Ok(matrix)
+}
+
+/// GPU `gpu`'s affinity cells (its row `label` on line `number`), into
+/// `matrix`.
+fn read_affinity<'v>(
+    path: &Path,
+    (number, label, gpu): (usize, &str, usize),
+    values: impl Iterator<Item = (&'v Affinity, &'v &'v str)>,
+    matrix: &mut Matrix,
+) -> Result<(), ImportError> {
+    for (column, value) in values {
+        let known = *value != "N/A";
+        match column {
+            Affinity::Cpu if known && !is_cpu_list(value) => {
+                return Err(ImportError::syntax(
+                    path,
+                    number,
+                    format!("CPU Affinity {value:?} of {label}: expected CPU numbers and ranges (0-55,112-167) or N/A"),
+                ));
+            }
+            Affinity::Cpu => matrix.cpu_affinity[gpu] = known.then(|| value.to_string()),
+            Affinity::Numa if known => {
+                let numa = value.parse().ok().filter(|&numa| numa < MAX_SOCKETS).ok_or_else(|| {
+                    ImportError::syntax(
+                        path,
+                        number,
+                        format!(
+                            "NUMA Affinity {value:?} of {label}: expected a NUMA node number from 0 to {} (at most one socket a GPU) or N/A",
+                            MAX_SOCKETS - 1
+                        ),
+                    )
+                })?;
+                matrix.numa_affinity[gpu] = Some(numa);
+            }
+            Affinity::Numa | Affinity::GpuNumaId => {}
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a matrix whose GPU pairs read differently either way round.
+fn check_symmetric(path: &Path, matrix: &Matrix) -> Result<(), ImportError> {
+    for i in 0..matrix.gpus() {
         for j in 0..i {
             if matrix.cells[i][j] != matrix.cells[j][i] {
                 return Err(ImportError::syntax(
@@ -273,7 +306,7 @@ fn read_matrix(path: &Path, text: &str) -> Result<Matrix, ImportError> {
             }
         }
     }
-    Ok(matrix)
+    Ok(())
 }
 
 /// Whether `text` is a list of CPUs as Linux writes one: numbers and
