@@ -90,3 +90,34 @@ fn a_flow_of_copies_shares_as_that_many_flows() {
     assert_eq!(usage[0].bytes, Bytes(4 * GB), "every copy's bytes counted");
     assert_eq!(copied(1), (vec![Time::from_us(40_000); 3], lone, usage), "the same as three flows of their own");
 }
+
+#[test]
+fn picoseconds_round_up_exactly_as_ceil_does() {
+    let mut values = vec![
+        0.0,
+        -0.0,
+        -0.5,
+        -3.0,
+        0.25,
+        1.0,
+        1.0 + f64::EPSILON,
+        2f64.powi(52) - 0.5,
+        2f64.powi(53) + 2.0,
+        2f64.powi(63),
+        2f64.powi(64),
+        1e30,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        f64::MIN_POSITIVE,
+    ];
+    // Quotients as the solver forms them: bytes in picoseconds over a rate.
+    for bytes in [1u64, 7, 512, 4096, 1 << 20, 3 << 28] {
+        for rate in [1.0, 3.0, 7e9, 12.5e9, 64e9 / 3.0, 450e9] {
+            values.push(bytes as f64 * 1e12 / rate);
+        }
+    }
+    for ps in values {
+        assert_eq!(picoseconds_up(ps), Time(ps.ceil() as u64), "{ps}");
+    }
+}
