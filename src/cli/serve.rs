@@ -1,6 +1,6 @@
-//! `icsim serve ...`: a service on one tensor-parallel group of a topology.
-//! What the user typed becomes requests, an engine and an iteration-time
-//! source here; the library serves them; the results are printed as tables
+//! `icsim serve ...`: a service on one tensor-parallel group of a topology,
+//! or on a split into prefill and decode groups (`split`). What the user
+//! typed becomes requests and a server here; the library serves them; the results are printed as tables
 //! (or JSON or CSV) and written into a folder as one set of files.
 
 use std::path::{Path, PathBuf};

@@ -145,6 +145,11 @@ impl fmt::Display for SplitPlan {
     }
 }
 
+/// GPUs by index as flags and reports write them: `0,1,2`.
+pub fn listed(gpus: &[usize]) -> String {
+    gpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+}
+
 /// One group set up to serve: its GPUs (by index and as topology nodes,
 /// in rank order), its forward on them, its KV cache and token budget.
 pub struct ServingGroup<'e> {
@@ -190,7 +195,7 @@ impl<'e> ServingGroup<'e> {
     pub fn described(&self) -> GroupSetup {
         GroupSetup {
             tp: self.tp,
-            gpus: self.gpus.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
+            gpus: listed(&self.gpus),
             max_num_batched_tokens: self.budget,
             kv_blocks: self.kv.blocks,
             kv_gb_per_gpu: self.kv.bytes_per_gpu.as_f64() / 1e9,

@@ -1,5 +1,6 @@
 //! A service at several loads. Owns setting an experiment's first mode up
-//! to serve (`Server`: its KV cache, its engine, the source of its
+//! to serve (`Server`: one group, or split into a prefill and a decode
+//! group, each with its KV cache, its engine and the source of its
 //! iteration times), what a service is apart from its rate (`Load`), what
 //! one rate amounts to (`LoadPoint`: the columns of `icsim serve --rates`
 //! and of a serving sweep's rows) and the knee: the highest of rising rates

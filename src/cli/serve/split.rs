@@ -1,9 +1,9 @@
 //! `icsim serve --prefill-tp P --decode-tp D`: the server's GPUs split into
-//! a prefill group and a decode group. Owns the split's flags and their
-//! checks (which GPUs go to which group: the first P to prefill and the
-//! next D to decode unless listed), each group's tensor parallelism, KV
-//! cache and limits, and the KV moves between them on the topology; the
-//! library serves, and the parent command prints what it reports.
+//! a prefill group and a decode group. Owns the split's flags, the TP the
+//! flags are resolved at, and the words, by flag, for what the library
+//! (`serve::groups`, `serve::load::Server::split`) refuses; the library
+//! sets the groups up and serves, and the parent command prints what it
+//! reports.
 
 use anyhow::Result;
 use clap::Args;
@@ -12,7 +12,7 @@ use super::notices;
 use crate::cli::BadInput;
 use icsim::config::llm::LlmModel;
 use icsim::report::{self, Record};
-use icsim::serve::groups::{GroupError, GroupFailure, PlanError, Role, SplitPlan};
+use icsim::serve::groups::{self, GroupError, GroupFailure, PlanError, Role, SplitPlan};
 use icsim::serve::load::{EngineSettings, LoadError, Server};
 use icsim::serve::results::{GroupSetup, SplitReport};
 use icsim::topology::MAX_GPUS;
@@ -102,19 +102,18 @@ fn flags(role: Role) -> (&'static str, &'static str) {
 
 /// A plan refused, said by the flag that set it.
 fn by_flag(error: &PlanError) -> BadInput {
-    let shown = |list: &[usize]| list.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
     BadInput(match error {
         PlanError::TooFew { gpus, prefill_tp, decode_tp } => format!(
             "--decode-tp {decode_tp}: the server has {gpus} GPUs, fewer than --prefill-tp {prefill_tp} + --decode-tp {decode_tp}; take smaller groups or a topology with more GPUs (--gpus)"
         ),
         PlanError::ListedCount { role, listed, tp } => {
             let (tp_flag, flag) = flags(*role);
-            format!("{flag} {}: lists {} GPUs for {tp_flag} {tp}; list one a rank", shown(listed), listed.len())
+            format!("{flag} {}: lists {} GPUs for {tp_flag} {tp}; list one a rank", groups::listed(listed), listed.len())
         }
         PlanError::NoSuchGpu { role, listed, gpu, gpus } => {
-            format!("{} {}: there is no GPU {gpu}; the server's are 0 to {}", flags(*role).1, shown(listed), gpus - 1)
+            format!("{} {}: there is no GPU {gpu}; the server's are 0 to {}", flags(*role).1, groups::listed(listed), gpus - 1)
         }
-        PlanError::Twice { role, listed, gpu } => format!("{} {}: GPU {gpu} is listed twice", flags(*role).1, shown(listed)),
+        PlanError::Twice { role, listed, gpu } => format!("{} {}: GPU {gpu} is listed twice", flags(*role).1, groups::listed(listed)),
         PlanError::InBoth { gpu } => format!("--decode-gpus: GPU {gpu} is in the prefill group too; give the groups different GPUs"),
     })
 }
