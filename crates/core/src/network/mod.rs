@@ -103,7 +103,10 @@ struct Flow {
     /// carry an older generation and are skipped when popped.
     generation: u32,
     phase: Phase,
+    /// In the region being re-solved when equal to the network's epoch.
     mark: u64,
+    /// Checked for a bottleneck in the pass numbered so.
+    checked: u64,
     frozen: bool,
 }
 
@@ -117,11 +120,17 @@ struct LinkState {
     allocated: f64,
     usage: LinkUsage,
     busy_since: Time,
+    /// Touched by the region being re-solved when equal to the epoch.
     mark: u64,
     // Scratch for progressive filling: capacity left, and copies of
     // flows not yet frozen.
     spare: f64,
     unfrozen: u32,
+    /// Scratch of the bottleneck check: whether the link is full and its
+    /// fastest flow's rate, as of the check pass numbered `looked`.
+    looked: u64,
+    full: bool,
+    fastest: f64,
 }
 
 /// A scheduled flow event: (flow slot, generation).
@@ -137,16 +146,23 @@ pub struct Network {
     events: EventQueue<FlowEvent>,
     /// Scratch: the events of the instant being handled.
     due: Vec<FlowEvent>,
-    /// Epoch for the "visited" marks of the component search.
+    /// Epoch for the "in the region" marks of a re-solve.
     epoch: u64,
+    /// Number of the bottleneck check pass, for its marks.
+    pass: u64,
     scratch_links: Vec<u32>,
     scratch_flows: Vec<u32>,
-    /// Links whose flows changed at `pending_at` and are not re-solved yet:
-    /// the flows that start and finish at one instant are solved together,
-    /// once, before time moves on (the max-min shares they reach are the
-    /// same; each change solved on its own re-solved a shared link's whole
-    /// component once a flow).
+    /// Scratch: flows found without a bottleneck by a check pass.
+    unsettled: Vec<u32>,
+    /// Scratch: the full links a finished flow leaves.
+    scratch_full: Vec<LinkId>,
+    /// Links whose flows changed at `pending_at`, and flows that started
+    /// then, not re-solved yet: the flows that start and finish at one
+    /// instant are solved together, once, before time moves on (the max-min
+    /// shares they reach are the same; each change solved on its own
+    /// re-solved a shared link's whole component once a flow).
     pending: Vec<LinkId>,
+    pending_flows: Vec<u32>,
     pending_at: Time,
     /// Re-solve every flow on every change: the slow reference the
     /// incremental solver is tested against.
@@ -172,6 +188,9 @@ impl Network {
                     mark: 0,
                     spare: 0.0,
                     unfrozen: 0,
+                    looked: 0,
+                    full: false,
+                    fastest: 0.0,
                 }
             })
             .collect();
@@ -182,9 +201,13 @@ impl Network {
             events: EventQueue::new(),
             due: Vec::new(),
             epoch: 0,
+            pass: 0,
             scratch_links: Vec::new(),
             scratch_flows: Vec::new(),
+            unsettled: Vec::new(),
+            scratch_full: Vec::new(),
             pending: Vec::new(),
+            pending_flows: Vec::new(),
             pending_at: Time::ZERO,
             full_recompute: false,
             takings: Takings::new(),
@@ -264,6 +287,7 @@ impl Network {
             generation: 0,
             phase: Phase::Draining,
             mark: 0,
+            checked: 0,
             frozen: false,
         };
         let slot = self.allocate(flow, &path.links);
@@ -280,7 +304,7 @@ impl Network {
         // (a saturated link, the only kind that limits others, has no spare).
         let demand = cap * f64::from(copies);
         // Shares are settled only where nothing waits to be re-solved.
-        let settled = !self.full_recompute && self.pending.is_empty();
+        let settled = !self.full_recompute && !self.is_pending();
         let fits = settled
             && cap.is_finite()
             && path.links.iter().all(|l| {
@@ -324,87 +348,109 @@ impl Network {
             }
             return;
         }
-        self.defer(now, &path.links);
+        self.defer(now, &[], Some(slot));
     }
 
-    /// Marks `links` to be re-solved before time moves past `now`.
-    fn defer(&mut self, now: Time, links: &[LinkId]) {
+    /// Whether changes wait to be re-solved (the links' allocated rates are
+    /// not settled meanwhile).
+    fn is_pending(&self) -> bool {
+        !self.pending.is_empty() || !self.pending_flows.is_empty()
+    }
+
+    /// Marks `links`, whose flows may get other shares, and a flow that
+    /// started, to be re-solved before time moves past `now`.
+    fn defer(&mut self, now: Time, links: &[LinkId], started: Option<u32>) {
         if self.pending_at != now {
             self.settle_pending();
         }
         self.pending_at = now;
         self.pending.extend_from_slice(links);
+        self.pending_flows.extend(started);
     }
 
-    /// Re-solves the components of every link changed at `pending_at`.
+    /// Re-solves around every change made at `pending_at`.
     fn settle_pending(&mut self) {
-        if self.pending.is_empty() {
+        if !self.is_pending() {
             return;
         }
-        let mut seeds = std::mem::take(&mut self.pending);
-        seeds.retain(|l| !self.links[l.index()].flows.is_empty());
-        if !seeds.is_empty() {
-            self.reshare(self.pending_at, &seeds);
+        let mut links = std::mem::take(&mut self.pending);
+        let mut flows = std::mem::take(&mut self.pending_flows);
+        links.retain(|l| !self.links[l.index()].flows.is_empty());
+        // A flow that started and drained at this instant is no one's now.
+        flows.retain(|&slot| self.flows[slot as usize].phase == Phase::Draining);
+        if !links.is_empty() || !flows.is_empty() {
+            self.reshare(self.pending_at, &links, &flows);
         }
-        seeds.clear();
-        self.pending = seeds;
+        links.clear();
+        flows.clear();
+        self.pending = links;
+        self.pending_flows = flows;
     }
 
-    /// Settles every flow of the component around `seeds` at `now` and gives
-    /// it its new max-min fair rate.
-    fn reshare(&mut self, now: Time, seeds: &[LinkId]) {
-        let every_busy_link: Vec<LinkId>;
-        let seeds = if self.full_recompute {
-            every_busy_link = (0..self.links.len() as u32).map(LinkId).filter(|l| !self.links[l.index()].flows.is_empty()).collect();
-            &every_busy_link[..]
-        } else {
-            seeds
-        };
+    /// Gives the flows around the changes their max-min fair rates at `now`.
+    /// The region re-solved starts as the flows on `seeds` (links whose
+    /// flows may get more) and the `started` ones, the rates of the flows
+    /// beside it held; an allocation is max-min fair when every
+    /// flow has a bottleneck (a full link on which no flow is faster, or its
+    /// own cap), so the region takes in each flow left without one and is
+    /// solved again; after a few rounds it becomes the seeds' whole
+    /// connected component. A change in a large saturated fabric (a long
+    /// chain, every link full) moves a few rates, not the fabric's.
+    fn reshare(&mut self, now: Time, seeds: &[LinkId], started: &[u32]) {
+        /// Rounds of growing the region before it is the whole component.
+        const ROUNDS: u32 = 3;
+        /// Flows on one link past which the region is the whole component
+        /// at once: checking every flow of a crowded link (a memory bus)
+        /// for a bottleneck costs more than the solve it would spare.
+        const CROWD: usize = 16;
         self.epoch += 1;
-        let epoch = self.epoch;
-        let mut component_links = std::mem::take(&mut self.scratch_links);
-        let mut component_flows = std::mem::take(&mut self.scratch_flows);
-        component_links.clear();
-        component_flows.clear();
+        let mut region_links = std::mem::take(&mut self.scratch_links);
+        let mut region_flows = std::mem::take(&mut self.scratch_flows);
+        region_links.clear();
+        region_flows.clear();
+        if self.full_recompute {
+            for link in 0..self.links.len() as u32 {
+                if !self.links[link as usize].flows.is_empty() {
+                    self.take_in_link(link, &mut region_links, &mut region_flows);
+                }
+            }
+        }
         for &seed in seeds {
-            if self.links[seed.index()].mark != epoch {
-                self.links[seed.index()].mark = epoch;
-                component_links.push(seed.0);
-            }
+            self.take_in_link(seed.0, &mut region_links, &mut region_flows);
         }
-        let mut next = 0;
-        while next < component_links.len() {
-            let link = component_links[next] as usize;
-            next += 1;
-            for i in 0..self.links[link].flows.len() {
-                let slot = self.links[link].flows[i];
-                let flow = &mut self.flows[slot as usize];
-                if flow.mark == epoch {
-                    continue;
+        for &slot in started {
+            self.take_in_flow(slot, &mut region_links, &mut region_flows);
+        }
+        let crowded = region_links.iter().any(|&l| self.links[l as usize].flows.len() > CROWD);
+        let mut round = if crowded { ROUNDS - 1 } else { 0 };
+        loop {
+            if round + 1 == ROUNDS {
+                let mut next = 0;
+                while next < region_links.len() {
+                    self.take_in_link(region_links[next], &mut region_links, &mut region_flows);
+                    next += 1;
                 }
-                flow.mark = epoch;
-                component_flows.push(slot);
-                for &other in flow.links.iter() {
-                    let state = &mut self.links[other.index()];
-                    if state.mark != epoch {
-                        state.mark = epoch;
-                        component_links.push(other.0);
-                    }
-                }
+                self.fill_progressively(&region_links, &region_flows);
+                break;
             }
+            self.fill_progressively(&region_links, &region_flows);
+            if self.full_recompute || !self.find_unsettled(&region_links) {
+                break;
+            }
+            round += 1;
+            let unsettled = std::mem::take(&mut self.unsettled);
+            for &slot in &unsettled {
+                self.take_in_flow(slot, &mut region_links, &mut region_flows);
+            }
+            self.unsettled = unsettled;
         }
-
-        for &slot in &component_flows {
-            self.flows[slot as usize].frozen = false;
-        }
-        self.fill_progressively(&component_links, &component_flows);
 
         // Flows whose share changed: bring their remaining bytes up to `now`
         // at the old rate, then reschedule. The others keep their event, and
         // so does a flow whose last byte leaves now: it has drained (what
         // floating point leaves of its bytes would finish it a picosecond
         // late, apart from identical flows finishing with it).
-        for &slot in &component_flows {
+        for &slot in &region_flows {
             let flow = &mut self.flows[slot as usize];
             debug_assert!(flow.next_rate > 0.0, "every flow gets a positive share");
             if flow.rate > 0.0 && (flow.next_rate - flow.rate).abs() <= flow.rate * SHARE_TOLERANCE {
@@ -419,11 +465,119 @@ impl Network {
             let rate = flow.next_rate;
             self.rerate(now, slot, rate);
         }
-        for &link in &component_links {
+        for &link in &region_links {
             self.settle_allocated(link);
         }
-        self.scratch_links = component_links;
-        self.scratch_flows = component_flows;
+        self.scratch_links = region_links;
+        self.scratch_flows = region_flows;
+    }
+
+    /// Takes every flow on `link` into the region being re-solved.
+    fn take_in_link(&mut self, link: u32, region_links: &mut Vec<u32>, region_flows: &mut Vec<u32>) {
+        let state = &mut self.links[link as usize];
+        if state.mark != self.epoch {
+            state.mark = self.epoch;
+            region_links.push(link);
+        }
+        for i in 0..self.links[link as usize].flows.len() {
+            let slot = self.links[link as usize].flows[i];
+            self.take_in_flow(slot, region_links, region_flows);
+        }
+    }
+
+    /// Takes a flow into the region being re-solved, and its links with it.
+    fn take_in_flow(&mut self, slot: u32, region_links: &mut Vec<u32>, region_flows: &mut Vec<u32>) {
+        let epoch = self.epoch;
+        let flow = &mut self.flows[slot as usize];
+        if flow.mark == epoch {
+            return;
+        }
+        flow.mark = epoch;
+        region_flows.push(slot);
+        for &link in flow.links.iter() {
+            let state = &mut self.links[link.index()];
+            if state.mark != epoch {
+                state.mark = epoch;
+                region_links.push(link.0);
+            }
+        }
+    }
+
+    /// Checks every flow on the region's links for a bottleneck at the rates
+    /// just solved; lists in `unsettled` the flows outside the region that
+    /// lack one, and those faster than a region flow that lacks one on a
+    /// link they share. Whether any was found.
+    fn find_unsettled(&mut self, region_links: &[u32]) -> bool {
+        self.pass += 1;
+        let pass = self.pass;
+        let mut unsettled = std::mem::take(&mut self.unsettled);
+        unsettled.clear();
+        for &link in region_links {
+            for i in 0..self.links[link as usize].flows.len() {
+                let slot = self.links[link as usize].flows[i];
+                if self.flows[slot as usize].checked == pass {
+                    continue;
+                }
+                self.flows[slot as usize].checked = pass;
+                if self.has_bottleneck(slot) {
+                    continue;
+                }
+                if self.flows[slot as usize].mark != self.epoch {
+                    unsettled.push(slot);
+                    continue;
+                }
+                // Only a held flow can be faster than a region flow on the
+                // link that froze it: take in those.
+                let rate = self.flows[slot as usize].next_rate;
+                for &other_link in self.flows[slot as usize].links.iter() {
+                    for &other in &self.links[other_link.index()].flows {
+                        let flow = &self.flows[other as usize];
+                        if flow.mark != self.epoch && flow.rate > rate * (1.0 + SHARE_TOLERANCE) {
+                            unsettled.push(other);
+                        }
+                    }
+                }
+            }
+        }
+        let found = !unsettled.is_empty();
+        self.unsettled = unsettled;
+        found
+    }
+
+    /// The rate a flow has as the region is being solved: its new share in
+    /// the region, its old one outside.
+    fn solved_rate(&self, slot: u32) -> f64 {
+        let flow = &self.flows[slot as usize];
+        if flow.mark == self.epoch { flow.next_rate } else { flow.rate }
+    }
+
+    /// Whether a flow, at the rates being solved, is held by its own cap or
+    /// by a full link on which no flow is faster.
+    fn has_bottleneck(&mut self, slot: u32) -> bool {
+        let rate = self.solved_rate(slot);
+        if self.flows[slot as usize].cap <= rate * (1.0 + SHARE_TOLERANCE) {
+            return true;
+        }
+        for i in 0..self.flows[slot as usize].links.len() {
+            let link = self.flows[slot as usize].links[i].index();
+            if self.links[link].looked != self.pass {
+                let (mut load, mut fastest) = (0.0, 0.0f64);
+                for &other in &self.links[link].flows {
+                    let other_rate = self.solved_rate(other);
+                    load += other_rate * f64::from(self.flows[other as usize].copies);
+                    fastest = fastest.max(other_rate);
+                }
+                let state = &mut self.links[link];
+                state.looked = self.pass;
+                state.full = load >= state.capacity * (1.0 - SHARE_TOLERANCE);
+                state.fastest = fastest;
+            }
+            let state = &self.links[link];
+            if state.full && rate >= state.fastest * (1.0 - SHARE_TOLERANCE) {
+                return true;
+            }
+        }
+        false
     }
 
     /// Brings a flow's remaining bytes up to `now` at its old rate, gives it
@@ -448,29 +602,41 @@ impl Network {
     /// together until a link (or a flow's own cap) is full, freeze the flows
     /// it limits, repeat. A flow's copies count one by one, and each takes
     /// its share from the link's spare capacity as a flow of its own would.
-    fn fill_progressively(&mut self, component_links: &[u32], component_flows: &[u32]) {
-        for &link in component_links {
+    /// The flows beside the region keep their rates: the region's links
+    /// offer what those leave.
+    fn fill_progressively(&mut self, region_links: &[u32], region_flows: &[u32]) {
+        for &link in region_links {
             let state = &mut self.links[link as usize];
             state.spare = state.capacity;
             state.unfrozen = state.copies;
+            for &slot in &state.flows {
+                let flow = &self.flows[slot as usize];
+                if flow.mark != self.epoch {
+                    state.spare = (state.spare - flow.total_rate()).max(0.0);
+                    state.unfrozen -= flow.copies;
+                }
+            }
         }
-        let mut unfrozen = component_flows.len();
+        for &slot in region_flows {
+            self.flows[slot as usize].frozen = false;
+        }
+        let mut unfrozen = region_flows.len();
         while unfrozen > 0 {
             let mut share = f64::INFINITY;
-            for &link in component_links {
+            for &link in region_links {
                 let state = &self.links[link as usize];
                 if state.unfrozen > 0 {
                     share = share.min(state.spare / f64::from(state.unfrozen));
                 }
             }
-            for &slot in component_flows {
+            for &slot in region_flows {
                 let flow = &self.flows[slot as usize];
                 if !flow.frozen {
                     share = share.min(flow.cap);
                 }
             }
             let threshold = share * (1.0 + SHARE_TOLERANCE);
-            for &slot in component_flows {
+            for &slot in region_flows {
                 let flow = &self.flows[slot as usize];
                 if flow.frozen {
                     continue;
@@ -504,14 +670,16 @@ impl Network {
         let links = std::mem::take(&mut self.flows[slot as usize].links);
         let rate = self.flows[slot as usize].total_rate();
         let copies = self.flows[slot as usize].copies;
-        // Fast path: if none of its links was saturated, none was anyone's
-        // bottleneck, and no other share changes when it leaves.
-        let saturated = self.full_recompute
-            || !self.pending.is_empty()
-            || links.iter().any(|l| {
-                let state = &self.links[l.index()];
-                state.allocated >= state.capacity * (1.0 - SHARE_TOLERANCE)
-            });
+        // Only a full link was anyone's bottleneck: the flows on the others
+        // keep their shares when it leaves (unless shares wait to be
+        // settled, when any may be full).
+        let unsettled = self.full_recompute || self.is_pending();
+        let mut full = std::mem::take(&mut self.scratch_full);
+        full.clear();
+        full.extend(links.iter().filter(|l| {
+            let state = &self.links[l.index()];
+            unsettled || state.allocated >= state.capacity * (1.0 - SHARE_TOLERANCE)
+        }));
         for &link in links.iter() {
             let state = &mut self.links[link.index()];
             let position = state.flows.iter().position(|&f| f == slot).expect("a draining flow is listed on each of its links");
@@ -522,9 +690,10 @@ impl Network {
                 state.usage.busy += now - state.busy_since;
             }
         }
-        if saturated {
-            self.defer(now, &links);
+        if !full.is_empty() {
+            self.defer(now, &full, None);
         }
+        self.scratch_full = full;
         let flow = &mut self.flows[slot as usize];
         flow.links = links;
         flow.phase = Phase::Arriving;
