@@ -4,9 +4,11 @@
 //! projection, residual adds, gate/up projection, activation, down
 //! projection, and the allreduce after each block), then the final norm, the
 //! LM head, the gather of the logits and sampling. Which kernels run as one
-//! is the LLM file's fusion; which kernels run at all is the scope. Each
-//! kernel is a roofline (`compute`); the collectives are named here and
-//! simulated by the collective layer. Knows nothing of links or time.
+//! (and how a rotary kept apart runs, and the copies a varlen attention's
+//! entry point makes) is the LLM file's fusion; which kernels run at all
+//! is the scope. Each kernel is a roofline (`compute`); the collectives are
+//! named here and simulated by the collective layer. Knows nothing of
+//! links or time.
 
 use crate::collective::Op;
 use crate::config::hardware::Library;
