@@ -17,15 +17,20 @@ use super::schema::{KERNEL_TRACE, Measurement};
 /// Parts of CUDA kernel names (lower case) and the kind of the model's
 /// kernel they belong to. A matrix product's split-K reduction and a
 /// decode attention's reduction are launches of the product and of the
-/// attention the runner times whole.
+/// attention the runner times whole. Attention is told before the
+/// products: FlashAttention's kernels name CUTLASS's types.
 const KINDS: &[(&[&str], &str)] = &[
     (&["memset"], "memset"),
-    (&["splitkreduce", "nvjet", "gemm", "cutlass", "xmma"], "matmul"),
     (&["sdpa", "flash", "fmha", "lean_reduction"], "attention"),
+    (&["splitkreduce", "nvjet", "gemm", "cutlass", "xmma"], "matmul"),
     (&["layer_norm", "rms_norm"], "rms_norm"),
     (&["functor_add", "addfunctor"], "residual_add"),
     (&["silu"], "silu"),
-    (&["mulfunctor"], "mul"),
+    // A multiply's ATen kernel (a name cut short ends at its
+    // BinaryFunctor); addcmul is the same strided kernel with a third
+    // operand (the rotary of the `torch-varlen` fusion).
+    (&["mulfunctor", "binaryfunctor", "addcmul"], "mul"),
+    (&["roll_cuda"], "roll"),
     (&["copy"], "kv_write_k"),
 ];
 
@@ -37,7 +42,7 @@ pub fn kind_of(name: &str) -> Option<&'static str> {
 }
 
 /// The kind a kernel of the model is counted as beside a profile.
-fn model_kind(kernel: &Kernel) -> &'static str {
+pub fn model_kind(kernel: &Kernel) -> &'static str {
     match kernel.class {
         KernelClass::Matmul => "matmul",
         KernelClass::Attention => "attention",
@@ -162,6 +167,13 @@ mod tests {
             ("void at::native::elementwise_kernel<128, 4, silu_kernel>", Some("silu")),
             ("at::native::BinaryFunctor<c10::BFloat16, at::native::binary_internal::MulFunctor<float>>", Some("mul")),
             ("void at::native::elementwise_kernel<128, 4, direct_copy_kernel_cuda>", Some("kv_write_k")),
+            ("void at::native::elementwise_kernel<128, 4, addcmul_cuda_kernel(at::TensorIteratorBase&)>", Some("mul")),
+            ("void at::native::roll_cuda_kernel<c10::BFloat16>(c10::BFloat16 const*)", Some("roll")),
+            (
+                "void pytorch_flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t>>",
+                Some("attention"),
+            ),
+            ("void at::native::elementwise_kernel<128, 4, gpu_kernel_impl_nocast<BinaryFunctor<c10::BFloat16, ", Some("mul")),
             ("Memset (Device)", Some("memset")),
             ("some_other_kernel", None),
         ] {

@@ -58,6 +58,10 @@ pub struct Fusion {
     /// Rotary embedding applied and K, V written into the cache by one
     /// kernel; otherwise a rotary kernel, then the cache write.
     pub rope_kv_write: bool,
+    /// How the rotary embedding runs when it is not fused with the cache
+    /// write: one kernel (the default), or PyTorch's operators.
+    #[serde(default)]
+    pub rotary: Rotary,
     /// K and V written into the cache by one kernel (vLLM's
     /// reshape_and_cache); otherwise one copy kernel each.
     pub kv_write_one_kernel: bool,
@@ -73,6 +77,19 @@ pub struct Fusion {
     /// gives `flash_varlen` of the fusion's library).
     #[serde(default)]
     pub attention: AttentionKernel,
+}
+
+/// How a framework applies the rotary embedding to Q and K.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rotary {
+    /// One kernel rotates Q and K in place (vLLM's rotary_embedding).
+    #[default]
+    OneKernel,
+    /// `x * cos + roll(x, head_dim / 2) * sin` over Q and K together, as
+    /// PyTorch's operators run it: a multiply, a roll and an addcmul
+    /// kernel (tools/serve_engine.py, `Model.rotary`).
+    RollAddcmul,
 }
 
 /// The attention kernel a fusion runs.
@@ -97,6 +114,7 @@ impl Fusion {
             add_norm: true,
             silu_mul: true,
             rope_kv_write: false,
+            rotary: Rotary::OneKernel,
             kv_write_one_kernel: true,
             kernels: Library::Fused,
             attention: AttentionKernel::Dense,
@@ -106,13 +124,15 @@ impl Fusion {
             add_norm: false,
             silu_mul: false,
             rope_kv_write: false,
+            rotary: Rotary::OneKernel,
             kv_write_one_kernel: false,
             kernels: Library::Aten,
             attention: AttentionKernel::Dense,
         };
         let torch_varlen = Fusion {
-            description: "PyTorch eager ops as `torch`, with FlashAttention-2's varlen kernel over every sequence of an iteration (a continuously batched engine: tools/serve_engine.py)".into(),
+            description: "PyTorch eager ops as `torch`, rotary as x * cos + roll(x) * sin, with FlashAttention-2's varlen kernel over every sequence of an iteration (a continuously batched engine: tools/serve_engine.py)".into(),
             attention: AttentionKernel::FlashVarlen,
+            rotary: Rotary::RollAddcmul,
             ..torch.clone()
         };
         BTreeMap::from([("vllm".to_string(), vllm), ("torch".to_string(), torch), ("torch-varlen".to_string(), torch_varlen)])

@@ -4,13 +4,15 @@
 //! projection, residual adds, gate/up projection, activation, down
 //! projection, and the allreduce after each block), then the final norm, the
 //! LM head, the gather of the logits and sampling. Which kernels run as one
-//! is the LLM file's fusion; which kernels run at all is the scope. Each
-//! kernel is a roofline (`compute`); the collectives are named here and
-//! simulated by the collective layer. Knows nothing of links or time.
+//! (and how a rotary kept apart runs, and the copies a varlen attention's
+//! entry point makes) is the LLM file's fusion; which kernels run at all
+//! is the scope. Each kernel is a roofline (`compute`); the collectives are
+//! named here and simulated by the collective layer. Knows nothing of
+//! links or time.
 
 use crate::collective::Op;
 use crate::config::hardware::Library;
-use crate::config::llm::{AttentionKernel, Fusion, LlmModel, Scope};
+use crate::config::llm::{AttentionKernel, Fusion, LlmModel, Rotary, Scope};
 use crate::units::Bytes;
 
 use super::compute::Kernel;
@@ -214,10 +216,56 @@ impl Dims {
         self.kv_heads * self.head_dim
     }
 
-    fn rotary(&self) -> Kernel {
-        // Rotates Q and K in place, reading a cos/sin row per token.
+    fn rotary(&self, rotary: Rotary) -> Vec<Kernel> {
         let qk = (self.q_heads + self.kv_heads) * self.head_dim;
-        self.elementwise("rotary", "rotary", self.rows_of(qk, 2.0) + self.rows_of(self.head_dim, 1.0))
+        let (qk_bytes, angle) = (self.rows_of(qk, 1.0), self.rows_of(self.head_dim, 1.0));
+        match rotary {
+            // Rotates Q and K in place, reading a cos/sin row per token.
+            Rotary::OneKernel => vec![self.elementwise("rotary", "rotary", 2.0 * qk_bytes + angle)],
+            // PyTorch's operators, each writing a new tensor of Q and K:
+            // x * cos (the cos row broadcast over the heads), roll(x), and
+            // addcmul(x * cos, rolled, sin). The multiply is ATen's strided
+            // MulFunctor kernel (a broadcast operand keeps it off the
+            // vectorized path), the kernel `mul` measures; addcmul is the
+            // same ATen elementwise kernel with a third operand, so it runs
+            // at that rate too; roll has no measured rate (the class's).
+            Rotary::RollAddcmul => vec![
+                self.elementwise("rotary_cos", "mul", 2.0 * qk_bytes + angle),
+                self.elementwise("rotary_roll", "roll", 2.0 * qk_bytes),
+                self.elementwise("rotary_addcmul", "mul", 3.0 * qk_bytes + angle),
+            ],
+        }
+    }
+
+    /// The copies FlashAttention-2's varlen entry point makes around its
+    /// kernel (`mha_varlen_fwd` in its flash_api.cpp, which ATen carries as
+    /// `_flash_attention_forward`). When every sequence brings one new token
+    /// it swaps the query heads of a KV head into the sequence dimension
+    /// (`seqlenq_ngroups_swapped`): Q is reshaped, transposed and reshaped
+    /// before the kernel, and the output, the padded output and the padded
+    /// Q the same way back after it, a copy each unless the batch is one
+    /// sequence (then every reshape is a view). Beside a prompt chunk Q,
+    /// a strided slice of the rotary's output, is copied once: seen in the
+    /// engine's profile (a direct copy a layer in the prompt's and the
+    /// chunk's iterations, h200-serve-1gpu/profile.jsonl), the line of
+    /// ATen that makes it not pinned down. Each copy reads and writes Q's
+    /// (or O's) rows, with ATen's copy kernel (the one `kv_write_k`
+    /// measures).
+    fn flash_varlen_copies(&self) -> Vec<Kernel> {
+        let swapped = self.rows == self.sequences && self.q_heads > self.kv_heads;
+        let copies = if self.rows <= 1.0 {
+            0
+        } else if swapped {
+            4
+        } else {
+            1
+        };
+        let bytes = self.rows_of(self.q_heads * self.head_dim, 2.0);
+        ["attention_q_copy", "attention_o_copy", "attention_o_padded_copy", "attention_q_padded_copy"]
+            .into_iter()
+            .take(copies)
+            .map(|name| self.elementwise(name, "kv_write_k", bytes))
+            .collect()
     }
 
     /// K and V of the new tokens copied into the cache (read and written).
@@ -315,13 +363,18 @@ pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: impl I
         layer.push(kernel(d.rope_kv_write(), Block::Attention));
     } else {
         if full {
-            layer.push(kernel(d.rotary(), Block::Attention));
+            layer.extend(d.rotary(fusion.rotary).into_iter().map(|k| kernel(k, Block::Attention)));
         }
         if writes_cache {
             layer.extend(d.kv_write(fusion.kv_write_one_kernel).into_iter().map(|k| kernel(k, Block::Attention)));
         }
     }
+    let copies = if fusion.attention == AttentionKernel::FlashVarlen { d.flash_varlen_copies() } else { Vec::new() };
+    // Q's copy goes before the kernel, the others after it.
+    let (before, after) = copies.split_at(copies.len().min(1));
+    layer.extend(before.iter().cloned().map(|k| kernel(k, Block::Attention)));
     layer.push(kernel(d.attention(fusion.attention), Block::Attention));
+    layer.extend(after.iter().cloned().map(|k| kernel(k, Block::Attention)));
     layer.push(kernel(d.gemm(&shapes, "gemm_o"), Block::Attention));
     if tensor_parallel {
         layer.push(allreduce(Block::Attention));
@@ -511,6 +564,36 @@ mod tests {
     /// The kernel `name` of a full pass of `tokens` under `fusion`.
     fn named_kernel_of(llm: &LlmModel, fusion: &Fusion, tokens: PassTokens, name: &str) -> Kernel {
         pass_program(llm, fusion, Scope::Full, tokens).kernels().find(|k| k.name == name).cloned().unwrap()
+    }
+
+    #[test]
+    fn the_varlen_engine_rotates_with_three_kernels_and_flash_attention_copies_q_and_o() {
+        // tools/serve_engine.py's layer: rotary as mul, roll and addcmul;
+        // FlashAttention-2's varlen entry point copying Q (and, with its
+        // query heads swapped in at decode, O and the padded tensors).
+        let llm = LlmModel::load("llama-3.1-8b").unwrap();
+        let varlen = llm.fusion("torch-varlen").unwrap();
+        let layer = |tokens: PassTokens| names(&pass_program(&llm, varlen, Scope::Full, tokens).layer);
+        let decodes = |batch: u64| PassTokens::from(Shape { tp: 1, batch, tokens: 1, context: 1088 });
+        let head = ["rms_norm", "gemm_qkv", "rotary_cos", "rotary_roll", "rotary_addcmul", "kv_write_k", "kv_write_v"];
+        assert_eq!(layer(decodes(1))[..9], [&head[..], &["attention", "gemm_o"]].concat()[..], "one sequence: every reshape a view");
+        let swapped = ["attention_q_copy", "attention", "attention_o_copy", "attention_o_padded_copy", "attention_q_padded_copy"];
+        assert_eq!(layer(decodes(8))[7..12], swapped);
+        let prompt = PassTokens::from(Shape { tp: 1, batch: 1, tokens: 1024, context: 0 });
+        assert_eq!(layer(prompt)[7..10], ["attention_q_copy", "attention", "gemm_o"]);
+        // 8 decodes: each copy reads and writes 8 rows of 32 heads of 128,
+        // with ATen's copy kernel; the rotary's multiply and addcmul at the
+        // rates of ATen's strided multiply.
+        let pass = pass_program(&llm, varlen, Scope::Full, decodes(8));
+        let kernel = |name: &str| pass.kernels().find(|k| k.name == name).unwrap().clone();
+        let copy = kernel("attention_o_copy");
+        assert_eq!((copy.kind, copy.library, copy.bytes), ("kv_write_k", Library::Aten, 2.0 * 8.0 * 32.0 * 128.0 * 2.0));
+        assert_eq!((kernel("rotary_cos").kind, kernel("rotary_addcmul").kind, kernel("rotary_roll").kind), ("mul", "mul", "roll"));
+        // Q and K of 40 heads: the multiply reads and writes them and reads cos.
+        assert_eq!(kernel("rotary_cos").bytes, 2.0 * 8.0 * (2.0 * 40.0 * 128.0 + 128.0));
+        // The other fusions keep one rotary kernel and no copies.
+        let vllm = pass_program(&llm, llm.fusion("vllm").unwrap(), Scope::Full, decodes(8));
+        assert_eq!(vllm.kernels().filter(|k| k.name.starts_with("rotary") || k.name.starts_with("attention_")).count(), 1);
     }
 
     #[test]

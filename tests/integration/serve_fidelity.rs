@@ -2,25 +2,30 @@
 //! (`tools/serve_engine.py`: Llama-3.1-8B shapes at TP=1, random weights,
 //! the scheduler's rules; `models/hardware/measurements/h200-serve-1gpu/`).
 //! Each measured run's requests (their arrival times and lengths) are
-//! served again with the engine's settings, PyTorch's fusion and the
-//! torch-graph stack, and their latencies and throughput compared; the
-//! engine's profiled iterations are compared one by one with the simulated
-//! forward. Nothing here was fitted to these runs but the host's time an
-//! iteration (`--step-overhead`), the mean the engine logged over its
-//! fixed-length runs: those are in sample for it, the runs of other
-//! lengths are not. The issue's bound on p50 TPOT is missed and held at
-//! today's figure; docs/serving.md's table must say what this prints.
+//! served again with the engine's settings, the `torch-varlen` fusion (the
+//! engine's kernels, as its source launches them) and the torch-graph
+//! stack, and their latencies and throughput compared; the engine's
+//! profiled iterations are compared one by one with the simulated forward,
+//! and their kernels kind by kind with the model's. Nothing here was
+//! fitted to these runs but the host's time an iteration
+//! (`--step-overhead`), the mean the engine logged over its fixed-length
+//! runs: those are in sample for it, the runs of other lengths are not.
+//! Each figure is held at today's; the issue's bound on p50 TPOT is met in
+//! the median, not at the worst; docs/serving.md's table must say what
+//! this prints.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use icsim::calibrate::profile::{kind_of, model_kind};
 use icsim::config::llm::{LlmModel, Scope};
 use icsim::serve::iteration::SimulatedIterations;
 use icsim::stack::Stack;
 use icsim::transport::Mode;
 use icsim::units::{Bytes, Time};
-use icsim::workload::forward::PassTokens;
+use icsim::workload::compute::Clock;
+use icsim::workload::forward::{PassTokens, Step, pass_program};
 use icsim::workload::tp::{CollectiveCache, TensorParallel};
 
 use crate::common::{Inputs, icsim_json, preset};
@@ -145,11 +150,11 @@ fn a_measured_engine_is_served_again_within_todays_errors_and_the_issue_says_how
     // median and worst below the knee, over every run and over the
     // held-out runs alone).
     let today = [
-        ("throughput", 0.10, (0.01, 0.02), (0.01, 0.02)),
-        ("tpot_p50", 0.10, (0.16, 0.29), (0.17, 0.29)),
-        ("ttft_p50", 0.15, (0.06, 0.22), (0.06, 0.09)),
-        ("ttft_p99", f64::INFINITY, (0.06, 0.11), (0.06, 0.07)),
-        ("tpot_p99", f64::INFINITY, (0.14, 0.29), (0.15, 0.26)),
+        ("throughput", 0.10, (0.01, 0.01), (0.01, 0.01)),
+        ("tpot_p50", 0.10, (0.09, 0.22), (0.10, 0.22)),
+        ("ttft_p50", 0.15, (0.03, 0.14), (0.02, 0.04)),
+        ("ttft_p99", f64::INFINITY, (0.03, 0.10), (0.02, 0.05)),
+        ("tpot_p99", f64::INFINITY, (0.08, 0.18), (0.09, 0.15)),
     ];
     println!("\nbelow the knee: median / worst absolute error (all eight runs; the five of other lengths)");
     let (mut grown, mut unquoted) = (Vec::new(), Vec::new());
@@ -217,13 +222,43 @@ fn the_engines_profiled_iterations_are_predicted_within_todays_errors() {
         let measured = Time::from_us((number(&row, "iteration_ms") * 1000.0) as u64);
         let error = simulated.as_ms() / measured.as_ms() - 1.0;
         println!("{case:<28} {:>8.2} {:>8.2} {:+6.1}%", measured.as_ms(), simulated.as_ms(), error * 100.0);
+        let program = pass_program(&llm, llm.fusion("torch-varlen").unwrap(), Scope::Full, tokens);
+        println!("    {}", kinds_beside(&row, &program, model.gpu("h200").unwrap()).join("  "));
         errors.push((case, error));
     }
-    // Decodes come out 10-23% short: the engine runs copies and rotary
-    // kernels the model does not, and its small matrix products stream
-    // the weights slower than the model's (docs/serving.md, Validation).
+    // Decodes come out 8-18% short: their kernels add up within 3-5% of
+    // the profile's, and the rest is time between kernels the engine's
+    // iteration spends and the model's launch gaps do not
+    // (docs/serving.md, Validation).
     for (case, error) in &errors {
-        let today = if case.starts_with("decode-") { 0.24 } else { 0.10 };
+        let today = if case.starts_with("decode-") { 0.18 } else { 0.10 };
         assert!(error.abs() <= today, "{case}: {:+.1}% is past today's {:.0}%", error * 100.0, today * 100.0);
     }
+}
+
+/// The iteration's kernels by kind, the profile's (launches, GPU ms) beside
+/// the model's (kernels, ms at a forward's clock, no launch gaps), as
+/// `kind launches/kernels measured/modelled`.
+fn kinds_beside(row: &Value, program: &icsim::workload::forward::PassProgram, gpu: &icsim::config::hardware::GpuModel) -> Vec<String> {
+    type Kind = (String, f64, f64, u64, f64);
+    fn entry<'k>(kinds: &'k mut Vec<Kind>, kind: &str) -> &'k mut Kind {
+        let index = kinds.iter().position(|k| k.0 == kind).unwrap_or_else(|| {
+            kinds.push((kind.to_string(), 0.0, 0.0, 0, 0.0));
+            kinds.len() - 1
+        });
+        &mut kinds[index]
+    }
+    let mut kinds: Vec<Kind> = Vec::new();
+    for kernel in row["kernels"].as_array().expect("a kernel list") {
+        let kind = entry(&mut kinds, kind_of(kernel["name"].as_str().expect("a name")).unwrap_or("other"));
+        kind.1 += number(kernel, "calls");
+        kind.2 += number(kernel, "total_us") / 1e3;
+    }
+    for (step, count) in program.counted() {
+        let Step::Kernel { kernel, .. } = step else { continue };
+        let kind = entry(&mut kinds, model_kind(kernel));
+        kind.3 += count;
+        kind.4 += count as f64 * kernel.time(gpu, Clock::Sustained).as_ms();
+    }
+    kinds.iter().map(|(kind, launches, ms, kernels, modelled)| format!("{kind} {launches}/{kernels} {ms:.2}/{modelled:.2}")).collect()
 }
