@@ -172,8 +172,9 @@ impl Measured for SweepRow {
     }
 }
 
-/// A metric of a replayed query; None for a service's.
-fn query_metric(mode: &ModeRow, economics: &Economics, metric: Metric) -> Option<f64> {
+/// A metric of a replayed query (its mode's row and economics); None for
+/// a service's.
+pub fn query_metric(mode: &ModeRow, economics: &Economics, metric: Metric) -> Option<f64> {
     use Metric::*;
     match metric {
         TtftMs => Some(mode.ttft_ms),
