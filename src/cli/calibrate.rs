@@ -557,7 +557,8 @@ fn draw_validation(rows: &[validate::Row], topology: &str, path: &std::path::Pat
 }
 
 fn print_validation(rows: &[validate::Row], summary: &[validate::Summary], format: Format, topology: &str) {
-    let (lines, summary_lines): (Vec<_>, Vec<_>) = (rows.iter().map(validate::Row::line).collect(), summary.iter().map(validate::Summary::line).collect());
+    let (lines, summary_lines): (Vec<_>, Vec<_>) =
+        (rows.iter().map(validate::Row::line).collect(), summary.iter().map(validate::Summary::line).collect());
     let row_records: Vec<report::Record> = lines.iter().map(report::record_of).collect();
     let summary_records: Vec<report::Record> = summary_lines.iter().map(report::record_of).collect();
     match format {

@@ -1,8 +1,8 @@
 //! Rows of an experiment's results (`icsim run`, `icsim llm`), typed: one a
 //! mode, its replay, its busiest link, the vendors' headline arithmetic and
-//! its storage results, made records only to be written. The field names are an interface (`--format json`,
-//! CSV columns, sweeps' columns). Reads the workload's results; computes
-//! nothing.
+//! its storage results, made records only to be written. The field names
+//! are an interface (`--format json`, CSV columns, sweeps' columns). Reads
+//! the workload's results; computes nothing.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

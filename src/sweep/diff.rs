@@ -201,8 +201,11 @@ pub struct LinkChange {
     pub util_after: Option<f64>,
 }
 
-/// The phases a diff reports: a name and the phase's time (ms) in a row.
-const PHASES: [(&str, fn(&ModeRow) -> f64); 5] = [
+/// A phase's time (ms) in a mode's row.
+type PhaseTime = fn(&ModeRow) -> f64;
+
+/// The phases a diff reports: a name and the phase's time.
+const PHASES: [(&str, PhaseTime); 5] = [
     ("prefill (time to first token)", |r| r.ttft_ms),
     ("prefill communication", |r| r.prefill_comm_ms),
     ("decode", |r| r.decode_compute_ms + r.decode_comm_ms),

@@ -15,8 +15,8 @@ use super::change::{key_words, short_words};
 use super::goal::{Measured, Metric};
 use super::output::Manifest;
 use super::row::SweepRow;
-use crate::report::plots::{self, Bound, Curve, Curves, Heatmap, Mark, Pareto, XScale};
 use crate::report::cell;
+use crate::report::plots::{self, Bound, Curve, Curves, Heatmap, Mark, Pareto, XScale};
 use crate::units::Bandwidth;
 
 /// One `[[plot]]` as written.
@@ -336,13 +336,11 @@ fn heatmap(plot: &RawPlot, rows: &[&SweepRow], context: &str) -> Heatmap {
         ticks
     };
     let (x_ticks, y_ticks) = (ticks(&x), ticks(&y));
-    let index =
-        |ticks: &[String], row: &SweepRow, column: &str| ticks.iter().position(|t| *t == row.column(column).map_or("-".into(), |v| cell(&v)));
+    let index = |ticks: &[String], row: &SweepRow, column: &str| {
+        ticks.iter().position(|t| *t == row.column(column).map_or("-".into(), |v| cell(&v)))
+    };
     let shown = plotted(&metric);
-    let cells = rows
-        .iter()
-        .filter_map(|row| Some((index(&x_ticks, row, &x)?, index(&y_ticks, row, &y)?, row.metric(shown?)?)))
-        .collect();
+    let cells = rows.iter().filter_map(|row| Some((index(&x_ticks, row, &x)?, index(&y_ticks, row, &y)?, row.metric(shown?)?))).collect();
     Heatmap {
         title: plot
             .title

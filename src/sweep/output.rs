@@ -118,7 +118,7 @@ pub fn write(dir: &Path, manifest: &Manifest, rows: &[SweepRow], plots: bool) ->
                 written.push(set.write(name, text).map_err(cannot)?);
             }
             if plots {
-                written.extend(super::figures::write_plots(set.staging(), manifest, &rows)?);
+                written.extend(super::figures::write_plots(set.staging(), manifest, rows)?);
             }
             Ok(written)
         },
@@ -219,7 +219,12 @@ pub fn merge(dirs: &[PathBuf]) -> Result<(Manifest, Vec<SweepRow>), String> {
         belongs(dir, &shard)?;
         for row in read_rows(dir, &shard.columns)? {
             if !(shard.shard.contains(row.point) && row.point < manifest.points) {
-                return Err(format!("{}: a row that is not of shard {}: {}", dir.join(ROWS).display(), shard.shard, Value::Object(row.record())));
+                return Err(format!(
+                    "{}: a row that is not of shard {}: {}",
+                    dir.join(ROWS).display(),
+                    shard.shard,
+                    Value::Object(row.record())
+                ));
             }
             rows.push(row);
         }

@@ -40,7 +40,7 @@ pub enum Outcome {
     /// The base's query replayed: its mode's row, what it yields and costs,
     /// and its storage results as (column, value) in order (where the base
     /// has `[storage]`).
-    Query { mode: ModeRow, economics: Economics, storage: Vec<(String, Value)> },
+    Query { mode: Box<ModeRow>, economics: Economics, storage: Vec<(String, Value)> },
     /// A service at the point's offered rate.
     Service { setup: ServiceSetup, load: LoadPoint, cost_error: Option<String> },
 }
@@ -135,8 +135,9 @@ impl SweepRow {
             let mode: ModeRow = typed("result", Value::Object(with_label))?;
             let economics: Economics = typed("result", Value::Object(fields.clone()))?;
             let (mode_fields, economics_fields) = (record_of(&mode), record_of(&economics));
-            let storage = fields.into_iter().filter(|(name, _)| !mode_fields.contains_key(name) && !economics_fields.contains_key(name)).collect();
-            Some(Outcome::Query { mode, economics, storage })
+            let storage =
+                fields.into_iter().filter(|(name, _)| !mode_fields.contains_key(name) && !economics_fields.contains_key(name)).collect();
+            Some(Outcome::Query { mode: Box::new(mode), economics, storage })
         };
         Ok(SweepRow { point, label, columns, error, outcome, meets_goal, rank })
     }
@@ -198,8 +199,22 @@ pub fn query_metric(mode: &ModeRow, economics: &Economics, metric: Metric) -> Op
         PrefillAllreduceUs => mode.prefill_allreduce_us,
         DecodeAllreduceUs => mode.decode_allreduce_us,
         TpGbPerGpu => Some(mode.tp_gb_per_gpu),
-        Rate | TtftP50Ms | TtftP90Ms | TtftP99Ms | TpotP50Ms | TpotP90Ms | TpotP99Ms | E2eP50Ms | E2eP90Ms | E2eP99Ms | RequestsPerS
-        | OutputTokensPerS | GoodputRequestsPerS | Preemptions | UsdPerMillionOutputTokens | RatePerUsdHour => None,
+        Rate
+        | TtftP50Ms
+        | TtftP90Ms
+        | TtftP99Ms
+        | TpotP50Ms
+        | TpotP90Ms
+        | TpotP99Ms
+        | E2eP50Ms
+        | E2eP90Ms
+        | E2eP99Ms
+        | RequestsPerS
+        | OutputTokensPerS
+        | GoodputRequestsPerS
+        | Preemptions
+        | UsdPerMillionOutputTokens
+        | RatePerUsdHour => None,
     }
 }
 

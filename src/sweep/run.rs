@@ -84,15 +84,19 @@ pub fn row(sweep: &Sweep, point: &Point) -> SweepRow {
     let resolved = resolve(&base, &sweep.base_source, &changes, &sweep.path).map_err(crate::Error::from);
     let outcome = match (&sweep.service, resolved) {
         (Some(service), Ok(experiment)) => super::serving::serve(&experiment, service, &changes, &sweep.cost),
-        (_, resolved) => resolved.and_then(|experiment| replay(&experiment).map(|result| (experiment, result))).map_err(|e| reason(&e)).map(
-            |(experiment, result)| {
+        (_, resolved) => resolved
+            .and_then(|experiment| replay(&experiment).map(|result| (experiment, result)))
+            .map_err(|e| reason(&e))
+            .map(|(experiment, result)| {
                 let mode = ModeRow::of(&result.modes[0], &result.model, &result.query);
                 let economics = Economics::of(&mode, &Bill::of(&experiment.modes[0].topology), &sweep.cost);
-                let storage =
-                    result.storage.first().map(|storage| StorageRow::of(storage, result.modes[0].replay.ttft()).fields()).unwrap_or_default();
-                Outcome::Query { mode, economics, storage }
-            },
-        ),
+                let storage = result
+                    .storage
+                    .first()
+                    .map(|storage| StorageRow::of(storage, result.modes[0].replay.ttft()).fields())
+                    .unwrap_or_default();
+                Outcome::Query { mode: Box::new(mode), economics, storage }
+            }),
     };
     let (error, outcome) = match outcome {
         Ok(outcome) => (None, Some(outcome)),

@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use super::change::{self, Change, Key, Origin};
-use super::run::{self, resolve};
 use super::goal::{Measured, Metric};
 use super::row::SweepRow;
+use super::run::{self, resolve};
 use super::*;
 use crate::report::Record;
 use crate::topology::{LinkKind, Topology};
