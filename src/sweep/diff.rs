@@ -2,7 +2,8 @@
 //! change (a second experiment, or changes by key), mode by mode: the time
 //! saved per phase, the generated tokens per second gained, the cost and
 //! energy per token, the busiest link before and after, and every link's
-//! utilisation over the query's communication time on both sides.
+//! utilisation over the query's communication time on both sides; the
+//! findings a typed `Comparison` (serialized as `--format json`).
 
 use std::path::Path;
 

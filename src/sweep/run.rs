@@ -2,9 +2,10 @@
 //! the point's changes, resolved and replayed; points run in parallel with
 //! rayon (`jobs` threads, or all cores), each alone, and rows come back in
 //! point order whatever the thread count. A point that cannot run is a row
-//! with its reason. Rows carry the experiment's result fields (its storage
-//! results where the base has `[storage]`) and what the sweep adds: throughput, cost and energy (`Economics`) and whether the
-//! goal is met.
+//! with its reason. Rows (`row::SweepRow`) carry the experiment's typed
+//! results (its storage results where the base has `[storage]`) and what
+//! the sweep adds: throughput, cost and energy (`Economics`) and whether
+//! the goal is met.
 
 use rayon::prelude::*;
 use serde_json::Value;
