@@ -4,12 +4,11 @@
 //! size band, beside a second model's where one is given.
 
 use rayon::prelude::*;
-use serde_json::json;
+use serde::Serialize;
 
 use super::predict::{PredictError, Prediction, predict};
 use super::schema::{LLM_FORWARD, Measurement};
 use crate::config::hardware::HardwareModel;
-use crate::report::Record;
 use crate::topology::Topology;
 
 /// One measured point and what the model says of it.
@@ -224,45 +223,62 @@ pub fn summarize(rows: &[Row], before: Option<&[Row]>, keep: impl Fn(&Row) -> bo
     out
 }
 
-pub fn row_records(rows: &[Row]) -> Vec<Record> {
-    rows.iter()
-        .map(|r| {
-            json!({
-                "series": r.series,
-                "size": r.label,
-                "bytes": r.bytes,
-                "measured_us": r.measured_us,
-                "predicted_us": r.predicted_us,
-                "error_pct": r.error.map(|e| e * 100.0),
-                "model": r.note,
-            })
-            .as_object()
-            .cloned()
-            .expect("object")
-        })
-        .collect()
+/// A row as `calibrate validate` writes it (JSON keys, CSV columns).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RowLine<'a> {
+    pub series: &'a str,
+    pub size: &'a str,
+    pub bytes: u64,
+    pub measured_us: f64,
+    pub predicted_us: Option<f64>,
+    pub error_pct: Option<f64>,
+    pub model: &'a str,
 }
 
-pub fn summary_records(summaries: &[Summary]) -> Vec<Record> {
-    let percent = |x: f64| (x * 1000.0).round() / 10.0;
-    summaries
-        .iter()
-        .map(|s| {
-            let mut record = json!({
-                "series": s.series,
-                "sizes": s.band.label(),
-                "points": s.errors.points,
-                "median_abs_error_pct": percent(s.errors.median_abs),
-                "p90_abs_error_pct": percent(s.errors.p90_abs),
-                "max_abs_error_pct": percent(s.errors.max_abs),
-            });
-            if let Some(before) = s.before {
-                record["before_median_abs_error_pct"] = json!(percent(before.median_abs));
-                record["before_max_abs_error_pct"] = json!(percent(before.max_abs));
-            }
-            record.as_object().cloned().expect("object")
-        })
-        .collect()
+impl Row {
+    pub fn line(&self) -> RowLine<'_> {
+        RowLine {
+            series: &self.series,
+            size: &self.label,
+            bytes: self.bytes,
+            measured_us: self.measured_us,
+            predicted_us: self.predicted_us,
+            error_pct: self.error.map(|e| e * 100.0),
+            model: &self.note,
+        }
+    }
+}
+
+/// A summary as `calibrate validate` writes it, errors in percent to a
+/// tenth; the second model's columns only beside one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryLine<'a> {
+    pub series: &'a str,
+    pub sizes: &'static str,
+    pub points: usize,
+    pub median_abs_error_pct: f64,
+    pub p90_abs_error_pct: f64,
+    pub max_abs_error_pct: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before_median_abs_error_pct: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before_max_abs_error_pct: Option<f64>,
+}
+
+impl Summary {
+    pub fn line(&self) -> SummaryLine<'_> {
+        let percent = |x: f64| (x * 1000.0).round() / 10.0;
+        SummaryLine {
+            series: &self.series,
+            sizes: self.band.label(),
+            points: self.errors.points,
+            median_abs_error_pct: percent(self.errors.median_abs),
+            p90_abs_error_pct: percent(self.errors.p90_abs),
+            max_abs_error_pct: percent(self.errors.max_abs),
+            before_median_abs_error_pct: self.before.map(|b| percent(b.median_abs)),
+            before_max_abs_error_pct: self.before.map(|b| percent(b.max_abs)),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -557,8 +557,10 @@ fn draw_validation(rows: &[validate::Row], topology: &str, path: &std::path::Pat
 }
 
 fn print_validation(rows: &[validate::Row], summary: &[validate::Summary], format: Format, topology: &str) {
-    let row_records = validate::row_records(rows);
-    let summary_records = validate::summary_records(summary);
+    let (lines, summary_lines): (Vec<_>, Vec<_>) =
+        (rows.iter().map(validate::Row::line).collect(), summary.iter().map(validate::Summary::line).collect());
+    let row_records: Vec<report::Record> = lines.iter().map(report::record_of).collect();
+    let summary_records: Vec<report::Record> = summary_lines.iter().map(report::record_of).collect();
     match format {
         Format::Json => {
             let unpredicted: Vec<serde_json::Value> = validate::unpredicted(rows)
@@ -567,8 +569,8 @@ fn print_validation(rows: &[validate::Row], summary: &[validate::Summary], forma
                 .collect();
             let document = serde_json::json!({
                 "topology": topology,
-                "results": row_records,
-                "summary": summary_records,
+                "results": lines,
+                "summary": summary_lines,
                 "not_predicted": unpredicted,
             });
             println!("{}", serde_json::to_string_pretty(&document).expect("plain data"));

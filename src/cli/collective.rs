@@ -4,7 +4,6 @@ use anyhow::{Context, Result};
 use clap::Args;
 use rayon::prelude::*;
 use serde::Serialize;
-use serde_json::json;
 
 use super::{BadInput, TopologyArgs, checks, notices, parse_format};
 use icsim::collective::{self, Algorithm, Choice, CollectiveError, DataType, Op, Outcome, Protocol, Request};
@@ -143,7 +142,7 @@ pub fn run(args: CollectiveArgs) -> Result<()> {
         }
     }
     let fastest = fastest_per_size(&outcomes, sizes.len(), algorithms.len());
-    let mut records = rows(&topo, &outcomes, &cases, &fastest, algorithms.len());
+    let mut records: Vec<Record> = rows(&topo, &outcomes, &cases, &fastest, algorithms.len()).iter().map(report::record_of).collect();
     checks::flag_doubts(&mut records, |_| Some(&topo));
     let call = Call {
         op: args.op.to_string(),
@@ -200,31 +199,82 @@ fn rows(
     cases: &[(Bytes, Choice<Algorithm>)],
     fastest: &[Option<usize>],
     algorithms: usize,
-) -> Vec<Record> {
+) -> Vec<CaseRow> {
     outcomes
         .iter()
         .zip(cases)
         .enumerate()
         .map(|(i, (outcome, (bytes, algorithm)))| {
-            let mut record = match outcome {
-                Ok(o) => outcome_record(topo, o),
+            let case = match outcome {
+                Ok(o) => Case::Ran(RunRow::of(topo, o)),
                 Err(error) => {
-                    let label = match algorithm {
+                    let algo = match algorithm {
                         Choice::Auto => "auto".to_string(),
                         Choice::Fixed(a) => a.to_string(),
                     };
-                    json!({"bytes": bytes.0, "size": bytes.to_string(), "algo": label, "unavailable": error.to_string()})
-                        .as_object()
-                        .cloned()
-                        .expect("a JSON object")
+                    Case::Unavailable { bytes: bytes.0, size: bytes.to_string(), algo, unavailable: error.to_string() }
                 }
             };
-            if algorithms > 1 {
-                record.insert("fastest".into(), json!(fastest[i / algorithms] == Some(i % algorithms)));
-            }
-            record
+            CaseRow { case, fastest: (algorithms > 1).then(|| fastest[i / algorithms] == Some(i % algorithms)) }
         })
         .collect()
+}
+
+/// One size and algorithm of the run (the fields are JSON keys and CSV
+/// columns).
+#[derive(Serialize)]
+struct CaseRow {
+    #[serde(flatten)]
+    case: Case,
+    /// Beside several algorithms: whether this was the fastest of its size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fastest: Option<bool>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Case {
+    Ran(RunRow),
+    Unavailable { bytes: u64, size: String, algo: String, unavailable: String },
+}
+
+/// A collective that ran: its time, rates, choices and busiest link.
+#[derive(Serialize)]
+struct RunRow {
+    bytes: u64,
+    size: String,
+    time_us: f64,
+    algbw_gbps: f64,
+    busbw_gbps: f64,
+    algo: String,
+    proto: String,
+    transport: String,
+    channels: u32,
+    nccl_model_us: Option<f64>,
+    note: Option<String>,
+    busiest_link: Option<String>,
+    busiest_link_util: Option<f64>,
+}
+
+impl RunRow {
+    fn of(topo: &topology::Topology, o: &Outcome) -> RunRow {
+        let busiest = collective::busiest_link(topo, &o.usage, o.time);
+        RunRow {
+            bytes: o.bytes.0,
+            size: o.bytes.to_string(),
+            time_us: o.time.as_us(),
+            algbw_gbps: o.algbw_gbps(),
+            busbw_gbps: o.busbw_gbps(),
+            algo: o.algorithm.to_string(),
+            proto: o.protocol.to_string(),
+            transport: o.transport.clone(),
+            channels: o.channels,
+            nccl_model_us: o.nccl_estimate_us,
+            note: o.note.clone(),
+            busiest_link: busiest.map(|(l, _)| topo.link_label(l)),
+            busiest_link_util: busiest.map(|(_, u)| u),
+        }
+    }
 }
 
 /// What every row of one run shares: the call, and the GPUs it ran on
@@ -247,26 +297,4 @@ impl Call<'_> {
             self.op, self.dtype, self.topology, self.gpus, self.gpu, self.host, self.stack
         )
     }
-}
-
-fn outcome_record(topo: &topology::Topology, o: &Outcome) -> Record {
-    let busiest = collective::busiest_link(topo, &o.usage, o.time);
-    json!({
-        "bytes": o.bytes.0,
-        "size": o.bytes.to_string(),
-        "time_us": o.time.as_us(),
-        "algbw_gbps": o.algbw_gbps(),
-        "busbw_gbps": o.busbw_gbps(),
-        "algo": o.algorithm.to_string(),
-        "proto": o.protocol.to_string(),
-        "transport": o.transport,
-        "channels": o.channels,
-        "nccl_model_us": o.nccl_estimate_us,
-        "note": o.note,
-        "busiest_link": busiest.map(|(l, _)| topo.link_label(l)),
-        "busiest_link_util": busiest.map(|(_, u)| u),
-    })
-    .as_object()
-    .cloned()
-    .expect("a JSON object")
 }

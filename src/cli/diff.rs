@@ -9,15 +9,15 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use clap::Args;
 use rayon::prelude::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::llm::emit;
 use super::{BadInput, notices, parse_format};
 use icsim::config::experiment::{RawExperiment, Source};
 use icsim::config::{parse_toml, read_text};
-use icsim::report::{self, Format, Record, cell};
+use icsim::report::{self, Format, Record, record_of};
 use icsim::sweep::change::Change;
-use icsim::sweep::diff::{self, Side, Subject};
+use icsim::sweep::diff::{self, Compared, Comparison, Side, Subject};
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {
@@ -83,7 +83,7 @@ pub fn run(args: DiffArgs) -> Result<()> {
     for why in unusual {
         notices::warn(why);
     }
-    let compared: Vec<Record> = sides.iter().map(|(b, a)| diff::compare(b, a, &change)).collect();
+    let compared: Vec<Comparison> = sides.iter().map(|(b, a)| diff::compare(b, a, &change)).collect();
     if compared.is_empty() {
         let message =
             format!("no mode of {} has a mode of the same label in {}: label them alike", args.before.display(), after_path.display());
@@ -95,14 +95,20 @@ pub fn run(args: DiffArgs) -> Result<()> {
         ("before", format!("{}: no mode can run", args.before.display())),
         ("after", format!("{after_named}: no mode can run after the change")),
     ] {
-        let errors: Vec<String> =
-            compared.iter().filter_map(|c| c.get(&format!("{side}_error")).filter(|e| !e.is_null()).map(cell)).collect();
+        let errors: Vec<&String> = compared
+            .iter()
+            .filter_map(|c| match &c.outcome {
+                Compared::Failed { before_error, after_error } => if side == "before" { before_error } else { after_error }.as_ref(),
+                Compared::Ran(_) => None,
+            })
+            .collect();
         if errors.len() == compared.len() {
+            let errors: Vec<&str> = errors.iter().map(|e| e.as_str()).collect();
             return Err(BadInput(format!("{named}: {}", errors.join("; "))).into());
         }
     }
     match args.format {
-        Format::Json => emit(&report::render(&compared, Format::Json))?,
+        Format::Json => emit(&report::render(&compared.iter().map(record_of).collect::<Vec<_>>(), Format::Json))?,
         _ => emit(&compared.iter().map(|c| table(c, args.links)).collect::<Vec<_>>().join("\n"))?,
     }
     if !unmatched.is_empty() {
@@ -111,67 +117,47 @@ pub fn run(args: DiffArgs) -> Result<()> {
     Ok(())
 }
 
-fn text(value: Option<&Value>) -> String {
-    value.map_or("-".into(), cell)
-}
-
-fn percent(value: Option<&Value>) -> Value {
-    value.and_then(Value::as_f64).map_or(Value::Null, |share| format!("{:+.1}%", 100.0 * share).into())
-}
-
 /// One comparison as people read it.
-fn table(compared: &Record, links: usize) -> String {
-    let side = |name: &str| match compared.get(&format!("mode_{name}")) {
-        Some(mode) => format!("{} ({}) on {}", text(compared.get(name)), cell(mode), text(compared.get(&format!("topology_{name}")))),
-        None => text(compared.get(name)),
-    };
-    let mut out = format!("{} -> {} ({})\n", side("before"), side("after"), text(compared.get("change")));
-    for which in ["before", "after"] {
-        if let Some(error) = compared.get(&format!("{which}_error")).filter(|e| !e.is_null()) {
-            out += &format!("  {which}: cannot run: {}\n", cell(error));
+fn table(compared: &Comparison, links: usize) -> String {
+    let gains = match &compared.outcome {
+        Compared::Ran(gains) => gains,
+        Compared::Failed { before_error, after_error } => {
+            let mut out = format!("{} -> {} ({})\n", compared.before, compared.after, compared.change);
+            for (which, error) in [("before", before_error), ("after", after_error)] {
+                if let Some(error) = error {
+                    out += &format!("  {which}: cannot run: {error}\n");
+                }
+            }
+            return out;
         }
-    }
-    if compared.contains_key("before_error") {
-        return out;
-    }
-    let rows = |name: &str, fields: &[&str], rename: &[(&str, &str)]| -> Vec<Record> {
-        compared
-            .get(name)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_object)
-            .map(|row| {
-                fields
-                    .iter()
-                    .map(|&field| {
-                        let value =
-                            if field == "saved_share" { percent(row.get(field)) } else { row.get(field).cloned().unwrap_or_default() };
-                        let title = rename.iter().find(|(from, _)| *from == field).map_or(field, |(_, to)| to);
-                        (title.to_string(), value)
-                    })
-                    .collect()
-            })
-            .collect()
     };
-    out += &report::render(
-        &rows("phases", &["phase", "before_ms", "after_ms", "saved_ms", "saved_share"], &[("saved_share", "saved")]),
-        Format::Table,
+    let mut out = format!(
+        "{} ({}) on {} -> {} ({}) on {} ({})\n",
+        compared.before, gains.mode_before, gains.topology_before, compared.after, gains.mode_after, gains.topology_after, compared.change
     );
+    let percent = |share: Option<f64>| share.map_or(Value::Null, |share| format!("{:+.1}%", 100.0 * share).into());
+    let phases: Vec<Record> = gains
+        .phases
+        .iter()
+        .map(|p| {
+            let line = json!({"phase": p.phase, "before_ms": p.before_ms, "after_ms": p.after_ms, "saved_ms": p.saved_ms, "saved": percent(p.saved_share)});
+            record_of(&line)
+        })
+        .collect();
+    out += &report::render(&phases, Format::Table);
     out += "\n";
-    out += &report::render(&rows("rates", &["metric", "before", "after", "change"], &[]), Format::Table);
-    let util = |name: &str| compared.get(name).and_then(Value::as_f64).map_or("-".into(), |u| format!("{:.1}% busy", 100.0 * u));
-    let moved = compared.get("bottleneck_moved") == Some(&Value::Bool(true));
+    out += &report::render(&gains.rates.iter().map(record_of).collect::<Vec<_>>(), Format::Table);
+    let text = |label: &Option<String>| label.clone().unwrap_or_else(|| "-".into());
+    let util = |util: Option<f64>| util.map_or("-".into(), |u| format!("{:.1}% busy", 100.0 * u));
     out += &format!(
         "\nbottleneck before: {} ({})\nbottleneck after:  {} ({}){}\n",
-        text(compared.get("bottleneck_before")),
-        util("bottleneck_before_util"),
-        text(compared.get("bottleneck_after")),
-        util("bottleneck_after_util"),
-        if moved { ": the bottleneck moved" } else { ": the same link" }
+        text(&gains.bottleneck_before),
+        util(gains.bottleneck_before_util),
+        text(&gains.bottleneck_after),
+        util(gains.bottleneck_after_util),
+        if gains.bottleneck_moved { ": the bottleneck moved" } else { ": the same link" }
     );
-    let mut listed = rows("links", &["link", "kind_before", "util_before", "kind_after", "util_after"], &[]);
-    listed.truncate(links);
+    let listed: Vec<Record> = gains.links.iter().take(links).map(record_of).collect();
     out += "links, utilisation over the query's communication time (busiest first):\n";
     out += &report::render(&listed, Format::Table);
     out

@@ -12,7 +12,7 @@ use clap::Args;
 use super::{checks, figures, notices, parse_format, progress_bar};
 use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
 use icsim::config::read_text;
-use icsim::report::experiment::ModeRow;
+use icsim::report::experiment::ExperimentRow;
 use icsim::report::{self, Format, Record};
 use icsim::sweep::change::{self, Change};
 use icsim::sweep::cost::{Bill, Economics};
@@ -231,16 +231,11 @@ fn replay(experiment: &Experiment, output: &OutputArgs, out: Option<&Path>) -> R
     bar.finish_and_clear();
     let result = result?;
     let cost = output.cost.model()?;
-    let economics: Vec<Economics> = experiment
-        .modes
-        .iter()
-        .zip(&result.modes)
-        .map(|(run, mode)| Economics::of(&ModeRow::of(mode, &result.model, &result.query), &Bill::of(&run.topology), &cost))
-        .collect();
-    for error in economics.iter().filter_map(|e| e.cost_error.as_ref()) {
+    let rows = ExperimentRow::all(&result, |i, mode| Economics::of(mode, &Bill::of(&experiment.modes[i].topology), &cost));
+    for error in rows.iter().filter_map(|row| row.economics.cost_error.as_ref()) {
         notices::warn(format!("no cost per token: {error}"));
     }
-    let mut records = report::experiment::records(&result, &economics);
+    let mut records: Vec<Record> = rows.iter().map(ExperimentRow::record).collect();
     checks::flag_doubts(&mut records, |record| {
         let run = experiment.modes.iter().find(|run| record.get("label").and_then(|l| l.as_str()) == Some(run.label.as_str()))?;
         Some(&run.topology)

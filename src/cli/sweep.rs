@@ -13,9 +13,9 @@ use clap::{Args, Subcommand};
 
 use super::llm::emit;
 use super::{BadInput, progress_bar};
-use icsim::report::Record;
 use icsim::sweep::axes::Shard;
 use icsim::sweep::output::{self, Manifest};
+use icsim::sweep::row::SweepRow;
 use icsim::sweep::{Sweep, run as runner};
 
 #[derive(Debug, Args)]
@@ -102,7 +102,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
 }
 
 /// Ranks a whole sweep's rows, writes them, draws the plots, prints the summary.
-fn finish(manifest: &Manifest, mut rows: Vec<Record>, dir: &std::path::Path) -> Result<()> {
+fn finish(manifest: &Manifest, mut rows: Vec<SweepRow>, dir: &std::path::Path) -> Result<()> {
     let goal = manifest.goal().map_err(anyhow::Error::msg)?;
     output::rank(&goal, &mut rows);
     let written = output::write(dir, manifest, &rows, true).map_err(anyhow::Error::msg)?;

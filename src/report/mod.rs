@@ -1,6 +1,7 @@
 //! Turning results into what people read: aligned tables, CSV and JSON from
-//! one list of records, an experiment's results as records (`experiment`),
-//! and (in `plots`) figures. Computes nothing.
+//! one list of records (each made from a typed row at the point of
+//! output), an experiment's typed rows (`experiment`), and (in `plots`)
+//! figures. Computes nothing.
 
 pub mod experiment;
 pub mod files;
@@ -10,7 +11,8 @@ use std::str::FromStr;
 
 use serde_json::{Map, Value};
 
-/// One row of results: ordered field names and values.
+/// One row as rendered: ordered field names and values. Results travel as
+/// typed rows; a record is made from one only to be written (`render`).
 pub type Record = Map<String, Value>;
 
 /// A typed row as a record: its fields in declaration order, `None` as null.

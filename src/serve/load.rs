@@ -7,7 +7,7 @@
 //! that meets the objectives, every lower rate meeting them too. Used by
 //! the `serve` command and by sweeps with a `[serve]` table; draws nothing.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::ConfigError;
 use crate::config::hardware::GpuModel;
@@ -309,7 +309,7 @@ impl Load {
 }
 
 /// What a service amounts to at one offered rate.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadPoint {
     /// Offered, requests a second.
     pub rate: f64,

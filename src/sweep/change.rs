@@ -119,7 +119,7 @@ const NAMED: &[(Key, &str, Kind, &str)] = &[
 ];
 
 /// A key in words, for titles, axes and legends: a named key as `NAMED`
-/// says ("TP degree"), a metric as `goal::describe` says, `label` as the
+/// says ("TP degree"), a metric as `Metric::describe` says, `label` as the
 /// mode it names; any other key (a hardware path) by its last segment in
 /// words after the part it belongs to: `hardware.gpu.h200.nvlink.bandwidth`
 /// reads "NVLink bandwidth".
@@ -130,8 +130,8 @@ pub fn key_words(key: &str) -> String {
     if key == super::LABEL {
         return "transport mode".into();
     }
-    if super::goal::check_metric(key).is_ok() {
-        return super::goal::describe(key);
+    if let Ok(metric) = key.parse::<super::goal::Metric>() {
+        return metric.describe().to_string();
     }
     let segments: Vec<&str> = key.split('.').collect();
     let last = segments.last().copied().unwrap_or(key);

@@ -246,7 +246,7 @@ impl PerGpu {
 /// time to first token, generated tokens per second (of the group and per
 /// GPU), $ and watts of the group, $ per million and joules per generated
 /// token. Its field names are columns of sweeps, diffs and `--format json`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Economics {
     pub prefill_comm_share: Option<f64>,
     pub tokens_per_s: Option<f64>,

@@ -2,18 +2,20 @@
 //! change (a second experiment, or changes by key), mode by mode: the time
 //! saved per phase, the generated tokens per second gained, the cost and
 //! energy per token, the busiest link before and after, and every link's
-//! utilisation over the query's communication time on both sides.
+//! utilisation over the query's communication time on both sides; the
+//! findings a typed `Comparison` (serialized as `--format json`).
 
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::change::Change;
 use super::cost::{Bill, CostModel, Economics};
+use super::goal::Metric;
+use super::row::query_metric;
 use super::run::{reason, replay, resolve};
 use crate::config::experiment::{RawExperiment, Source};
 use crate::config::{ConfigError, ConfigResult};
-use crate::report::Record;
 use crate::report::experiment::ModeRow;
 
 /// One side of a comparison: a mode of an experiment, replayed.
@@ -128,11 +130,83 @@ pub fn check_same_workload(before: &RawExperiment, after: &RawExperiment, after_
     found.map_or(Ok(()), Err)
 }
 
-/// A named figure of one side, read from its typed results.
-type Figure<T, V> = (&'static str, fn(&T) -> V);
+/// One comparison (the `--format json` interface): the two sides' labels,
+/// the change, then what it buys or why a side cannot run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub before: String,
+    pub after: String,
+    pub change: String,
+    #[serde(flatten)]
+    pub outcome: Compared,
+}
 
-/// The phases a diff reports: a name and the phase's time (ms) in a row.
-const PHASES: [Figure<ModeRow, f64>; 5] = [
+/// A comparison's findings: both sides ran, or why one cannot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Compared {
+    Failed { before_error: Option<String>, after_error: Option<String> },
+    Ran(Box<Gains>),
+}
+
+/// What the change buys, both sides having run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Gains {
+    pub mode_before: String,
+    pub mode_after: String,
+    pub topology_before: String,
+    pub topology_after: String,
+    pub transport_before: Option<String>,
+    pub transport_after: Option<String>,
+    pub gpu_before: String,
+    pub gpu_after: String,
+    pub phases: Vec<PhaseChange>,
+    pub rates: Vec<RateChange>,
+    pub bottleneck_before: Option<String>,
+    pub bottleneck_before_util: Option<f64>,
+    pub bottleneck_after: Option<String>,
+    pub bottleneck_after_util: Option<f64>,
+    /// Whether the busiest link's ends differ.
+    pub bottleneck_moved: bool,
+    /// Every link busy on either side: the two bottlenecks first, then the busiest.
+    pub links: Vec<LinkChange>,
+}
+
+/// One phase's time before and after.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseChange {
+    pub phase: &'static str,
+    pub before_ms: f64,
+    pub after_ms: f64,
+    pub saved_ms: f64,
+    /// The time saved over the time before (None if there was none).
+    pub saved_share: Option<f64>,
+}
+
+/// One per-token figure before and after.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RateChange {
+    pub metric: Metric,
+    pub before: Option<f64>,
+    pub after: Option<f64>,
+    pub change: Option<f64>,
+}
+
+/// One link's use on each side (None where the side does not use it).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinkChange {
+    pub link: String,
+    pub kind_before: Option<String>,
+    pub util_before: Option<f64>,
+    pub kind_after: Option<String>,
+    pub util_after: Option<f64>,
+}
+
+/// A phase's time (ms) in a mode's row.
+type PhaseTime = fn(&ModeRow) -> f64;
+
+/// The phases a diff reports: a name and the phase's time.
+const PHASES: [(&str, PhaseTime); 5] = [
     ("prefill (time to first token)", |r| r.ttft_ms),
     ("prefill communication", |r| r.prefill_comm_ms),
     ("decode", |r| r.decode_compute_ms + r.decode_comm_ms),
@@ -140,67 +214,43 @@ const PHASES: [Figure<ModeRow, f64>; 5] = [
     ("whole query", |r| r.total_ms),
 ];
 
-/// Per-token figures compared (higher is better only for the first).
-const RATES: [Figure<Economics, Option<f64>>; 4] = [
-    ("tokens_per_s", |e| e.tokens_per_s),
-    ("tokens_per_s_per_gpu", |e| e.tokens_per_s_per_gpu),
-    ("usd_per_million_tokens", |e| e.usd_per_million_tokens),
-    ("joules_per_token", |e| e.joules_per_token),
-];
+/// Per-token figures compared (higher is better only for the first two).
+const RATES: [Metric; 4] = [Metric::TokensPerS, Metric::TokensPerSPerGpu, Metric::UsdPerMillionTokens, Metric::JoulesPerToken];
 
-/// One comparison as a JSON object (the `--format json` interface).
-pub fn compare(before: &Side, after: &Side, change: &str) -> Record {
-    let mut out = json!({ "before": before.label, "after": after.label, "change": change }).as_object().cloned().expect("an object");
-    let (a, b) = match (&before.outcome, &after.outcome) {
-        (Ok(a), Ok(b)) => (a, b),
-        (a, b) => {
-            out.insert("before_error".into(), json!(a.as_ref().err()));
-            out.insert("after_error".into(), json!(b.as_ref().err()));
-            return out;
-        }
+/// Compares `before` with `after`, a change described as `change`.
+pub fn compare(before: &Side, after: &Side, change: &str) -> Comparison {
+    let outcome = match (&before.outcome, &after.outcome) {
+        (Ok(a), Ok(b)) => Compared::Ran(Box::new(gains(a, b))),
+        (a, b) => Compared::Failed { before_error: a.as_ref().err().cloned(), after_error: b.as_ref().err().cloned() },
     };
-    let sides: [Figure<ModeRow, Value>; 4] = [
-        ("mode", |r| json!(r.mode)),
-        ("topology", |r| json!(r.topology)),
-        ("transport", |r| json!(r.transport)),
-        ("gpu", |r| json!(r.gpu)),
-    ];
-    for (side, value) in sides {
-        out.insert(format!("{side}_before"), value(&a.mode));
-        out.insert(format!("{side}_after"), value(&b.mode));
-    }
-    let phases: Vec<Value> = PHASES
+    Comparison { before: before.label.clone(), after: after.label.clone(), change: change.to_string(), outcome }
+}
+
+fn gains(a: &Replayed, b: &Replayed) -> Gains {
+    let phases = PHASES
         .iter()
-        .map(|(name, time)| {
+        .map(|&(phase, time)| {
             let (x, y) = (time(&a.mode), time(&b.mode));
-            json!({ "phase": name, "before_ms": x, "after_ms": y, "saved_ms": x - y, "saved_share": (x > 0.0).then(|| (x - y) / x) })
+            PhaseChange { phase, before_ms: x, after_ms: y, saved_ms: x - y, saved_share: (x > 0.0).then(|| (x - y) / x) }
         })
         .collect();
-    out.insert("phases".into(), Value::Array(phases));
-    let rates: Vec<Value> = RATES
+    let rates = RATES
         .iter()
-        .map(|(name, rate)| {
-            let (x, y) = (rate(&a.economics), rate(&b.economics));
-            json!({ "metric": name, "before": x, "after": y, "change": x.zip(y).map(|(x, y)| y - x) })
+        .map(|&metric| {
+            let (x, y) = (query_metric(&a.mode, &a.economics, metric), query_metric(&b.mode, &b.economics, metric));
+            RateChange { metric, before: x, after: y, change: x.zip(y).map(|(x, y)| y - x) }
         })
         .collect();
-    out.insert("rates".into(), Value::Array(rates));
-    let (a_link, a_util, a_links) = (&a.mode.busiest_link, a.mode.busiest_link_util, &a.links);
-    let (b_link, b_util, b_links) = (&b.mode.busiest_link, b.mode.busiest_link_util, &b.links);
+    let (a_link, b_link) = (&a.mode.busiest_link, &b.mode.busiest_link);
     let ends_of = |label: &Option<String>| label.as_ref().map(|l| l.split(" (").next().unwrap_or(l).to_string());
-    out.insert("bottleneck_before".into(), json!(a_link));
-    out.insert("bottleneck_before_util".into(), json!(a_util));
-    out.insert("bottleneck_after".into(), json!(b_link));
-    out.insert("bottleneck_after_util".into(), json!(b_util));
-    out.insert("bottleneck_moved".into(), json!(ends_of(a_link) != ends_of(b_link)));
     let mut ends: Vec<&str> = Vec::new();
-    for link in a_links.iter().chain(b_links) {
+    for link in a.links.iter().chain(&b.links) {
         if !ends.contains(&link.ends.as_str()) {
             ends.push(&link.ends);
         }
     }
     let mut links: Vec<(&str, Option<&LinkUse>, Option<&LinkUse>)> =
-        ends.iter().map(|&e| (e, a_links.iter().find(|l| l.ends == e), b_links.iter().find(|l| l.ends == e))).collect();
+        ends.iter().map(|&e| (e, a.links.iter().find(|l| l.ends == e), b.links.iter().find(|l| l.ends == e))).collect();
     let peak = |entry: &(&str, Option<&LinkUse>, Option<&LinkUse>)| {
         entry.1.map_or(0.0, |l| l.utilisation).max(entry.2.map_or(0.0, |l| l.utilisation))
     };
@@ -208,16 +258,32 @@ pub fn compare(before: &Side, after: &Side, change: &str) -> Record {
     let bottlenecks = [ends_of(a_link), ends_of(b_link)];
     let rank = |entry: &(&str, Option<&LinkUse>, Option<&LinkUse>)| !bottlenecks.contains(&Some(entry.0.to_string()));
     links.sort_by(|p, q| rank(p).cmp(&rank(q)).then(peak(q).total_cmp(&peak(p))).then(p.0.cmp(q.0)));
-    let links: Vec<Value> = links
+    let links = links
         .iter()
-        .map(|(ends, x, y)| {
-            json!({
-                "link": ends,
-                "kind_before": x.map(|l| l.kind.clone()), "util_before": x.map(|l| l.utilisation),
-                "kind_after": y.map(|l| l.kind.clone()), "util_after": y.map(|l| l.utilisation),
-            })
+        .map(|(ends, x, y)| LinkChange {
+            link: ends.to_string(),
+            kind_before: x.map(|l| l.kind.clone()),
+            util_before: x.map(|l| l.utilisation),
+            kind_after: y.map(|l| l.kind.clone()),
+            util_after: y.map(|l| l.utilisation),
         })
         .collect();
-    out.insert("links".into(), Value::Array(links));
-    out
+    Gains {
+        mode_before: a.mode.mode.clone(),
+        mode_after: b.mode.mode.clone(),
+        topology_before: a.mode.topology.clone(),
+        topology_after: b.mode.topology.clone(),
+        transport_before: a.mode.transport.clone(),
+        transport_after: b.mode.transport.clone(),
+        gpu_before: a.mode.gpu.clone(),
+        gpu_after: b.mode.gpu.clone(),
+        phases,
+        rates,
+        bottleneck_before: a_link.clone(),
+        bottleneck_before_util: a.mode.busiest_link_util,
+        bottleneck_after: b_link.clone(),
+        bottleneck_after_util: b.mode.busiest_link_util,
+        bottleneck_moved: ends_of(a_link) != ends_of(b_link),
+        links,
+    }
 }

@@ -6,15 +6,17 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::change::{key_words, short_words};
-use super::goal::{self, check_metric};
+use super::goal::{Measured, Metric};
 use super::output::Manifest;
+use super::row::SweepRow;
+use crate::report::cell;
 use crate::report::plots::{self, Bound, Curve, Curves, Heatmap, Mark, Pareto, XScale};
-use crate::report::{Record, cell};
 use crate::units::Bandwidth;
 
 /// One `[[plot]]` as written.
@@ -84,7 +86,7 @@ impl RawPlot {
                 .clone()
                 .or(default.map(String::from))
                 .ok_or((format!(".{field}"), format!("a {} plot needs {field} (a metric)", self.kind)))?;
-            check_metric(&name).map_err(|message| (format!(".{field}"), message))?;
+            Metric::from_str(&name).map_err(|message| (format!(".{field}"), message))?;
             Ok(name)
         };
         if let Some(name) = &self.name
@@ -157,14 +159,14 @@ impl RawPlot {
 }
 
 /// Draws every plot of `manifest` from `rows` into `dir`, as PNG and SVG.
-pub fn write_plots(dir: &Path, manifest: &Manifest, rows: &[Record]) -> Result<Vec<PathBuf>, String> {
+pub fn write_plots(dir: &Path, manifest: &Manifest, rows: &[SweepRow]) -> Result<Vec<PathBuf>, String> {
     let mut written = Vec::new();
     for (index, plot) in manifest.plots.iter().enumerate() {
         let name = plot.file_name(index);
-        let chosen: Vec<&Record> = rows
+        let chosen: Vec<&SweepRow> = rows
             .iter()
-            .filter(|row| row.get("error").is_none_or(Value::is_null))
-            .filter(|row| plot.filter.iter().all(|(key, value)| row.get(key) == Some(value)))
+            .filter(|row| row.ran())
+            .filter(|row| plot.filter.iter().all(|(key, value)| row.column(key).as_ref() == Some(value)))
             .collect();
         let fixed: Vec<String> = plot.filter.iter().map(|(k, v)| value_named(k, v)).collect();
         let context = if fixed.is_empty() { String::new() } else { format!(" ({})", fixed.join(", ")) };
@@ -189,11 +191,11 @@ fn numeric(value: &Value) -> Option<f64> {
 
 /// Columns that tell `rows` apart beyond `first`: the other columns (not
 /// `taken`) in order, each kept only if it splits the rows further.
-fn distinguishing(manifest: &Manifest, rows: &[&Record], first: &[String], taken: &[&str]) -> Vec<String> {
+fn distinguishing(manifest: &Manifest, rows: &[&SweepRow], first: &[String], taken: &[&str]) -> Vec<String> {
     let groups = |columns: &[String]| {
-        let mut seen: Vec<Vec<Option<&Value>>> = Vec::new();
+        let mut seen: Vec<Vec<Option<Value>>> = Vec::new();
         for row in rows {
-            let key: Vec<Option<&Value>> = columns.iter().map(|c| row.get(c)).collect();
+            let key: Vec<Option<Value>> = columns.iter().map(|c| row.column(c)).collect();
             if !seen.contains(&key) {
                 seen.push(key);
             }
@@ -215,8 +217,8 @@ fn distinguishing(manifest: &Manifest, rows: &[&Record], first: &[String], taken
 }
 
 /// "TP=2, shm": a row's values of `columns`, each as `value_named` writes it.
-fn name_of(row: &Record, columns: &[String]) -> String {
-    columns.iter().map(|c| row.get(c).map_or_else(|| value_named(c, &Value::Null), |v| value_named(c, v))).collect::<Vec<_>>().join(", ")
+fn name_of(row: &SweepRow, columns: &[String]) -> String {
+    columns.iter().map(|c| value_named(c, &row.column(c).unwrap_or(Value::Null))).collect::<Vec<_>>().join(", ")
 }
 
 /// A column's value for names and titles: the mode's label alone ("shm"),
@@ -226,12 +228,13 @@ fn value_named(column: &str, value: &Value) -> String {
     if column == super::LABEL { shown } else { format!("{}={shown}", short_words(column)) }
 }
 
-fn lines(plot: &RawPlot, manifest: &Manifest, rows: &[&Record], context: &str) -> Curves {
+fn lines(plot: &RawPlot, manifest: &Manifest, rows: &[&SweepRow], context: &str) -> Curves {
     let x = plot.x.clone().unwrap_or_default();
     let y = plot.y.clone().unwrap_or_default();
+    let metric = plotted(&y);
     let series_column: Vec<String> = plot.series.iter().cloned().collect();
     let split = distinguishing(manifest, rows, &series_column, &[&x]);
-    let values: Vec<&Value> = rows.iter().filter_map(|row| row.get(&x)).collect();
+    let values: Vec<Value> = rows.iter().filter_map(|row| row.column(&x)).collect();
     let numbers = values.iter().all(|v| numeric(v).is_some());
     let bandwidth = numbers && values.iter().any(|v| v.is_string());
     let mut categories: Vec<String> = Vec::new();
@@ -248,18 +251,18 @@ fn lines(plot: &RawPlot, manifest: &Manifest, rows: &[&Record], context: &str) -
     // Each line's points with whether they meet the goal.
     let mut meets: Vec<Vec<(f64, f64, bool)>> = Vec::new();
     for row in rows {
-        let (Some(px), Some(py)) = (row.get(&x).and_then(position), goal::value(row, &y)) else { continue };
+        let (Some(px), Some(py)) = (row.column(&x).as_ref().and_then(position), metric.and_then(|m| row.metric(m))) else { continue };
         let name = if split.is_empty() { key_words(&y) } else { name_of(row, &split) };
         // Beside published figures, say which lines are simulated.
         let name = if plot.references.is_empty() { name } else { format!("icsim, {name}") };
-        let met = row.get("meets_goal") == Some(&Value::Bool(true));
+        let met = row.meets_goal == Some(true);
         match series.iter().position(|s| s.name == name) {
             Some(index) => {
                 series[index].points.push((px, py));
                 meets[index].push((px, py, met));
             }
             None => {
-                values.push(plot.series.as_ref().and_then(|s| row.get(s)).map_or(String::new(), cell));
+                values.push(plot.series.as_ref().and_then(|s| row.column(s)).map_or(String::new(), |v| cell(&v)));
                 series.push(Curve { name, points: vec![(px, py)], reference: false, colour: series.len() });
                 meets.push(vec![(px, py, met)]);
             }
@@ -303,7 +306,7 @@ fn knees(plot: &RawPlot, manifest: &Manifest, series: &[Curve], meets: &mut [Vec
             .constraints
             .iter()
             .zip(&goal.raw.require)
-            .filter(|(c, _)| c.metric == y)
+            .filter(|(c, _)| c.metric.name() == y)
             .map(|(c, text)| (c.bound, format!("goal: {text}"), 7))
             .collect(),
         Err(_) => Vec::new(),
@@ -320,12 +323,12 @@ fn knees(plot: &RawPlot, manifest: &Manifest, series: &[Curve], meets: &mut [Vec
     (bounds, marks)
 }
 
-fn heatmap(plot: &RawPlot, rows: &[&Record], context: &str) -> Heatmap {
+fn heatmap(plot: &RawPlot, rows: &[&SweepRow], context: &str) -> Heatmap {
     let (x, y, metric) = (plot.x.clone().unwrap_or_default(), plot.y.clone().unwrap_or_default(), plot.metric.clone().unwrap_or_default());
     let ticks = |column: &str| {
         let mut ticks: Vec<String> = Vec::new();
         for row in rows {
-            let tick = row.get(column).map_or("-".into(), cell);
+            let tick = row.column(column).map_or("-".into(), |v| cell(&v));
             if !ticks.contains(&tick) {
                 ticks.push(tick);
             }
@@ -333,9 +336,11 @@ fn heatmap(plot: &RawPlot, rows: &[&Record], context: &str) -> Heatmap {
         ticks
     };
     let (x_ticks, y_ticks) = (ticks(&x), ticks(&y));
-    let index = |ticks: &[String], row: &Record, column: &str| ticks.iter().position(|t| *t == row.get(column).map_or("-".into(), cell));
-    let cells =
-        rows.iter().filter_map(|row| Some((index(&x_ticks, row, &x)?, index(&y_ticks, row, &y)?, goal::value(row, &metric)?))).collect();
+    let index = |ticks: &[String], row: &SweepRow, column: &str| {
+        ticks.iter().position(|t| *t == row.column(column).map_or("-".into(), |v| cell(&v)))
+    };
+    let shown = plotted(&metric);
+    let cells = rows.iter().filter_map(|row| Some((index(&x_ticks, row, &x)?, index(&y_ticks, row, &y)?, row.metric(shown?)?))).collect();
     Heatmap {
         title: plot
             .title
@@ -348,6 +353,12 @@ fn heatmap(plot: &RawPlot, rows: &[&Record], context: &str) -> Heatmap {
         cells,
         value_label: key_words(&metric),
     }
+}
+
+/// The metric a checked plot names (None only for a plot read from a
+/// manifest that names none).
+fn plotted(name: &str) -> Option<Metric> {
+    name.parse().ok()
 }
 
 /// The points no other point beats on both metrics (lower is better), in
@@ -364,12 +375,13 @@ pub fn front(points: &[(f64, f64, usize)]) -> Vec<(f64, f64, usize)> {
     front
 }
 
-fn pareto(plot: &RawPlot, manifest: &Manifest, rows: &[&Record], context: &str) -> Pareto {
-    let x = plot.x.clone().unwrap_or_else(|| "total_ms".into());
-    let y = plot.y.clone().unwrap_or_else(|| "usd_per_million_tokens".into());
+fn pareto(plot: &RawPlot, manifest: &Manifest, rows: &[&SweepRow], context: &str) -> Pareto {
+    let x = plot.x.clone().unwrap_or_else(|| Metric::TotalMs.name().into());
+    let y = plot.y.clone().unwrap_or_else(|| Metric::UsdPerMillionTokens.name().into());
+    let (mx, my) = (plotted(&x), plotted(&y));
     let measured: Vec<(f64, f64, usize)> =
-        rows.iter().enumerate().filter_map(|(i, row)| Some((goal::value(row, &x)?, goal::value(row, &y)?, i))).collect();
-    let points = measured.iter().map(|&(px, py, i)| (px, py, rows[i].get("meets_goal") == Some(&Value::Bool(true)))).collect();
+        rows.iter().enumerate().filter_map(|(i, row)| Some((row.metric(mx?)?, row.metric(my?)?, i))).collect();
+    let points = measured.iter().map(|&(px, py, i)| (px, py, rows[i].meets_goal == Some(true))).collect();
     let named = distinguishing(manifest, rows, &[], &[]);
     let edge = front(&measured);
     Pareto {

@@ -1,78 +1,158 @@
 //! Targets: `[goal]` constraints on a point's metrics (`ttft_ms <= 500`)
 //! and an objective to rank the points that meet them by (default: the
-//! cheapest per generated token). Also the names of the metrics a goal or a
-//! plot may use. Reads rows; computes no metric.
+//! cheapest per generated token). Also the metrics a goal or a plot may
+//! name (`Metric`), and how a row gives them (`Measured`). Computes no
+//! metric.
+
+use std::fmt;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ConfigError, ConfigResult};
-use crate::report::Record;
 
-/// The numeric columns of a sweep's rows that goals and plots may name,
-/// with what they are (for axis titles).
-pub const METRICS: &[(&str, &str)] = &[
-    ("ttft_ms", "time to first token (ms)"),
-    ("total_ms", "time per query (ms)"),
-    ("compute_ms", "compute per query (ms)"),
-    ("comm_ms", "communication per query (ms)"),
-    ("prefill_comm_ms", "prefill communication (ms)"),
-    ("decode_comm_ms", "decode communication (ms)"),
-    ("comm_share", "communication share of the query"),
-    ("prefill_comm_share", "communication share of the time to first token"),
-    ("tokens_per_s", "generated tokens/s of the TP group"),
-    ("tokens_per_s_per_gpu", "generated tokens/s per GPU"),
-    ("usd_per_gpu_hour", "$ per GPU-hour"),
-    ("usd_per_hour", "$ per hour of the TP group"),
-    ("usd_per_million_tokens", "$ per million generated tokens"),
-    ("watts", "power of the TP group (W)"),
-    ("joules_per_token", "energy per generated token (J)"),
-    ("busiest_link_util", "use of the busiest link"),
-    ("prefill_busbw_gbps", "prefill allreduce bus bandwidth (GB/s)"),
-    ("decode_busbw_gbps", "decode allreduce bus bandwidth (GB/s)"),
-    ("prefill_allreduce_us", "one prefill allreduce (us)"),
-    ("decode_allreduce_us", "one decode allreduce (us)"),
-    ("tp_gb_per_gpu", "TP traffic per GPU (GB)"),
-];
-
-/// The numeric columns a service's rows have beyond `comm_share` and the
-/// prices (sweeps with a `[serve]` table), at the point's offered rate.
-pub const SERVICE_METRICS: &[(&str, &str)] = &[
-    ("rate", "offered load (requests/s)"),
-    ("ttft_p50_ms", "p50 time to first token (ms)"),
-    ("ttft_p90_ms", "p90 time to first token (ms)"),
-    ("ttft_p99_ms", "p99 time to first token (ms)"),
-    ("tpot_p50_ms", "p50 time per output token (ms)"),
-    ("tpot_p90_ms", "p90 time per output token (ms)"),
-    ("tpot_p99_ms", "p99 time per output token (ms)"),
-    ("e2e_p50_ms", "p50 end-to-end latency (ms)"),
-    ("e2e_p90_ms", "p90 end-to-end latency (ms)"),
-    ("e2e_p99_ms", "p99 end-to-end latency (ms)"),
-    ("requests_per_s", "requests served a second"),
-    ("output_tokens_per_s", "output tokens served a second"),
-    ("goodput_requests_per_s", "requests a second meeting the objectives"),
-    ("preemptions", "preemptions"),
-    ("usd_per_million_output_tokens", "$ per million output tokens"),
-    ("rate_per_usd_hour", "requests/s offered per $ an hour of the TP group"),
-];
-
-/// What a metric is, for axis titles; the name itself if unknown.
-pub fn describe(metric: &str) -> String {
-    METRICS.iter().chain(SERVICE_METRICS).find(|(name, _)| *name == metric).map_or_else(|| metric.to_string(), |(_, what)| what.to_string())
+/// A numeric result of a sweep's point that goals, objectives and plots
+/// may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    TtftMs,
+    TotalMs,
+    ComputeMs,
+    CommMs,
+    PrefillCommMs,
+    DecodeCommMs,
+    CommShare,
+    PrefillCommShare,
+    TokensPerS,
+    TokensPerSPerGpu,
+    UsdPerGpuHour,
+    UsdPerHour,
+    UsdPerMillionTokens,
+    Watts,
+    JoulesPerToken,
+    BusiestLinkUtil,
+    PrefillBusbwGbps,
+    DecodeBusbwGbps,
+    PrefillAllreduceUs,
+    DecodeAllreduceUs,
+    TpGbPerGpu,
+    Rate,
+    TtftP50Ms,
+    TtftP90Ms,
+    TtftP99Ms,
+    TpotP50Ms,
+    TpotP90Ms,
+    TpotP99Ms,
+    E2eP50Ms,
+    E2eP90Ms,
+    E2eP99Ms,
+    RequestsPerS,
+    OutputTokensPerS,
+    GoodputRequestsPerS,
+    Preemptions,
+    UsdPerMillionOutputTokens,
+    RatePerUsdHour,
 }
 
-/// Checks a metric name, listing the allowed ones otherwise.
-pub fn check_metric(name: &str) -> Result<(), String> {
-    if METRICS.iter().chain(SERVICE_METRICS).any(|(metric, _)| *metric == name) {
-        Ok(())
-    } else {
-        let names: Vec<&str> = METRICS.iter().chain(SERVICE_METRICS).map(|(metric, _)| *metric).collect();
-        Err(format!("unknown metric {name:?}; metrics: {}", names.join(", ")))
+/// A metric, its name (the column of a sweep's rows) and what it is (for
+/// axis titles).
+pub type Named = (Metric, &'static str, &'static str);
+
+/// The metrics of a point that replays a query.
+pub const METRICS: &[Named] = &[
+    (Metric::TtftMs, "ttft_ms", "time to first token (ms)"),
+    (Metric::TotalMs, "total_ms", "time per query (ms)"),
+    (Metric::ComputeMs, "compute_ms", "compute per query (ms)"),
+    (Metric::CommMs, "comm_ms", "communication per query (ms)"),
+    (Metric::PrefillCommMs, "prefill_comm_ms", "prefill communication (ms)"),
+    (Metric::DecodeCommMs, "decode_comm_ms", "decode communication (ms)"),
+    (Metric::CommShare, "comm_share", "communication share of the query"),
+    (Metric::PrefillCommShare, "prefill_comm_share", "communication share of the time to first token"),
+    (Metric::TokensPerS, "tokens_per_s", "generated tokens/s of the TP group"),
+    (Metric::TokensPerSPerGpu, "tokens_per_s_per_gpu", "generated tokens/s per GPU"),
+    (Metric::UsdPerGpuHour, "usd_per_gpu_hour", "$ per GPU-hour"),
+    (Metric::UsdPerHour, "usd_per_hour", "$ per hour of the TP group"),
+    (Metric::UsdPerMillionTokens, "usd_per_million_tokens", "$ per million generated tokens"),
+    (Metric::Watts, "watts", "power of the TP group (W)"),
+    (Metric::JoulesPerToken, "joules_per_token", "energy per generated token (J)"),
+    (Metric::BusiestLinkUtil, "busiest_link_util", "use of the busiest link"),
+    (Metric::PrefillBusbwGbps, "prefill_busbw_gbps", "prefill allreduce bus bandwidth (GB/s)"),
+    (Metric::DecodeBusbwGbps, "decode_busbw_gbps", "decode allreduce bus bandwidth (GB/s)"),
+    (Metric::PrefillAllreduceUs, "prefill_allreduce_us", "one prefill allreduce (us)"),
+    (Metric::DecodeAllreduceUs, "decode_allreduce_us", "one decode allreduce (us)"),
+    (Metric::TpGbPerGpu, "tp_gb_per_gpu", "TP traffic per GPU (GB)"),
+];
+
+/// The metrics a service's points have beyond `comm_share` and the prices
+/// (sweeps with a `[serve]` table), at the point's offered rate.
+pub const SERVICE_METRICS: &[Named] = &[
+    (Metric::Rate, "rate", "offered load (requests/s)"),
+    (Metric::TtftP50Ms, "ttft_p50_ms", "p50 time to first token (ms)"),
+    (Metric::TtftP90Ms, "ttft_p90_ms", "p90 time to first token (ms)"),
+    (Metric::TtftP99Ms, "ttft_p99_ms", "p99 time to first token (ms)"),
+    (Metric::TpotP50Ms, "tpot_p50_ms", "p50 time per output token (ms)"),
+    (Metric::TpotP90Ms, "tpot_p90_ms", "p90 time per output token (ms)"),
+    (Metric::TpotP99Ms, "tpot_p99_ms", "p99 time per output token (ms)"),
+    (Metric::E2eP50Ms, "e2e_p50_ms", "p50 end-to-end latency (ms)"),
+    (Metric::E2eP90Ms, "e2e_p90_ms", "p90 end-to-end latency (ms)"),
+    (Metric::E2eP99Ms, "e2e_p99_ms", "p99 end-to-end latency (ms)"),
+    (Metric::RequestsPerS, "requests_per_s", "requests served a second"),
+    (Metric::OutputTokensPerS, "output_tokens_per_s", "output tokens served a second"),
+    (Metric::GoodputRequestsPerS, "goodput_requests_per_s", "requests a second meeting the objectives"),
+    (Metric::Preemptions, "preemptions", "preemptions"),
+    (Metric::UsdPerMillionOutputTokens, "usd_per_million_output_tokens", "$ per million output tokens"),
+    (Metric::RatePerUsdHour, "rate_per_usd_hour", "requests/s offered per $ an hour of the TP group"),
+];
+
+impl Metric {
+    fn named(self) -> &'static Named {
+        METRICS.iter().chain(SERVICE_METRICS).find(|(metric, _, _)| *metric == self).expect("every metric is listed")
+    }
+
+    /// Its name: the column of a sweep's rows.
+    pub fn name(self) -> &'static str {
+        self.named().1
+    }
+
+    /// What it is, for axis titles.
+    pub fn describe(self) -> &'static str {
+        self.named().2
     }
 }
 
-/// A metric of a row, where it has one.
-pub fn value(row: &Record, metric: &str) -> Option<f64> {
-    row.get(metric).and_then(serde_json::Value::as_f64)
+impl FromStr for Metric {
+    type Err = String;
+    /// A metric by name, listing the allowed ones otherwise.
+    fn from_str(name: &str) -> Result<Metric, String> {
+        match METRICS.iter().chain(SERVICE_METRICS).find(|(_, metric, _)| *metric == name) {
+            Some((metric, _, _)) => Ok(*metric),
+            None => {
+                let names: Vec<&str> = METRICS.iter().chain(SERVICE_METRICS).map(|(_, metric, _)| *metric).collect();
+                Err(format!("unknown metric {name:?}; metrics: {}", names.join(", ")))
+            }
+        }
+    }
+}
+
+/// A metric is written by its name.
+impl Serialize for Metric {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A result a goal can judge: whether it ran, and its metrics.
+pub trait Measured {
+    /// Whether the point ran (a point that cannot run meets no goal).
+    fn ran(&self) -> bool;
+    /// The metric's value, where the result has it.
+    fn metric(&self, metric: Metric) -> Option<f64>;
 }
 
 /// `[goal]` as written.
@@ -110,7 +190,7 @@ const OPERATORS: [(&str, Comparison); 5] = [
 /// One constraint: `metric op bound`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Constraint {
-    pub metric: String,
+    pub metric: Metric,
     comparison: Comparison,
     pub bound: f64,
 }
@@ -124,7 +204,7 @@ impl Constraint {
         if metric.is_empty() {
             return Err(format!("{text:?} does not start with a metric; {usage}"));
         }
-        check_metric(metric).map_err(|message| format!("{text:?}: {message}"))?;
+        let metric = Metric::from_str(metric).map_err(|message| format!("{text:?}: {message}"))?;
         let (operator, comparison) = OPERATORS
             .iter()
             .find(|(operator, _)| rest.starts_with(operator))
@@ -132,12 +212,12 @@ impl Constraint {
         let number = rest[operator.len()..].trim();
         let bound =
             number.parse::<f64>().ok().filter(|b| b.is_finite()).ok_or_else(|| format!("{text:?}: {number:?} is not a number; {usage}"))?;
-        Ok(Constraint { metric: metric.to_string(), comparison: *comparison, bound })
+        Ok(Constraint { metric, comparison: *comparison, bound })
     }
 
     /// Whether `row` meets the constraint (a row without the metric does not).
-    pub fn holds(&self, row: &Record) -> bool {
-        value(row, &self.metric).is_some_and(|v| match self.comparison {
+    pub fn holds(&self, row: &impl Measured) -> bool {
+        row.metric(self.metric).is_some_and(|v| match self.comparison {
             Comparison::AtMost => v <= self.bound,
             Comparison::Below => v < self.bound,
             Comparison::AtLeast => v >= self.bound,
@@ -152,7 +232,7 @@ impl Constraint {
 pub struct Goal {
     pub raw: RawGoal,
     pub constraints: Vec<Constraint>,
-    pub objective: String,
+    pub objective: Metric,
     pub maximize: bool,
     pub top: usize,
 }
@@ -168,28 +248,28 @@ impl Goal {
             .collect::<ConfigResult<Vec<_>>>()?;
         let (objective, maximize) = match (&raw.minimize, &raw.maximize) {
             (Some(_), Some(_)) => return Err(ConfigError::invalid(path, "goal.maximize", "give minimize or maximize, not both")),
-            (Some(metric), None) => (metric.clone(), false),
-            (None, Some(metric)) => (metric.clone(), true),
-            (None, None) => ("usd_per_million_tokens".to_string(), false),
+            (Some(metric), None) => (metric.as_str(), false),
+            (None, Some(metric)) => (metric.as_str(), true),
+            (None, None) => (Metric::UsdPerMillionTokens.name(), false),
         };
         let key = if maximize { "goal.maximize" } else { "goal.minimize" };
-        check_metric(&objective).map_err(|message| ConfigError::invalid(path, key, message))?;
+        let objective = Metric::from_str(objective).map_err(|message| ConfigError::invalid(path, key, message))?;
         Ok(Goal { raw: raw.clone(), constraints, objective, maximize, top: raw.top.unwrap_or(10) })
     }
 
     /// Whether a row meets every constraint; None for a point that did not run.
-    pub fn meets(&self, row: &Record) -> Option<bool> {
-        row.get("error").is_none_or(serde_json::Value::is_null).then(|| self.constraints.iter().all(|c| c.holds(row)))
+    pub fn meets(&self, row: &impl Measured) -> Option<bool> {
+        row.ran().then(|| self.constraints.iter().all(|c| c.holds(row)))
     }
 
     /// Ranks the rows that meet the goal by the objective, best first (ties
     /// in point order): returns their positions in `rows`.
-    pub fn ranking(&self, rows: &[Record]) -> Vec<usize> {
+    pub fn ranking(&self, rows: &[impl Measured]) -> Vec<usize> {
         let mut ranked: Vec<(usize, f64)> = rows
             .iter()
             .enumerate()
-            .filter(|(_, row)| self.meets(row) == Some(true))
-            .filter_map(|(i, row)| value(row, &self.objective).map(|v| (i, v)))
+            .filter(|(_, row)| self.meets(*row) == Some(true))
+            .filter_map(|(i, row)| row.metric(self.objective).map(|v| (i, v)))
             .collect();
         ranked.sort_by(|a, b| {
             let order = if self.maximize { b.1.total_cmp(&a.1) } else { a.1.total_cmp(&b.1) };
@@ -208,11 +288,36 @@ impl Goal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
     use std::path::Path;
 
-    fn row(ttft: f64, usd: f64) -> Record {
-        json!({ "error": null, "ttft_ms": ttft, "usd_per_million_tokens": usd }).as_object().unwrap().clone()
+    /// A point's time to first token and price, or a point that cannot run.
+    struct Row(Option<(f64, f64)>);
+
+    impl Measured for Row {
+        fn ran(&self) -> bool {
+            self.0.is_some()
+        }
+        fn metric(&self, metric: Metric) -> Option<f64> {
+            let (ttft, usd) = self.0?;
+            match metric {
+                Metric::TtftMs => Some(ttft),
+                Metric::UsdPerMillionTokens => Some(usd),
+                _ => None,
+            }
+        }
+    }
+
+    fn row(ttft: f64, usd: f64) -> Row {
+        Row(Some((ttft, usd)))
+    }
+
+    #[test]
+    fn metrics_read_back_by_their_names() {
+        for (metric, name, _) in METRICS.iter().chain(SERVICE_METRICS) {
+            assert_eq!(Metric::from_str(name), Ok(*metric));
+            assert_eq!(metric.to_string(), *name);
+        }
+        assert!(Metric::from_str("tp").unwrap_err().contains("rate_per_usd_hour"));
     }
 
     #[test]
@@ -244,8 +349,7 @@ mod tests {
     fn the_ranking_keeps_points_that_meet_the_goal_cheapest_first() {
         let raw = RawGoal { require: vec!["ttft_ms <= 500".into()], ..RawGoal::default() };
         let goal = Goal::new(&raw, Path::new("s.toml")).unwrap();
-        let mut failed = row(1.0, 0.1);
-        failed.insert("error".into(), json!("cannot run"));
+        let failed = Row(None);
         let rows = vec![row(450.0, 3.0), row(600.0, 1.0), row(100.0, 2.0), failed, row(300.0, 2.0)];
         assert_eq!(goal.ranking(&rows), [2, 4, 0]);
         assert_eq!(goal.meets(&rows[3]), None);

@@ -13,6 +13,7 @@ pub mod diff;
 pub mod figures;
 pub mod goal;
 pub mod output;
+pub mod row;
 pub mod run;
 pub mod serving;
 

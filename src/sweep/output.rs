@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 
 use super::axes::Shard;
 use super::figures::RawPlot;
-use super::goal::{Goal, RawGoal};
+use super::goal::{Goal, Metric, RawGoal};
+use super::row::{Outcome, SweepRow};
 use super::{LABEL, Sweep};
 use crate::report::{self, Format, Record};
 
@@ -75,13 +76,13 @@ pub fn fingerprint(parts: &[&str]) -> String {
 
 /// Adds `rank` to every row of a whole sweep: 1 for the best point that
 /// meets the goal, then 2, ...; empty for the rest.
-pub fn rank(goal: &Goal, rows: &mut [Record]) {
+pub fn rank(goal: &Goal, rows: &mut [SweepRow]) {
     let ranking = goal.ranking(rows);
     for row in rows.iter_mut() {
-        row.insert("rank".into(), Value::Null);
+        row.rank = Some(None);
     }
     for (place, &index) in ranking.iter().enumerate() {
-        rows[index].insert("rank".into(), json!(place + 1));
+        rows[index].rank = Some(Some(place + 1));
     }
 }
 
@@ -93,21 +94,20 @@ pub const FINGERPRINT: &str = "fingerprint";
 /// with the sweep's fingerprint, and with `plots` the manifest's plots, into
 /// `dir` (creating it) as one set (see `report::files`): a run killed midway
 /// leaves the previous set or this one.
-pub fn write(dir: &Path, manifest: &Manifest, rows: &[Record], plots: bool) -> Result<Vec<PathBuf>, String> {
-    let rows: Vec<Record> = rows
+pub fn write(dir: &Path, manifest: &Manifest, rows: &[SweepRow], plots: bool) -> Result<Vec<PathBuf>, String> {
+    let records: Vec<Record> = rows
         .iter()
         .map(|row| {
-            let mut row = row.clone();
-            row.shift_remove(FINGERPRINT);
-            row.insert(FINGERPRINT.into(), Value::String(manifest.fingerprint.clone()));
-            row
+            let mut record = row.record();
+            record.insert(FINGERPRINT.into(), Value::String(manifest.fingerprint.clone()));
+            record
         })
         .collect();
-    let lines: String = rows.iter().map(|row| serde_json::to_string(row).expect("rows are plain JSON") + "\n").collect();
+    let lines: String = records.iter().map(|row| serde_json::to_string(row).expect("rows are plain JSON") + "\n").collect();
     let files = [
         (MANIFEST, serde_json::to_string_pretty(manifest).expect("a manifest is plain JSON") + "\n"),
         (ROWS, lines),
-        (TABLE, report::render(&rows, Format::Csv)),
+        (TABLE, report::render(&records, Format::Csv)),
     ];
     let cannot = |e: std::io::Error| format!("cannot write the results in {}: {e}", dir.display());
     report::files::write_set(
@@ -118,7 +118,7 @@ pub fn write(dir: &Path, manifest: &Manifest, rows: &[Record], plots: bool) -> R
                 written.push(set.write(name, text).map_err(cannot)?);
             }
             if plots {
-                written.extend(super::figures::write_plots(set.staging(), manifest, &rows)?);
+                written.extend(super::figures::write_plots(set.staging(), manifest, rows)?);
             }
             Ok(written)
         },
@@ -134,7 +134,8 @@ fn read_manifest(dir: &Path) -> Result<Manifest, String> {
     serde_json::from_str(&text).map_err(|e| format!("{}: not a sweep manifest: {e}", path.display()))
 }
 
-fn read_rows(dir: &Path) -> Result<Vec<Record>, String> {
+/// The rows of results.jsonl in `dir` as written.
+fn read_records(dir: &Path) -> Result<Vec<Record>, String> {
     let path = dir.join(ROWS);
     let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     text.lines()
@@ -161,7 +162,7 @@ fn belongs(dir: &Path, manifest: &Manifest) -> Result<(), String> {
             dir.join(MANIFEST).display()
         ))
     };
-    for (n, row) in read_rows(dir)?.iter().enumerate() {
+    for (n, row) in read_records(dir)?.iter().enumerate() {
         let found = row.get(FINGERPRINT).and_then(Value::as_str).unwrap_or("(no fingerprint)");
         if found != expected {
             return refuse(ROWS, n + 1, found);
@@ -179,18 +180,24 @@ fn belongs(dir: &Path, manifest: &Manifest) -> Result<(), String> {
     Ok(())
 }
 
-fn point_of(row: &Record) -> Option<usize> {
-    row.get("point").and_then(Value::as_u64).map(|p| p as usize)
+/// The rows of results.jsonl in `dir`, of a sweep of `columns`.
+fn read_rows(dir: &Path, columns: &[String]) -> Result<Vec<SweepRow>, String> {
+    let path = dir.join(ROWS);
+    read_records(dir)?
+        .into_iter()
+        .enumerate()
+        .map(|(n, record)| SweepRow::read(record, columns).map_err(|e| format!("{}: line {}: {e}", path.display(), n + 1)))
+        .collect()
 }
 
 /// Joins the shards in `dirs` (every shard of one sweep, each once) into
 /// the whole sweep's manifest and rows, in point order.
-pub fn merge(dirs: &[PathBuf]) -> Result<(Manifest, Vec<Record>), String> {
+pub fn merge(dirs: &[PathBuf]) -> Result<(Manifest, Vec<SweepRow>), String> {
     let first = dirs.first().ok_or("name the shards' output folders")?;
     let mut manifest = read_manifest(first)?;
     let count = manifest.shard.count;
     let mut seen: BTreeMap<usize, &PathBuf> = BTreeMap::new();
-    let mut rows: Vec<Record> = Vec::with_capacity(manifest.points);
+    let mut rows: Vec<SweepRow> = Vec::with_capacity(manifest.points);
     for dir in dirs {
         let shard = read_manifest(dir)?;
         if shard.fingerprint != manifest.fingerprint || shard.shard.count != count {
@@ -210,27 +217,25 @@ pub fn merge(dirs: &[PathBuf]) -> Result<(Manifest, Vec<Record>), String> {
             return Err(format!("shard {} is given twice: {} and {}", shard.shard, other.display(), dir.display()));
         }
         belongs(dir, &shard)?;
-        for row in read_rows(dir)? {
-            match point_of(&row) {
-                Some(point) if shard.shard.contains(point) && point < manifest.points => rows.push(row),
-                _ => {
-                    return Err(format!(
-                        "{}: a row that is not of shard {}: {}",
-                        dir.join(ROWS).display(),
-                        shard.shard,
-                        Value::Object(row)
-                    ));
-                }
+        for row in read_rows(dir, &shard.columns)? {
+            if !(shard.shard.contains(row.point) && row.point < manifest.points) {
+                return Err(format!(
+                    "{}: a row that is not of shard {}: {}",
+                    dir.join(ROWS).display(),
+                    shard.shard,
+                    Value::Object(row.record())
+                ));
             }
+            rows.push(row);
         }
     }
     let missing: Vec<String> = (1..=count).filter(|i| !seen.contains_key(i)).map(|i| format!("{i}/{count}")).collect();
     if !missing.is_empty() {
         return Err(format!("missing shards {}: run them with --shard I/{count} and name their folders", missing.join(", ")));
     }
-    rows.sort_by_key(|row| point_of(row).unwrap_or(usize::MAX));
-    if let Some(pair) = rows.windows(2).find(|pair| point_of(&pair[0]) == point_of(&pair[1])) {
-        return Err(format!("point {} appears twice", point_of(&pair[0]).unwrap_or_default()));
+    rows.sort_by_key(|row| row.point);
+    if let Some(pair) = rows.windows(2).find(|pair| pair[0].point == pair[1].point) {
+        return Err(format!("point {} appears twice", pair[0].point));
     }
     if rows.len() != manifest.points {
         return Err(format!("{} of the sweep's {} points have rows: a shard's results.jsonl is incomplete", rows.len(), manifest.points));
@@ -241,18 +246,16 @@ pub fn merge(dirs: &[PathBuf]) -> Result<(Manifest, Vec<Record>), String> {
 
 /// What a run or a merge prints: the points that cannot run, grouped by
 /// reason, and the best points that meet the goal.
-pub fn summary(manifest: &Manifest, rows: &[Record], goal: &Goal) -> String {
+pub fn summary(manifest: &Manifest, rows: &[SweepRow], goal: &Goal) -> String {
     let mut text = String::new();
-    let failed: Vec<&Record> = rows.iter().filter(|r| r.get("error").is_some_and(|e| !e.is_null())).collect();
+    let failed: Vec<(&String, usize)> = rows.iter().filter_map(|r| r.error.as_ref().map(|e| (e, r.point))).collect();
     text += &format!("{} points: {} ran, {} cannot run\n", rows.len(), rows.len() - failed.len(), failed.len());
     if !failed.is_empty() {
         let mut reasons: Vec<(String, Vec<usize>)> = Vec::new();
-        for row in &failed {
-            let reason = report::cell(&row["error"]);
-            let point = point_of(row).unwrap_or_default();
-            match reasons.iter_mut().find(|(r, _)| *r == reason) {
+        for &(reason, point) in &failed {
+            match reasons.iter_mut().find(|(r, _)| r == reason) {
                 Some((_, points)) => points.push(point),
-                None => reasons.push((reason, vec![point])),
+                None => reasons.push((reason.clone(), vec![point])),
             }
         }
         text += "\ncannot run (the error column of results.csv says why for each):\n";
@@ -262,24 +265,23 @@ pub fn summary(manifest: &Manifest, rows: &[Record], goal: &Goal) -> String {
             text += &format!("  point {}{more}: {reason}\n", shown.join(", "));
         }
     }
-    let ranked: Vec<&Record> = goal.ranking(rows).into_iter().map(|i| &rows[i]).collect();
+    let ranked: Vec<&SweepRow> = goal.ranking(rows).into_iter().map(|i| &rows[i]).collect();
     text += &format!("\ngoal: {}: {} of {} points meet it\n", goal.describe(), ranked.len(), rows.len() - failed.len());
     if ranked.is_empty() {
         return text;
     }
     let mut fields: Vec<String> = vec!["rank".into(), "point".into(), LABEL.into()];
     fields.extend(manifest.columns.iter().skip(1).cloned());
-    let serving = ranked[0].contains_key("rate_per_usd_hour");
-    let metrics: &[&str] = if serving {
-        &["ttft_p99_ms", "tpot_p50_ms", "requests_per_s", "usd_per_hour", "rate_per_usd_hour"]
+    let serving = matches!(ranked[0].outcome, Some(Outcome::Service { .. }));
+    let metrics: &[Metric] = if serving {
+        &[Metric::TtftP99Ms, Metric::TpotP50Ms, Metric::RequestsPerS, Metric::UsdPerHour, Metric::RatePerUsdHour]
     } else {
-        &["ttft_ms", "total_ms", "comm_share", "tokens_per_s_per_gpu", "usd_per_million_tokens", "joules_per_token"]
+        &[Metric::TtftMs, Metric::TotalMs, Metric::CommShare, Metric::TokensPerSPerGpu, Metric::UsdPerMillionTokens, Metric::JoulesPerToken]
     };
-    let wanted =
-        metrics.iter().map(|m| m.to_string()).chain(goal.constraints.iter().map(|c| c.metric.clone())).chain([goal.objective.clone()]);
+    let wanted = metrics.iter().copied().chain(goal.constraints.iter().map(|c| c.metric)).chain([goal.objective]);
     for metric in wanted {
-        if !fields.contains(&metric) {
-            fields.push(metric);
+        if !fields.iter().any(|f| f == metric.name()) {
+            fields.push(metric.name().to_string());
         }
     }
     let table: Vec<Record> = ranked
@@ -287,9 +289,10 @@ pub fn summary(manifest: &Manifest, rows: &[Record], goal: &Goal) -> String {
         .take(goal.top)
         .enumerate()
         .map(|(place, row)| {
+            let record = row.record();
             let mut line = Record::new();
             for field in &fields {
-                let value = if field == "rank" { json!(place + 1) } else { row.get(field).cloned().unwrap_or(Value::Null) };
+                let value = if field == "rank" { json!(place + 1) } else { record.get(field).cloned().unwrap_or(Value::Null) };
                 line.insert(field.clone(), value);
             }
             line
@@ -305,12 +308,12 @@ pub fn summary(manifest: &Manifest, rows: &[Record], goal: &Goal) -> String {
 /// A serving sweep's rate grid read per configuration (every column but
 /// the rate): the knee, the last rate of its leading run of points that
 /// meet the goal, and what it takes per $ an hour.
-fn knees(manifest: &Manifest, rows: &[Record]) -> String {
+fn knees(manifest: &Manifest, rows: &[SweepRow]) -> String {
     let rate = super::serving::RATE;
     let columns: Vec<&String> = manifest.columns.iter().filter(|c| *c != rate).collect();
-    let mut configurations: Vec<(Vec<Value>, Vec<&Record>)> = Vec::new();
+    let mut configurations: Vec<(Vec<Value>, Vec<&SweepRow>)> = Vec::new();
     for row in rows {
-        let key: Vec<Value> = columns.iter().map(|c| row.get(*c).cloned().unwrap_or(Value::Null)).collect();
+        let key: Vec<Value> = columns.iter().map(|c| row.column(c).unwrap_or(Value::Null)).collect();
         match configurations.iter_mut().find(|(k, _)| *k == key) {
             Some((_, members)) => members.push(row),
             None => configurations.push((key, vec![row])),
@@ -319,13 +322,14 @@ fn knees(manifest: &Manifest, rows: &[Record]) -> String {
     let table: Vec<Record> = configurations
         .into_iter()
         .map(|(key, mut members)| {
-            members.sort_by(|a, b| cell_number(a, rate).total_cmp(&cell_number(b, rate)));
-            let knee = crate::serve::load::knee(members.iter().map(|r| r.get("meets_goal") == Some(&Value::Bool(true))));
+            let offered = |row: &SweepRow| row.column(rate).and_then(|r| r.as_f64()).unwrap_or(f64::NAN);
+            members.sort_by(|a, b| offered(a).total_cmp(&offered(b)));
+            let knee = crate::serve::load::knee(members.iter().map(|r| r.meets_goal == Some(true)));
             let mut line: Record = columns.iter().map(|c| c.to_string()).zip(key).collect();
-            let at = knee.map(|i| members[i]);
-            line.insert("knee_rate".into(), at.and_then(|r| r.get(rate).cloned()).unwrap_or(Value::Null));
-            for metric in ["ttft_p99_ms", "tpot_p50_ms", "usd_per_hour", "rate_per_usd_hour"] {
-                line.insert(metric.into(), at.and_then(|r| r.get(metric).cloned()).unwrap_or(Value::Null));
+            let at = knee.map(|i| members[i].record());
+            line.insert("knee_rate".into(), at.as_ref().and_then(|r| r.get(rate).cloned()).unwrap_or(Value::Null));
+            for metric in [Metric::TtftP99Ms, Metric::TpotP50Ms, Metric::UsdPerHour, Metric::RatePerUsdHour] {
+                line.insert(metric.name().into(), at.as_ref().and_then(|r| r.get(metric.name()).cloned()).unwrap_or(Value::Null));
             }
             line
         })
@@ -334,10 +338,6 @@ fn knees(manifest: &Manifest, rows: &[Record]) -> String {
         "\nknee per configuration (the highest rate of the grid meeting the goal, every lower rate meeting it too):\n{}",
         report::render(&table, Format::Table)
     )
-}
-
-fn cell_number(row: &Record, column: &str) -> f64 {
-    row.get(column).and_then(Value::as_f64).unwrap_or(f64::NAN)
 }
 
 #[cfg(test)]

@@ -2,20 +2,21 @@
 //! the point's changes, resolved and replayed; points run in parallel with
 //! rayon (`jobs` threads, or all cores), each alone, and rows come back in
 //! point order whatever the thread count. A point that cannot run is a row
-//! with its reason. Rows carry the experiment's result fields (its storage
-//! results where the base has `[storage]`) and what the sweep adds: throughput, cost and energy (`Economics`) and whether the
-//! goal is met.
+//! with its reason. Rows (`row::SweepRow`) carry the experiment's typed
+//! results (its storage results where the base has `[storage]`) and what
+//! the sweep adds: throughput, cost and energy (`Economics`) and whether
+//! the goal is met.
 
 use rayon::prelude::*;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::change::{self, Change};
 use super::cost::{Bill, Economics};
-use super::{LABEL, Point, Sweep, axes::Shard};
+use super::row::{Outcome, SweepRow};
+use super::{Point, Sweep, axes::Shard};
 use crate::config::ConfigError;
 use crate::config::experiment::{RawExperiment, Source};
-use crate::report::experiment::{ModeRow, storage_fields};
-use crate::report::{Record, record_of};
+use crate::report::experiment::{ModeRow, StorageRow};
 use crate::workload::experiment::{self, Experiment, ExperimentResult, RunError, RunOptions};
 
 /// The base experiment `base` (read from `source`) with `changes`, named
@@ -48,7 +49,7 @@ pub fn shard_points(sweep: &Sweep, shard: Shard) -> Vec<usize> {
 
 /// Runs `points` of `sweep` on `jobs` threads (all cores if None), calling
 /// `progress` after each; rows in the order of `points`.
-pub fn run(sweep: &Sweep, points: &[usize], jobs: Option<usize>, progress: &(dyn Fn() + Sync)) -> Result<Vec<Record>, String> {
+pub fn run(sweep: &Sweep, points: &[usize], jobs: Option<usize>, progress: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, String> {
     let work = || {
         points
             .par_iter()
@@ -70,58 +71,39 @@ pub fn run(sweep: &Sweep, points: &[usize], jobs: Option<usize>, progress: &(dyn
 }
 
 /// One point's row.
-pub fn row(sweep: &Sweep, point: &Point) -> Record {
-    let mut row = Record::new();
-    row.insert("point".into(), json!(point.index));
-    row.insert(LABEL.into(), json!(point.label));
-    for column in &sweep.columns[1..] {
-        let value = point.changes.iter().rev().find(|c| &c.key.name() == column).map_or(Value::Null, |c| c.shown.clone());
-        row.insert(column.clone(), value);
-    }
-    row.insert("error".into(), Value::Null);
+pub fn row(sweep: &Sweep, point: &Point) -> SweepRow {
+    let columns = sweep.columns[1..]
+        .iter()
+        .map(|column| {
+            let value = point.changes.iter().rev().find(|c| &c.key.name() == column).map_or(Value::Null, |c| c.shown.clone());
+            (column.clone(), value)
+        })
+        .collect();
     let mut base = sweep.base.clone();
     base.modes = vec![base.modes[point.mode].clone()];
     let changes: Vec<&Change> = point.changes.iter().collect();
     let resolved = resolve(&base, &sweep.base_source, &changes, &sweep.path).map_err(crate::Error::from);
-    if let (Some(service), Ok(experiment)) = (&sweep.service, &resolved) {
-        super::serving::fill(&mut row, experiment, service, &changes, &sweep.cost);
-        if let Some(meets) = sweep.goal.meets(&row) {
-            row.insert("meets_goal".into(), json!(meets));
-        }
-        return row;
-    }
-    let outcome = resolved.and_then(|experiment| replay(&experiment).map(|result| (experiment, result)));
-    match outcome {
-        Err(error) => {
-            row.insert("error".into(), json!(reason(&error)));
-        }
-        Ok((experiment, result)) => {
-            let mode = ModeRow::of(&result.modes[0], &result.model, &result.query);
-            let economics = Economics::of(&mode, &Bill::of(&experiment.modes[0].topology), &sweep.cost);
-            insert_used(&mut row, record_of(&mode));
-            row.extend(record_of(&economics));
-            if let Some(storage) = result.storage.first() {
-                insert_used(&mut row, storage_fields(storage, result.modes[0].replay.ttft()));
-            }
-            row.insert("meets_goal".into(), json!(sweep.goal.meets(&row)));
-        }
-    }
+    let outcome = match (&sweep.service, resolved) {
+        (Some(service), Ok(experiment)) => super::serving::serve(&experiment, service, &changes, &sweep.cost),
+        (_, resolved) => resolved
+            .and_then(|experiment| replay(&experiment).map(|result| (experiment, result)))
+            .map_err(|e| reason(&e))
+            .map(|(experiment, result)| {
+                let mode = ModeRow::of(&result.modes[0], &result.model, &result.query);
+                let economics = Economics::of(&mode, &Bill::of(&experiment.modes[0].topology), &sweep.cost);
+                let storage = result
+                    .storage
+                    .first()
+                    .map(|storage| StorageRow::of(storage, result.modes[0].replay.ttft()).fields())
+                    .unwrap_or_default();
+                Outcome::Query { mode: Box::new(mode), economics, storage }
+            }),
+    };
+    let (error, outcome) = match outcome {
+        Ok(outcome) => (None, Some(outcome)),
+        Err(reason) => (Some(reason), None),
+    };
+    let mut row = SweepRow { point: point.index, label: point.label.clone(), columns, error, outcome, meets_goal: None, rank: None };
+    row.meets_goal = sweep.goal.meets(&row);
     row
-}
-
-/// Adds a result's fields to `row`; one named like a column the point
-/// already has (an axis) is kept as `<name>_used`, and its label is the
-/// point's.
-pub fn insert_used(row: &mut Record, fields: impl IntoIterator<Item = (String, Value)>) {
-    for (name, value) in fields {
-        match name.as_str() {
-            LABEL => {}
-            taken if row.contains_key(taken) => {
-                row.insert(format!("{taken}_used"), value);
-            }
-            _ => {
-                row.insert(name, value);
-            }
-        }
-    }
 }

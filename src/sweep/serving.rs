@@ -12,12 +12,11 @@ use std::path::Path;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
 use super::change::{Change, Key, ServeKey, Value as Changed};
 use super::cost::{Bill, CostModel};
+use super::row::{Outcome, ServiceSetup};
 use crate::config::{ConfigError, ConfigResult, check_range};
-use crate::report::{Record, record_of};
 use crate::serve::groups::SplitPlan;
 use crate::serve::load::{EngineSettings, Load, LoadError, LoadPoint, Server, Terms};
 use crate::serve::requests::{Arrivals, Length, Lengths};
@@ -182,9 +181,9 @@ pub fn check_keys(service: Option<&Service>, keys: &[(String, Key)], path: &Path
     Ok(())
 }
 
-/// Fills `row` with what `experiment` serving `service` with `changes`
-/// yields, priced by `cost`; a service that cannot run is an `error`.
-pub fn fill(row: &mut Record, experiment: &Experiment, service: &Service, changes: &[&Change], cost: &CostModel) {
+/// What `experiment` serving `service` with `changes` yields, priced by
+/// `cost`; or why the service cannot run.
+pub fn serve(experiment: &Experiment, service: &Service, changes: &[&Change], cost: &CostModel) -> Result<Outcome, String> {
     let (rate, engine, split) = service.changed(changes);
     let rate = rate.expect("a serving sweep has a rate (checked when it is read)");
     let bill = Bill::of(&experiment.modes[0].topology);
@@ -203,27 +202,20 @@ pub fn fill(row: &mut Record, experiment: &Experiment, service: &Service, change
         Ok(server.serve(&requests, terms, &|| {})?.0)
     });
     match outcome {
-        Err(error) => {
-            // The point's columns say what was asked: no file or key.
-            let reason = match error {
-                LoadError::Config(ConfigError::Invalid { message, .. }) => message,
-                other => other.to_string(),
-            };
-            row.insert("error".into(), json!(reason));
-        }
+        // The point's columns say what was asked: no file or key.
+        Err(LoadError::Config(ConfigError::Invalid { message, .. })) => Err(message),
+        Err(other) => Err(other.to_string()),
         Ok(report) => {
             let setup = &report.setup;
-            let used = [
-                ("topology", json!(setup.topology)),
-                ("gpu", json!(setup.gpu)),
-                ("transport", json!(setup.transport)),
-                ("tp", json!(setup.tp)),
-                ("kv_blocks", json!(setup.kv_blocks)),
-                ("usd_per_gpu_hour", json!(per_gpu.map(|p| p.usd_per_hour))),
-            ];
-            let point = LoadPoint::of(rate, &report, service.slo);
-            super::run::insert_used(row, used.into_iter().map(|(k, v)| (k.to_string(), v)).chain(record_of(&point)));
-            row.insert("cost_error".into(), cost_error.map_or(Value::Null, Value::String));
+            let setup = ServiceSetup {
+                topology: setup.topology.clone(),
+                gpu: setup.gpu.clone(),
+                transport: setup.transport.clone(),
+                tp: setup.tp,
+                kv_blocks: setup.kv_blocks,
+                usd_per_gpu_hour: per_gpu.map(|p| p.usd_per_hour),
+            };
+            Ok(Outcome::Service { setup, load: LoadPoint::of(rate, &report, service.slo), cost_error })
         }
     }
 }

@@ -5,6 +5,8 @@
 use std::path::Path;
 
 use super::change::{self, Change, Key, Origin};
+use super::goal::{Measured, Metric};
+use super::row::SweepRow;
 use super::run::{self, resolve};
 use super::*;
 use crate::report::Record;
@@ -103,6 +105,10 @@ fn rows_come_in_point_order_whatever_the_thread_count_and_failures_say_why() {
     let one = run::run(&sweep, &points, Some(1), &|| {}).unwrap();
     let two = run::run(&sweep, &points, Some(2), &|| {}).unwrap();
     assert_eq!(one, two);
+    for row in &one {
+        assert_eq!(SweepRow::read(row.record(), &sweep.columns).as_ref(), Ok(row), "a row reads back as written");
+    }
+    let one: Vec<Record> = one.iter().map(SweepRow::record).collect();
     let order: Vec<u64> = one.iter().map(|r| r["point"].as_u64().unwrap()).collect();
     assert_eq!(order, (0..8).collect::<Vec<u64>>());
     // TP=8 on the 4 GPUs of the base cannot run; TP=2 runs.
@@ -117,8 +123,10 @@ fn rows_come_in_point_order_whatever_the_thread_count_and_failures_say_why() {
 fn every_metric_a_goal_may_name_is_in_a_row() {
     let sweep = sweep("").unwrap();
     let row = run::row(&sweep, &sweep.point(0));
-    for (metric, _) in goal::METRICS {
-        assert!(row.get(*metric).is_some_and(|v| v.is_number()), "{metric} in {row:?}");
+    let record = row.record();
+    for (metric, name, _) in goal::METRICS {
+        assert!(row.metric(*metric).is_some(), "{name} in {row:?}");
+        assert_eq!(record[*name].as_f64(), row.metric(*metric), "{name} is the column of that name");
     }
 }
 
@@ -162,7 +170,7 @@ fn link_changes_rescale_the_links_they_name() {
 #[test]
 fn changes_that_restate_the_hardware_change_nothing() {
     let sweep = sweep("").unwrap();
-    let plain = run::row(&sweep, &sweep.point(0));
+    let plain = run::row(&sweep, &sweep.point(0)).record();
     let restated = [
         "topology.nvlink_links=18",
         "topology.nvlink_bandwidth=25GB/s",
@@ -172,7 +180,7 @@ fn changes_that_restate_the_hardware_change_nothing() {
     ];
     let mut point = sweep.point(0);
     point.changes = restated.iter().map(|text| change(text)).collect();
-    let changed = run::row(&sweep, &point);
+    let changed = run::row(&sweep, &point).record();
     for (name, value) in &plain {
         assert_eq!(changed.get(name), Some(value), "{name}");
     }
@@ -199,7 +207,7 @@ fn a_link_key_gives_what_rebuilding_the_board_from_an_edited_model_gives() {
     let row = |text: &str| {
         let mut point = sweep.point(0);
         point.changes = vec![change(text)];
-        run::row(&sweep, &point)
+        run::row(&sweep, &point).record()
     };
     for (link_key, model_key) in [
         ("topology.nvlink_links=12", "hardware.gpu.h20.nvlink_links=12"),
@@ -209,7 +217,7 @@ fn a_link_key_gives_what_rebuilding_the_board_from_an_edited_model_gives() {
         for field in ["ttft_ms", "total_ms", "busiest_link", "busiest_link_util", "prefill_algo"] {
             assert_eq!(rescaled[field], rebuilt[field], "{link_key} against {model_key}: {field}");
         }
-        assert_ne!(rescaled["ttft_ms"], run::row(&sweep, &sweep.point(0))["ttft_ms"], "{link_key} changes the time");
+        assert_ne!(rescaled["ttft_ms"], run::row(&sweep, &sweep.point(0)).record()["ttft_ms"], "{link_key} changes the time");
     }
 }
 
@@ -220,7 +228,7 @@ fn a_point_whose_query_outruns_the_clock_is_an_error_not_a_ranked_row() {
     let sweep =
         sweep("[[axis]]\nkey = \"topology.nvlink_bandwidth\"\nvalues = [\"1B/s\"]\n[[axis]]\nkey = \"query.prompt\"\nvalues = [8192]")
             .unwrap();
-    let row = run::row(&sweep, &sweep.point(0));
+    let row = run::row(&sweep, &sweep.point(0)).record();
     let error = row["error"].as_str().unwrap_or_default();
     assert!(error.starts_with("the query under nvswitch on hgx-h20 takes longer than the simulated clock's range"), "{row:?}");
     assert!(row.get("ttft_ms").is_none() && row.get("meets_goal").is_none(), "{row:?}");
@@ -251,10 +259,14 @@ fn a_service_point_serves_at_its_rate_and_is_judged_by_its_rate_per_dollar() {
         "{SERVED}slo_ttft = \"1s\"\n[[axis]]\nkey = \"serve.rate\"\nvalues = [2, 2000]\n[[axis]]\nkey = \"serve.max_num_batched_tokens\"\nvalues = [256, 8192]\n[goal]\nrequire = [\"ttft_p99_ms <= 400\"]"
     ))
     .unwrap();
-    assert_eq!(sweep.goal.objective, "rate_per_usd_hour", "a service's default objective");
+    assert_eq!(sweep.goal.objective, Metric::RatePerUsdHour, "a service's default objective");
     assert!(sweep.goal.maximize);
     // Points run modes outermost, then the rate, then the budget.
-    let rows: Vec<Record> = (0..4).map(|i| run::row(&sweep, &sweep.point(i))).collect();
+    let typed: Vec<SweepRow> = (0..4).map(|i| run::row(&sweep, &sweep.point(i))).collect();
+    for row in &typed {
+        assert_eq!(SweepRow::read(row.record(), &sweep.columns).as_ref(), Ok(row), "a service's row reads back as written");
+    }
+    let rows: Vec<Record> = typed.iter().map(SweepRow::record).collect();
     let number = |row: &Record, field: &str| row[field].as_f64().unwrap_or_else(|| panic!("{field} in {row:?}"));
     for row in &rows {
         assert!(row["error"].is_null(), "{row:?}");
@@ -266,8 +278,9 @@ fn a_service_point_serves_at_its_rate_and_is_judged_by_its_rate_per_dollar() {
     assert!(number(&rows[2], "ttft_p99_ms") > number(&rows[3], "ttft_p99_ms"), "a small budget chunks long prompts");
     assert_eq!(rows[0]["meets_goal"], true);
     assert_eq!(rows[2]["meets_goal"], false);
-    let metrics = goal::SERVICE_METRICS.iter().map(|m| m.0).chain(["comm_share", "usd_per_gpu_hour", "usd_per_hour"]);
+    let metrics = goal::SERVICE_METRICS.iter().map(|m| m.0).chain([Metric::CommShare, Metric::UsdPerGpuHour, Metric::UsdPerHour]);
     for metric in metrics {
-        assert!(rows[0].get(metric).is_some_and(|v| v.is_number()), "{metric} in {:?}", rows[0]);
+        assert!(typed[0].metric(metric).is_some(), "{metric} in {:?}", typed[0]);
+        assert_eq!(rows[0][metric.name()].as_f64(), typed[0].metric(metric), "{metric} is the column of that name");
     }
 }

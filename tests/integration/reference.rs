@@ -3,7 +3,7 @@
 //! the cost file accept (read from their `Deserialize`,
 //! `config::dotted::keys_of`), every `--set` key (`sweep::change::keys`),
 //! every metric a goal may name (`sweep::goal`) and every column of `icsim
-//! run`'s rows (the typed `ModeRow`, `Economics` and storage fields of a
+//! run`'s rows (the typed `ModeRow`, `Economics` and `StorageRow` of a
 //! run with every storage part on) is documented; and every key or column
 //! the page documents there still exists. Not covered here: the topology,
 //! hardware model and LLM model files, and the columns of `collective`,
@@ -16,7 +16,7 @@ use std::path::Path;
 use icsim::config::dotted::keys_of;
 use icsim::config::experiment::{RawExperiment, RawMode, RawQuery};
 use icsim::config::storage::RawStorage;
-use icsim::report::experiment::{ModeRow, storage_fields};
+use icsim::report::experiment::{ExperimentRow, StorageRow};
 use icsim::report::record_of;
 use icsim::sweep::axes::RawAxis;
 use icsim::sweep::cost::{Bill, CostModel, Economics, RawComponent, RawCost};
@@ -180,13 +180,14 @@ fn run_columns() -> BTreeSet<String> {
         [storage]\ndrives = 2\nload = \"shard\"\npaths = [\"gds\", \"bounce\"]\ncheckpoint = true\nkv_offload = \"drive\"\n";
     let experiment = Experiment::parse(Path::new("columns.toml"), text).unwrap_or_else(|e| panic!("{e}"));
     let result = run(&experiment, &RunOptions::replay_only(), &|| {}).unwrap_or_else(|e| panic!("{e}"));
-    let row = ModeRow::of(&result.modes[0], &result.model, &result.query);
     let cost = CostModel::load(None, &Path::new(env!("CARGO_MANIFEST_DIR")).join("models/cost/default.toml"), "").unwrap();
-    let economics = Economics::of(&row, &Bill::of(&experiment.modes[0].topology), &cost);
-    let storage = storage_fields(&result.storage[0], result.modes[0].replay.ttft());
-    [record_of(&row), record_of(&economics), storage]
-        .iter()
-        .flat_map(|record| record.keys())
+    let rows = ExperimentRow::all(&result, |i, mode| Economics::of(mode, &Bill::of(&experiment.modes[i].topology), &cost));
+    let row = &rows[0];
+    let storage: Vec<String> = row.storage.iter().flat_map(StorageRow::fields).map(|(name, _)| name).collect();
+    record_of(&row.mode)
+        .keys()
+        .chain(record_of(&row.economics).keys())
+        .chain(&storage)
         .map(|c| c.replace("_gds_", "_<path>_").replace("_bounce_", "_<path>_"))
         .collect()
 }
@@ -205,7 +206,7 @@ fn reference_documents_every_output_column_of_run_and_every_goal_metric_and_no_o
     let sweep_results = section(&reference, "## Sweep results");
     let paragraph = sweep_results.split("Metrics a goal or a plot may name:").nth(1).expect("the metrics a goal may name");
     let paragraph = paragraph.split(". A lines plot").next().unwrap_or_default();
-    let metrics: BTreeSet<String> = METRICS.iter().chain(SERVICE_METRICS).map(|(name, _)| name.to_string()).collect();
+    let metrics: BTreeSet<String> = METRICS.iter().chain(SERVICE_METRICS).map(|(_, name, _)| name.to_string()).collect();
     let named = backticked(paragraph);
     compare("metrics a goal may name", &metrics, &named, &named, &mut problems);
 
