@@ -5,10 +5,9 @@
 //! every metric a goal may name (`sweep::goal`) and every column of `icsim
 //! run`'s rows (the typed `ModeRow`, `Economics` and `StorageRow` of a
 //! run with every storage part on) is documented; and every key or column
-//! the page documents there still exists. Not covered here: the topology,
-//! hardware model and LLM model files, and the columns of `collective`,
-//! `serve` and `diff` (the readme tests check that those outputs' columns
-//! are listed).
+//! the page documents there still exists; and the columns `collective`,
+//! `serve --rates` and `diff` print in JSON are documented, and no other.
+//! Not covered here: the topology, hardware model and LLM model files.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -26,6 +25,7 @@ use icsim::sweep::serving::RawService;
 use icsim::sweep::{RawSweep, change};
 use icsim::workload::experiment::{Experiment, RunOptions, run};
 
+use crate::common::icsim_json;
 use crate::readme::page;
 
 /// The text of the section under `heading` (a whole heading line), to the
@@ -211,4 +211,46 @@ fn reference_documents_every_output_column_of_run_and_every_goal_metric_and_no_o
     compare("metrics a goal may name", &metrics, &named, &named, &mut problems);
 
     assert!(problems.is_empty(), "docs/reference.md against the code:\n{}", problems.join("\n"));
+}
+
+/// The keys of a JSON object, and those of the objects in its lists.
+fn keys_in(object: &serde_json::Value) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    for (key, value) in object.as_object().expect("a JSON object") {
+        keys.insert(key.clone());
+        for item in value.as_array().into_iter().flatten().filter(|item| item.is_object()) {
+            keys.extend(keys_in(item));
+        }
+    }
+    keys
+}
+
+#[test]
+fn reference_documents_every_column_collective_serve_and_diff_print_and_no_other() {
+    let reference = page("docs/reference.md");
+    let mut problems = Vec::new();
+
+    let collective = icsim_json(&["collective", "--sizes", "1MiB", "--format", "json"]);
+    let documented = first_cells(section(&reference, "### `icsim collective`"));
+    compare("icsim collective's columns", &keys_in(&collective["results"][0]), &documented, &documented, &mut problems);
+
+    let load = icsim_json(&["serve", "--model", "llama-3.1-8b", "--tp", "2", "--requests", "40", "--rates", "1,2", "--json"]);
+    let serve_section = section(&reference, "### `icsim serve --rates`");
+    let columns = first_cells(serve_section);
+    compare("icsim serve --rates' columns", &keys_in(&load["rates"][0]), &columns, &columns, &mut problems);
+    let around: BTreeSet<String> = load.as_object().unwrap().keys().filter(|k| *k != "rates").cloned().collect();
+    let named = backticked(serve_section);
+    let missing: Vec<&String> = around.iter().filter(|k| !named.contains(*k)).collect();
+    if !missing.is_empty() {
+        problems.push(format!("icsim serve --rates' JSON: undocumented {missing:?}"));
+    }
+
+    let diff = icsim_json(&["diff", "configs/sweeps/base/h20-pcie.toml", "--set", "topology.pcie_generation=gen5", "--format", "json"]);
+    let diff_section = section(&reference, "### `icsim diff`");
+    let named = backticked(diff_section);
+    let first = if diff.is_array() { &diff[0] } else { &diff["results"][0] };
+    let printed = keys_in(first);
+    compare("icsim diff's fields", &printed, &named, &BTreeSet::new(), &mut problems);
+
+    assert!(problems.is_empty(), "docs/reference.md against what the commands print:\n{}", problems.join("\n"));
 }
