@@ -178,9 +178,35 @@ pub struct Protocol {
     /// path's `base_latency`, where it differs from the allreduce's.
     #[serde(default)]
     pub kernel_start: KernelStart,
+    /// Stores into a peer GPU's memory over NVLink (and over PCIe, unless
+    /// `pcie` is set): the kernel's own work a call and a step.
     pub nvlink: PathCost,
-    pub pcie: PathCost,
+    /// The same stores over PCIe, where measurements of P2P over PCIe set
+    /// them apart; absent, P2P over PCIe pays the `nvlink` costs (the same
+    /// kernel storing into a peer's buffer, fencing and storing a flag), and
+    /// its PCIe links and switches add their own hop latencies: the links,
+    /// not NCCL's tuner, decide how much longer a step over PCIe takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcie: Option<PathCost>,
     pub shm: PathCost,
+}
+
+impl Protocol {
+    /// What P2P over PCIe costs: its own costs where set, else NVLink's.
+    pub fn pcie_cost(&self) -> &PathCost {
+        self.pcie.as_ref().unwrap_or(&self.nvlink)
+    }
+
+    /// The costs of P2P over PCIe to change: its own, set apart from
+    /// NVLink's (starting from them) the first time.
+    pub fn pcie_cost_mut(&mut self) -> &mut PathCost {
+        self.pcie.get_or_insert_with(|| self.nvlink.clone())
+    }
+
+    /// The path costs by class name, for checks and listings.
+    pub fn path_costs(&self) -> [(&'static str, &PathCost); 3] {
+        [("nvlink", &self.nvlink), ("pcie", self.pcie_cost()), ("shm", &self.shm)]
+    }
 }
 
 /// The extra start of one protocol's all-gather and reduce-scatter kernels.

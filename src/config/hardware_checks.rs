@@ -42,7 +42,7 @@ impl HardwareModel {
     fn latencies(&self) -> Vec<(String, Time)> {
         let mut out: Vec<(String, Time)> = Vec::new();
         for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
-            for (class, cost) in [("nvlink", &p.nvlink), ("pcie", &p.pcie), ("shm", &p.shm)] {
+            for (class, cost) in p.path_costs() {
                 out.push((format!("protocol.{name}.{class}.base_latency"), cost.base_latency));
                 out.push((format!("protocol.{name}.{class}.step_latency"), cost.step_latency));
                 out.push((format!("protocol.{name}.{class}.slice_overhead"), cost.slice_overhead));
@@ -235,7 +235,7 @@ impl HardwareModel {
         }
         for (name, p) in [("simple", &self.protocol.simple), ("ll", &self.protocol.ll), ("ll128", &self.protocol.ll128)] {
             check_range(path, &format!("protocol.{name}.wire_factor"), p.wire_factor, 1.0..=4.0)?;
-            for (class, cost) in [("nvlink", &p.nvlink), ("pcie", &p.pcie), ("shm", &p.shm)] {
+            for (class, cost) in p.path_costs() {
                 if let Some(rate) = cost.channel_rate {
                     at_least_channel_rate(path, &format!("protocol.{name}.{class}.channel_rate"), rate)?;
                 }

@@ -409,19 +409,35 @@ fn several_rings_on_the_h20_mesh_beat_a_single_ring() {
     assert!(speedup > 1.5, "rings over all links should be much faster than one ring, got {speedup:.2}x");
 }
 
-/// Public nccl-tests tables of PCIe-only servers nobody here owns
-/// (models/hardware/measurements/public-pcie/, README.md there): the table,
-/// the topology written from what its source says, and the transport NCCL
-/// used. None of them is fitted: every figure is a prediction of the
-/// shipped model (the presets' calibrated overlays, the GPUs' and hosts'
-/// datasheets, NCCL's tuner).
-const PUBLIC_PCIE: &[(&str, &str, &str)] = &[
-    ("rtx5090-8gpu-turin-p2p-patched", "turin-8x5090", "p2p"),
-    ("rtx5090-4gpu-genoa-shm", "genoa-4x5090", "shm"),
-    ("rtx4090-8gpu-rome-shm", "rome-8x4090", "shm"),
-    ("rtx4090-8gpu-rome-p2p-patched", "rome-8x4090", "p2p"),
-    ("rtx4090-6gpu-tinybox-p2p-patched", "rome-6x4090", "p2p"),
-    ("h100pcie-2gpu-nvlink-bridge", "h100pcie-bridged-pair", "nvlink"),
+/// Public measurements of PCIe-only servers nobody here owns
+/// (models/hardware/measurements/public-pcie/, README.md there): the file,
+/// the topology written from what its source says, the transport NCCL used
+/// (for nccl-tests text, which does not print it), and whether the series
+/// counts in the issue's figure: a table whose transport is in doubt is
+/// predicted with each transport NCCL could have used, the one its numbers
+/// and NCCL's rules point to counting. None of them is fitted: every figure
+/// is a prediction of the shipped model (the presets' calibrated overlays,
+/// the GPUs' and hosts' datasheets, NCCL's tuner).
+struct PublicTable {
+    file: &'static str,
+    topology: &'static str,
+    transport: &'static str,
+    counts: bool,
+}
+
+const PUBLIC_PCIE: &[PublicTable] = &[
+    PublicTable { file: "rtx5090-8gpu-turin-p2p-patched.txt", topology: "turin-8x5090", transport: "p2p", counts: true },
+    PublicTable { file: "rtx5090-4gpu-genoa-shm.txt", topology: "genoa-4x5090", transport: "shm", counts: true },
+    PublicTable { file: "rtx4090-8gpu-rome-shm.txt", topology: "rome-8x4090", transport: "shm", counts: true },
+    // Not logged. Its calls up to 32 KiB take what the same host's SHM
+    // table's take (38.82 against 38.83 us at 8 B), and NCCL from 2.23 keeps
+    // P2P on AMD hosts to pairs under one PCIe switch once there are more
+    // than two GPUs (paths.cc): SHM. Predicted as the post assumed, P2P, too.
+    PublicTable { file: "rtx4090-8gpu-rome-p2p-patched.txt", topology: "rome-8x4090", transport: "shm", counts: true },
+    PublicTable { file: "rtx4090-8gpu-rome-p2p-patched.txt", topology: "rome-8x4090", transport: "p2p", counts: false },
+    PublicTable { file: "rtx4090-6gpu-tinybox-p2p-patched.txt", topology: "rome-6x4090", transport: "p2p", counts: true },
+    PublicTable { file: "h100pcie-2gpu-nvlink-bridge.txt", topology: "h100pcie-bridged-pair", transport: "nvlink", counts: true },
+    PublicTable { file: "wrx90-8x6000-cpayne-p2p.jsonl", topology: "wrx90-8x6000", transport: "p2p", counts: true },
 ];
 
 #[test]
@@ -431,33 +447,35 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
     // those that miss it are listed at today's figure (README, fidelity).
     let folder = measurements_dir().join("public-pcie");
     let mut rows = Vec::new();
-    for (table, topology, transport) in PUBLIC_PCIE {
-        let options = icsim::calibrate::nccl_tests::NcclTestsOptions { op: None, transport: Some(transport.to_string()) };
-        let measured = read_measurements(&folder.join(format!("{table}.txt")), &options).unwrap_or_else(|e| panic!("{e}"));
+    for table in PUBLIC_PCIE {
+        // Schema-1 rows name their own transport; nccl-tests text does not.
+        let text = !table.file.ends_with(".jsonl");
+        let options = icsim::calibrate::nccl_tests::NcclTestsOptions { op: None, transport: text.then(|| table.transport.to_string()) };
+        let measured = read_measurements(&folder.join(table.file), &options).unwrap_or_else(|e| panic!("{e}"));
         let gpus = measured.iter().filter_map(|m| m.ranks).max().unwrap_or(2);
-        let predicted = predict(&board(folder.join(format!("{topology}.topology.toml")).to_str().unwrap(), gpus, &[]), &measured);
-        rows.extend(predicted.into_iter().map(|r| Row { series: format!("{table}: {}", r.series), ..r }));
+        let predicted = predict(&board(folder.join(format!("{}.topology.toml", table.topology)).to_str().unwrap(), gpus, &[]), &measured);
+        rows.extend(predicted.into_iter().map(|r| Row { series: format!("{}: {}", table.file, r.series), ..r }));
     }
     let from_64_kib = |r: &Row| r.bytes >= 64 * 1024;
     let misses = [
-        Miss { series: "rtx4090-8gpu-rome-p2p-patched: allreduce p2p ranks=8", today: Bound { median: 0.24, max: NO_MAX } },
-        Miss { series: "h100pcie-2gpu-nvlink-bridge: allreduce nvlink ranks=2", today: Bound { median: 0.49, max: NO_MAX } },
+        Miss { series: "rtx4090-8gpu-rome-p2p-patched.txt: allreduce shm ranks=8", today: Bound { median: 0.21, max: NO_MAX } },
+        Miss { series: "rtx4090-8gpu-rome-p2p-patched.txt: allreduce p2p ranks=8", today: Bound { median: 0.24, max: NO_MAX } },
+        Miss { series: "h100pcie-2gpu-nvlink-bridge.txt: allreduce nvlink ranks=2", today: Bound { median: 0.49, max: NO_MAX } },
     ];
     hold("public PCIe servers, NCCL choosing, from 64 KiB", &rows, from_64_kib, Bound { median: 0.20, max: NO_MAX }, &misses);
     let mut medians: Vec<f64> = PUBLIC_PCIE
         .iter()
-        .map(|(table, _, _)| {
-            let errors: Vec<f64> = rows
-                .iter()
-                .filter(|r| r.series.starts_with(&format!("{table}:")) && from_64_kib(r))
-                .filter_map(|r| r.error.map(f64::abs))
-                .collect();
+        .filter(|table| table.counts)
+        .map(|table| {
+            let series = format!("{}: allreduce {} ", table.file, table.transport);
+            let errors: Vec<f64> =
+                rows.iter().filter(|r| r.series.starts_with(&series) && from_64_kib(r)).filter_map(|r| r.error.map(f64::abs)).collect();
             validate::median(&errors)
         })
         .collect();
     medians.sort_by(f64::total_cmp);
     let median_of_medians = validate::median(&medians);
-    println!("median of the series' medians: {:.1}% (issue: 10%; today's figure held at 12%)", median_of_medians * 100.0);
-    assert!(median_of_medians <= 0.12, "the median of the public PCIe series' medians grew to {:.1}%", median_of_medians * 100.0);
+    println!("median of the series' medians: {:.1}% (issue: 10%; today's figure held at 13%)", median_of_medians * 100.0);
+    assert!(median_of_medians <= 0.13, "the median of the public PCIe series' medians grew to {:.1}%", median_of_medians * 100.0);
     assert!(median_of_medians > 0.10, "the median of the public PCIe series' medians meets the issue now: hold it at 10%");
 }

@@ -111,7 +111,7 @@ pub(super) fn path_cost(model: &mut HardwareModel, protocol: Protocol, class: Pa
     let p = protocol_mut(model, protocol);
     match class {
         PathClass::Nvlink => &mut p.nvlink,
-        PathClass::Pcie => &mut p.pcie,
+        PathClass::Pcie => p.pcie_cost_mut(),
         PathClass::Shm => &mut p.shm,
     }
 }
@@ -120,7 +120,7 @@ pub(super) fn path_cost_ref(model: &HardwareModel, protocol: Protocol, class: Pa
     let p = protocol.model(model);
     match class {
         PathClass::Nvlink => &p.nvlink,
-        PathClass::Pcie => &p.pcie,
+        PathClass::Pcie => p.pcie_cost(),
         PathClass::Shm => &p.shm,
     }
 }

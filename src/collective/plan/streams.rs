@@ -344,7 +344,7 @@ impl Plan {
         let protocol = self.protocol.model(model);
         match self.class {
             PathClass::Nvlink => &protocol.nvlink,
-            PathClass::Pcie => &protocol.pcie,
+            PathClass::Pcie => protocol.pcie_cost(),
             PathClass::Shm => &protocol.shm,
         }
     }
