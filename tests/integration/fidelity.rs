@@ -475,7 +475,7 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
         .collect();
     medians.sort_by(f64::total_cmp);
     let median_of_medians = validate::median(&medians);
-    println!("median of the series' medians: {:.1}% (issue: 10%; today's figure held at 13%)", median_of_medians * 100.0);
-    assert!(median_of_medians <= 0.13, "the median of the public PCIe series' medians grew to {:.1}%", median_of_medians * 100.0);
+    println!("median of the series' medians: {:.1}% (issue: 10%; today's figure held at 12%)", median_of_medians * 100.0);
+    assert!(median_of_medians <= 0.12, "the median of the public PCIe series' medians grew to {:.1}%", median_of_medians * 100.0);
     assert!(median_of_medians > 0.10, "the median of the public PCIe series' medians meets the issue now: hold it at 10%");
 }
