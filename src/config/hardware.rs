@@ -47,6 +47,11 @@ pub struct PcieGeneration {
     /// The same, each way, in a primitive that reads host memory and writes
     /// it in one pass (receives through host memory and sends on).
     pub host_read_write_efficiency: f64,
+    /// Fraction of the link's DMA rate that GPU threads' stores into a
+    /// peer GPU's memory reach over it (P2P over PCIe): a thread's stores
+    /// leave in smaller packets than a copy engine's, each with its own
+    /// header.
+    pub thread_store_efficiency: f64,
 }
 
 /// One NVLink generation, per link and per direction.

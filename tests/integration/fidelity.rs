@@ -459,7 +459,7 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
     let from_64_kib = |r: &Row| r.bytes >= 64 * 1024;
     let misses = [
         Miss { series: "rtx4090-8gpu-rome-p2p-patched.txt: allreduce shm ranks=8", today: Bound { median: 0.21, max: NO_MAX } },
-        Miss { series: "rtx4090-8gpu-rome-p2p-patched.txt: allreduce p2p ranks=8", today: Bound { median: 0.24, max: NO_MAX } },
+        Miss { series: "rtx4090-8gpu-rome-p2p-patched.txt: allreduce p2p ranks=8", today: Bound { median: 0.23, max: NO_MAX } },
         Miss { series: "h100pcie-2gpu-nvlink-bridge.txt: allreduce nvlink ranks=2", today: Bound { median: 0.49, max: NO_MAX } },
     ];
     hold("public PCIe servers, NCCL choosing, from 64 KiB", &rows, from_64_kib, Bound { median: 0.20, max: NO_MAX }, &misses);

@@ -141,6 +141,7 @@ impl Plan {
     fn ring_body(&self, topo: &Topology, model: &HardwareModel, symmetry: Symmetry) -> Result<Body, CollectiveError> {
         let n = self.request.ranks.len();
         let protocol = self.protocol.model(model);
+        let wire_factor = self.wire_factor(topo, model)?;
         let cta = self.channel_physics(topo, model)?;
         let op = self.request.op;
         let rings = self.connections.len();
@@ -156,7 +157,7 @@ impl Plan {
         };
         // In step, every channel sends at once: the link sees what each
         // pushes while it sends.
-        let slowdown = contention_at(ring_loop.link_rate() * protocol.wire_factor);
+        let slowdown = contention_at(ring_loop.link_rate() * wire_factor);
         let rules = self.sparse_ring_rules(self.pipe_rules(topo, model)?, model);
         let channels = symmetry::channel_classes(&self.channel_bytes, |c| c % rings, symmetry)
             .into_iter()
@@ -171,7 +172,7 @@ impl Plan {
         // NVLink; over PCIe how fast channels drift apart is not measured,
         // and they stay in step there.
         let drift = (phases.copy_out.is_some() && self.class == PathClass::Nvlink).then(|| {
-            let average = ring_loop.rate(1.0) * protocol.wire_factor;
+            let average = ring_loop.rate(1.0) * wire_factor;
             Drift { per_step: model.contention.drift, send: Bandwidth::from_bytes_per_sec_f64(average * contention_at(average)) }
         });
         let ring = RingStream {
@@ -181,9 +182,9 @@ impl Plan {
             chunk: protocol.chunk,
             slices_per_chunk: protocol.slices_per_chunk,
             min_slice: protocol.min_slice,
-            wire_factor: protocol.wire_factor,
+            wire_factor,
             rates: StepRates {
-                send: Bandwidth::from_bytes_per_sec_f64(phases.send * protocol.wire_factor),
+                send: Bandwidth::from_bytes_per_sec_f64(phases.send * wire_factor),
                 steps: rate::ring_sends(op, n),
                 copy_out: phases.copy_out.map(Bandwidth::from_bytes_per_sec_f64),
                 drift,
@@ -251,7 +252,8 @@ impl Plan {
             }
             orders.push((up, down));
         }
-        let alone = rate::chain_channel_rate(&cta) * protocol.wire_factor;
+        let wire_factor = self.wire_factor(topo, model)?;
+        let alone = rate::chain_channel_rate(&cta) * wire_factor;
         let chunk = nccl::tree_chunk(protocol.tree_chunk, self.protocol, self.request.bytes, self.channel_bytes.len(), n);
         // A chunk is on one hop of the chain at a time, and a channel's
         // chunks fill its pipeline of 2(n-1) hops and drain from it: a hop
@@ -280,7 +282,7 @@ impl Plan {
         Ok(TreeStream {
             channels,
             chunk,
-            wire_factor: protocol.wire_factor,
+            wire_factor,
             rates: ChainRates {
                 send: Bandwidth::from_bytes_per_sec_f64(alone * slowdown),
                 receive: (!self.final_receive_reads_host_memory())
@@ -347,6 +349,19 @@ impl Plan {
             PathClass::Pcie => protocol.pcie_cost(),
             PathClass::Shm => &protocol.shm,
         }
+    }
+
+    /// Bytes on the wire a byte of data puts on this path: the protocol's
+    /// framing and, over PCIe, the smaller packets GPU threads store in
+    /// (`thread_store_efficiency` of the GPU's PCIe generation).
+    fn wire_factor(&self, topo: &Topology, model: &HardwareModel) -> Result<f64, CollectiveError> {
+        let framing = self.protocol.model(model).wire_factor;
+        if self.class != PathClass::Pcie {
+            return Ok(framing);
+        }
+        let gpu = model.gpu(&topo.gpu_model).map_err(CollectiveError::Model)?;
+        let pcie = model.pcie(&gpu.pcie_generation).map_err(CollectiveError::Model)?;
+        Ok(framing / pcie.thread_store_efficiency)
     }
 
     /// Wire bytes of a step's piece that ride on the step's latency.
