@@ -1,20 +1,27 @@
 //! docs/reference.md held to the code, both ways: every key that the raw
-//! types of the experiment file (with its `[storage]`), the sweep file and
-//! the cost file accept (read from their `Deserialize`,
+//! types of the experiment file (with its `[storage]`), the sweep file, the
+//! cost file, the topology file, the hardware model file (every table of
+//! it) and the LLM model file accept (read from their `Deserialize`,
 //! `config::dotted::keys_of`), every `--set` key (`sweep::change::keys`),
 //! every metric a goal may name (`sweep::goal`) and every column of `icsim
 //! run`'s rows (the typed `ModeRow`, `Economics` and `StorageRow` of a
 //! run with every storage part on) is documented; and every key or column
 //! the page documents there still exists; and the columns `collective`,
 //! `serve --rates` and `diff` print in JSON are documented, and no other.
-//! Not covered here: the topology, hardware model and LLM model files.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use icsim::config::dotted::keys_of;
 use icsim::config::experiment::{RawExperiment, RawMode, RawQuery};
-use icsim::config::storage::RawStorage;
+use icsim::config::hardware::{
+    ComputeEfficiency, Contention, CtaModel, CtaRates, DirectModel, ElementAdds, GpuModel, HardwareModel, HostPlatform, KernelEfficiency,
+    KernelStart, NcclArch, NcclModel, NvlinkGeneration, NvlsModel, PathCost, PcieGeneration, PcieSwitchChip, Protocol, ProtocolTriple,
+    Protocols, Provenance, ShmModel, Skew, StackModel, TreeCorrection,
+};
+use icsim::config::llm::{Fusion, LlmModel};
+use icsim::config::storage::{DriveModel, RawStorage, StorageModel};
+use icsim::config::topology::{LinkFile, NodeFile, PolicyFile, TopologyFile};
 use icsim::report::experiment::{ExperimentRow, StorageRow};
 use icsim::report::record_of;
 use icsim::sweep::axes::RawAxis;
@@ -91,16 +98,98 @@ fn toml_table(lines: &[&str], table: &str) -> (BTreeSet<String>, BTreeSet<String
     (keys, words)
 }
 
+/// The keys the rows of a section's tables name, by the table they belong
+/// to: a row's first cell names its tables in brackets (`[gpu.<model>]`,
+/// `[[node]]`; none: the top level), then its keys (`usd`, `watts`).
+fn rows_by_table(section: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut tables: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for line in section.lines().filter(|l| l.starts_with("| `")) {
+        let names = backticked(line.split(" | ").next().unwrap_or_default());
+        let (headers, keys): (BTreeSet<String>, BTreeSet<String>) = names.into_iter().partition(|name| name.starts_with('['));
+        let headers = if headers.is_empty() { BTreeSet::from([String::new()]) } else { headers };
+        for header in headers {
+            tables.entry(header.trim_matches(['[', ']']).to_string()).or_default().extend(keys.iter().cloned());
+        }
+    }
+    tables
+}
+
 /// The backticked names of the first cell of each row of a section's
 /// tables (`[gpu.<model>]` `usd`, `watts` gives usd and watts; a table
 /// header in brackets is left out).
 fn first_cells(section: &str) -> BTreeSet<String> {
-    section
-        .lines()
-        .filter(|l| l.starts_with("| `"))
-        .flat_map(|l| l.split(" | ").next().unwrap_or_default().split('`').skip(1).step_by(2).map(String::from).collect::<Vec<_>>())
-        .filter(|name| !name.starts_with('['))
-        .collect()
+    rows_by_table(section).into_values().flatten().collect()
+}
+
+/// What a section's tables document of a file, by table: the keys of its
+/// rows, and the key each table header makes in every table above it
+/// (`[gpu.<model>.compute]` documents `gpu` at the top level and `compute`
+/// in `gpu.<model>`). A name in angle brackets (`<model>`) stands for the
+/// keys of a map, which are data, and is left out.
+fn documented_tables(section: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut tables = rows_by_table(section);
+    for header in tables.keys().filter(|header| !header.is_empty()).cloned().collect::<Vec<_>>() {
+        let mut above = String::new();
+        for part in header.split('.') {
+            if !part.starts_with('<') {
+                tables.entry(above.clone()).or_default().insert(part.to_string());
+            }
+            above = if above.is_empty() { part.to_string() } else { format!("{above}.{part}") };
+        }
+    }
+    for keys in tables.values_mut() {
+        keys.retain(|key| !key.starts_with('<'));
+    }
+    tables
+}
+
+/// Problems of a file whose keys a section documents as tables, against the
+/// `code`'s tables (as the section names them) and the keys each accepts:
+/// a key undocumented or stale, a table the code does not read, and a key
+/// that a file shipped in `shipped` writes where no table of `code` has it
+/// (so that `code` names the tables as the files have them; a name in
+/// angle brackets matches any key, a table of no keys is a map of data).
+fn compare_tables(what: &str, section: &str, shipped: &str, code: &[(&str, BTreeSet<String>)], problems: &mut Vec<String>) {
+    let documented = documented_tables(section);
+    for (table, keys) in code {
+        let listed = documented.get(*table).cloned().unwrap_or_default();
+        compare(&format!("{what}, [{table}]"), keys, &listed, &listed, problems);
+    }
+    for table in documented.keys().filter(|table| !code.iter().any(|(known, _)| known == table)) {
+        problems.push(format!("{what}: `[{table}]` is documented but the code reads no such table"));
+    }
+    let matches = |pattern: &str, table: &str| {
+        pattern.split('.').count() == table.split('.').count()
+            && pattern.split('.').zip(table.split('.')).all(|(p, t)| p == t || p.starts_with('<'))
+    };
+    for path in
+        std::fs::read_dir(shipped).unwrap().map(|entry| entry.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "toml"))
+    {
+        let file: toml::Table = std::fs::read_to_string(&path).unwrap().parse().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for (table, key) in leaf_keys(&file, "") {
+            let known = code.iter().any(|(pattern, keys)| matches(pattern, &table) && (keys.is_empty() || keys.contains(&key)));
+            if !known {
+                problems.push(format!("{what}: {} writes `{key}` in `[{table}]`, which no table the test names has", path.display()));
+            }
+        }
+    }
+}
+
+/// Every key of `table` (at `path`, dotted) and of the tables and lists of
+/// tables in it that holds a value, with the path of its table.
+fn leaf_keys(table: &toml::Table, path: &str) -> Vec<(String, String)> {
+    let mut keys = Vec::new();
+    for (key, value) in table {
+        let below = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+        match value {
+            toml::Value::Table(inner) => keys.extend(leaf_keys(inner, &below)),
+            toml::Value::Array(items) if !items.is_empty() && items.iter().all(toml::Value::is_table) => {
+                keys.extend(items.iter().filter_map(toml::Value::as_table).flat_map(|item| leaf_keys(item, &below)));
+            }
+            _ => keys.push((path.to_string(), key.clone())),
+        }
+    }
+    keys
 }
 
 /// Every backticked name in `text`.
@@ -121,6 +210,51 @@ fn compare(what: &str, code: &BTreeSet<String>, documented: &BTreeSet<String>, s
 
 fn set_of(keys: &[&str]) -> BTreeSet<String> {
     keys.iter().map(|k| k.to_string()).collect()
+}
+
+/// The tables of a hardware model file, named as docs/reference.md names
+/// them, with the keys each accepts.
+fn hardware_tables() -> Vec<(&'static str, BTreeSet<String>)> {
+    let mut top = set_of(keys_of::<HardwareModel>());
+    // Taken out of each layer before the rest is read (config/hardware.rs).
+    top.insert("compute_prior".into());
+    let triple = || set_of(keys_of::<ProtocolTriple>());
+    vec![
+        ("", top),
+        ("pcie.<gen>", set_of(keys_of::<PcieGeneration>())),
+        ("nvlink.<gen>", set_of(keys_of::<NvlinkGeneration>())),
+        ("host.<platform>", set_of(keys_of::<HostPlatform>())),
+        ("pcie_switch.<chip>", set_of(keys_of::<PcieSwitchChip>())),
+        ("gpu.<model>", set_of(keys_of::<GpuModel>())),
+        ("gpu.<model>.compute", set_of(keys_of::<ComputeEfficiency>())),
+        ("gpu.<model>.compute.kernel.<kind>", set_of(keys_of::<KernelEfficiency>())),
+        ("gpu.<model>.compute.aten.<kind>", set_of(keys_of::<KernelEfficiency>())),
+        ("nvme.<gen>", set_of(keys_of::<DriveModel>())),
+        ("storage", set_of(keys_of::<StorageModel>())),
+        ("protocol", set_of(keys_of::<Protocols>())),
+        ("protocol.<protocol>", set_of(keys_of::<Protocol>())),
+        ("protocol.<protocol>.kernel_start", set_of(keys_of::<KernelStart>())),
+        ("protocol.<protocol>.<path>", set_of(keys_of::<PathCost>())),
+        ("cta.<arch>", set_of(keys_of::<CtaModel>())),
+        ("cta.<arch>.<protocol>", set_of(keys_of::<CtaRates>())),
+        ("cta.<arch>.speedup", triple()),
+        ("cta.<arch>.adds", set_of(keys_of::<ElementAdds>())),
+        ("contention", set_of(keys_of::<Contention>())),
+        ("skew", set_of(keys_of::<Skew>())),
+        ("shm", set_of(keys_of::<ShmModel>())),
+        ("nvls", set_of(keys_of::<NvlsModel>())),
+        ("direct", set_of(keys_of::<DirectModel>())),
+        ("stack.<caller>", set_of(keys_of::<StackModel>())),
+        // A map by copy path: its keys are data.
+        ("copy_overhead", BTreeSet::new()),
+        ("nccl", set_of(keys_of::<NcclModel>())),
+        ("nccl.<latency>", triple()),
+        ("nccl.tree_correction", set_of(keys_of::<TreeCorrection>())),
+        ("nccl.arch.<sm>", set_of(keys_of::<NcclArch>())),
+        ("provenance", set_of(keys_of::<Provenance>())),
+        // A map by what was fitted.
+        ("provenance.residuals", BTreeSet::new()),
+    ]
 }
 
 #[test]
@@ -157,11 +291,33 @@ fn reference_documents_every_key_of_the_input_files_and_no_other() {
         compare(&format!("sweep file, [{table}]"), &set_of(fields), &words, &keys, &mut problems);
     }
 
-    let cost = first_cells(section(&reference, "## Cost file"));
-    let fields: BTreeSet<String> = keys_of::<RawCost>().iter().chain(keys_of::<RawComponent>()).map(|k| k.to_string()).collect();
-    let documented = backticked(section(&reference, "## Cost file")).into_iter().map(|k| k.trim_matches(['[', ']']).to_string());
-    let documented: BTreeSet<String> = documented.map(|k| k.split('.').next().unwrap_or_default().to_string()).collect();
-    compare("cost file", &fields, &documented, &cost, &mut problems);
+    let component = || set_of(keys_of::<RawComponent>());
+    let cost = [
+        ("", set_of(keys_of::<RawCost>())),
+        ("gpu.<model>", component()),
+        ("nvswitch", component()),
+        ("pcie_switch", component()),
+        ("drive", component()),
+        ("server", component()),
+    ];
+    compare_tables("cost file", section(&reference, "## Cost file"), "models/cost", &cost, &mut problems);
+
+    let topology = [
+        ("", set_of(keys_of::<TopologyFile>())),
+        ("policy", set_of(keys_of::<PolicyFile>())),
+        ("node", set_of(keys_of::<NodeFile>())),
+        ("link", set_of(keys_of::<LinkFile>())),
+    ];
+    compare_tables("topology file", section(&reference, "## Topology file"), "configs/topologies", &topology, &mut problems);
+    compare_tables(
+        "hardware model file",
+        section(&reference, "## Hardware model file"),
+        "models/hardware",
+        &hardware_tables(),
+        &mut problems,
+    );
+    let llm = [("", set_of(keys_of::<LlmModel>())), ("fusion.<name>", set_of(keys_of::<Fusion>()))];
+    compare_tables("LLM model file", section(&reference, "## LLM model file"), "models/llm", &llm, &mut problems);
 
     let mut set: BTreeSet<String> = change::keys().into_iter().collect();
     set.insert("hardware.<key>".into());
