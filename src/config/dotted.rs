@@ -129,6 +129,20 @@ mod tests {
     }
 
     #[test]
+    fn p2p_over_pcie_pays_nvlinks_costs_but_for_the_keys_set_apart() {
+        let base = HardwareModel::base();
+        let nvlink = &base.protocol.simple.nvlink;
+        assert_eq!(base.protocol.simple.pcie_cost().step_latency, nvlink.step_latency, "no pcie costs: NVLink's");
+        let mut overlay = Overlay::default();
+        overlay.set("protocol.simple.pcie.step_latency", toml::Value::String("5.4us".into()));
+        let model = HardwareModel::load(&[overlay.into_source(PathBuf::from("what-if")).unwrap()]).unwrap();
+        let pcie = model.protocol.simple.pcie_cost();
+        assert_eq!(pcie.step_latency, Time::from_us_f64(5.4));
+        assert_eq!((pcie.base_latency, pcie.slice_overhead), (nvlink.base_latency, nvlink.slice_overhead), "the rest as NVLink's");
+        assert_eq!(model.protocol.simple.nvlink.step_latency, nvlink.step_latency, "NVLink's own unchanged");
+    }
+
+    #[test]
     fn a_section_key_is_set_and_checked_as_in_a_file() {
         use crate::config::storage::RawStorage;
         let set = set(&RawStorage::default(), "drives", toml::Value::Integer(4)).unwrap();

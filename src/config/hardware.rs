@@ -187,10 +187,11 @@ pub struct Protocol {
     /// `pcie` is set): the kernel's own work a call and a step.
     pub nvlink: PathCost,
     /// The same stores over PCIe, where measurements of P2P over PCIe set
-    /// them apart; absent, P2P over PCIe pays the `nvlink` costs (the same
-    /// kernel storing into a peer's buffer, fencing and storing a flag), and
-    /// its PCIe links and switches add their own hop latencies: the links,
-    /// not NCCL's tuner, decide how much longer a step over PCIe takes.
+    /// them apart (keys left out are `nvlink`'s); absent, P2P over PCIe pays
+    /// the `nvlink` costs (the same kernel storing into a peer's buffer,
+    /// fencing and storing a flag), and its PCIe links and switches add
+    /// their own hop latencies: the links, not NCCL's tuner, decide how much
+    /// longer a step over PCIe takes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pcie: Option<PathCost>,
     pub shm: PathCost,
@@ -430,6 +431,22 @@ fn layer_text(source: &ModelSource) -> ConfigResult<String> {
     }
 }
 
+/// A protocol's `pcie` costs, where any layer sets some, take the keys no
+/// layer set from its `nvlink` costs as the layers leave them: P2P over PCIe
+/// runs the same kernel, set apart only where a measurement says so.
+fn inherit_pcie_costs(merged: &mut toml::Table) {
+    let Some(toml::Value::Table(protocols)) = merged.get_mut("protocol") else { return };
+    for (_, protocol) in protocols.iter_mut() {
+        let Some(protocol) = protocol.as_table_mut() else { continue };
+        let Some(toml::Value::Table(nvlink)) = protocol.get("nvlink").cloned() else { continue };
+        if let Some(toml::Value::Table(pcie)) = protocol.get_mut("pcie") {
+            for (key, value) in nvlink {
+                pcie.entry(key).or_insert(value);
+            }
+        }
+    }
+}
+
 impl HardwareModel {
     /// The base model with `overlays` applied in order.
     pub fn load(overlays: &[ModelSource]) -> ConfigResult<HardwareModel> {
@@ -465,6 +482,7 @@ impl HardwareModel {
         }
         merged.insert("provenance".into(), toml::Value::Array(provenance));
         resolve_compute(&mut merged, prior.unwrap_or_default(), &last)?;
+        inherit_pcie_costs(&mut merged);
         let layers: Vec<String> = std::iter::once(&base).chain(overlays).map(|s| s.label().display().to_string()).collect();
         // The error names the table and key it stopped at ("nvlink.gen9"),
         // which the merged table has lost its lines for.
