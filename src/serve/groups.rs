@@ -9,14 +9,17 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::config::hardware::GpuModel;
+use crate::collective;
+use crate::config::hardware::{GpuModel, HardwareModel};
 use crate::config::llm::LlmModel;
-use crate::topology::NodeId;
-use crate::units::Bytes;
+use crate::topology::{NodeId, Topology};
+use crate::units::{Bytes, Time};
 use crate::workload::experiment::ModeRun;
+use crate::workload::forward::PassTokens;
 use crate::workload::tp::{CollectiveCache, TensorParallel, TpError};
 
-use super::iteration::SimulatedIterations;
+use super::handoff::Background;
+use super::iteration::{IterationTimes, SimulatedIterations};
 use super::load::EngineSettings;
 use super::results::GroupSetup;
 use super::{Engine, KvCapacity, ServeError};
@@ -189,6 +192,31 @@ impl<'e> ServingGroup<'e> {
     pub fn iteration_times(&self, run: &'e ModeRun, settings: &EngineSettings) -> SimulatedIterations<'_> {
         let block_bytes = Bytes(settings.block_size * self.kv.bytes_per_token);
         SimulatedIterations::new(&self.setup, CollectiveCache::new(&run.topology, &run.hardware), block_bytes)
+    }
+
+    /// What it puts on the links computing a full prompt chunk, its token
+    /// budget, at once (`handoff::Background`): the chunk's allreduce, and
+    /// the chunk's compute spread evenly before its allreduces, two a layer
+    /// (the embedding's, once a pass, counted in). None at TP=1.
+    pub fn background(
+        &self,
+        llm: &LlmModel,
+        times: &mut dyn IterationTimes,
+        (topo, model): (&Topology, &HardwareModel),
+    ) -> Result<Option<Background>, ServeError> {
+        let Some(request) = self.setup.allreduce(llm.allreduce_bytes(self.budget)) else { return Ok(None) };
+        let chunk = PassTokens {
+            tp: u64::from(self.tp),
+            rows: self.budget,
+            sequences: 1,
+            attended: self.budget * (self.budget + 1) / 2,
+            cached: 0,
+        };
+        let time = times.time(chunk)?;
+        let allreduces = 2 * llm.layers + 1;
+        let compute = Time(time.total.0.saturating_sub(time.comm.0) / allreduces);
+        let allreduce = collective::Plan::new(topo, model, request)?;
+        Ok(Some(Background { allreduce, compute }))
     }
 
     /// Its setup, as a split's report says it.

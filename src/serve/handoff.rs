@@ -7,15 +7,17 @@
 //! made as `transport::add_copy` makes a GPU-to-GPU copy (one DMA over
 //! NVLink or PCIe, or staged through host memory in chunks), run by the
 //! engine on the topology's links. Moves are kept by token count rounded
-//! up as iterations are (`iteration::round_up`), each timed alone on an
-//! idle network: not sharing links with the groups' collectives nor with
-//! another move (the service queues moves one at a time). Knows nothing
-//! of scheduling.
+//! up as iterations are (`iteration::round_up`). A move shares the links,
+//! in its task graph, with the prefill group's traffic as it computes the
+//! next prompt chunk: that chunk's allreduces one after another, each
+//! after the compute that comes before it (`Background`); the decode
+//! group's allreduces (a few KiB a sequence) and other moves (the service
+//! queues them one at a time) are not in it. Knows nothing of scheduling.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use crate::collective;
+use crate::collective::{self, Expansion};
 use crate::config::hardware::HardwareModel;
 use crate::config::llm::LlmModel;
 use crate::engine::{self, TaskGraph};
@@ -31,8 +33,9 @@ use super::iteration::round_up;
 pub trait MoveTimes {
     /// Bytes of one token's KV cache a move carries, over every pair.
     fn bytes_per_token(&self) -> u64;
-    /// The time of moving the cache of `tokens` tokens.
-    fn time(&mut self, tokens: u64) -> Result<Time, ServeError>;
+    /// The time of moving the cache of `tokens` tokens, while the prefill
+    /// group computes (`prefilling`) or idles.
+    fn time(&mut self, tokens: u64, prefilling: bool) -> Result<Time, ServeError>;
 }
 
 /// What one prefill GPU sends one decode GPU.
@@ -95,13 +98,25 @@ pub struct BusiestLink {
     pub utilization: f64,
 }
 
+/// What the prefill group puts on the links while a move runs: the
+/// allreduce of a full prompt chunk (its token budget's activations), one
+/// after another, each after `compute` (the chunk's kernels between two of
+/// its allreduces).
+pub struct Background {
+    pub allreduce: collective::Plan,
+    pub compute: Time,
+}
+
 /// KV moves simulated on a topology.
 pub struct TopologyMoves<'a> {
     topo: &'a Topology,
     model: &'a HardwareModel,
     /// Each pair's share and the mode its copy really uses.
     shares: Vec<(Share, Mode)>,
-    kept: BTreeMap<u64, Kept>,
+    /// The prefill group's traffic, and one of its allreduces' time alone.
+    background: Option<(Background, Time)>,
+    /// By rounded token count, and whether the prefill group computes.
+    kept: BTreeMap<(u64, bool), Kept>,
 }
 
 impl<'a> TopologyMoves<'a> {
@@ -123,7 +138,14 @@ impl<'a> TopologyMoves<'a> {
             })
             .collect::<Result<Vec<_>, transport::TransportError>>()
             .map_err(collective::CollectiveError::from)?;
-        Ok(TopologyMoves { topo, model, shares, kept: BTreeMap::new() })
+        Ok(TopologyMoves { topo, model, shares, background: None, kept: BTreeMap::new() })
+    }
+
+    /// The same moves, each sharing the links with `background`.
+    pub fn with_background(mut self, background: Background) -> Result<Self, ServeError> {
+        let alone = collective::simulate_plan(self.topo, self.model, &background.allreduce)?.time;
+        self.background = Some((background, alone));
+        Ok(self)
     }
 
     /// The modes the pairs' copies use, each once, in pair order.
@@ -137,17 +159,43 @@ impl<'a> TopologyMoves<'a> {
         modes.join(", ")
     }
 
-    /// One move of `tokens` tokens, simulated: its time and every link's use.
-    fn simulate(&self, tokens: u64) -> Result<(Time, Vec<LinkUsage>), ServeError> {
+    /// One move of `tokens` tokens, simulated beside the prefill group's
+    /// traffic where it computes: its time, and every link's use by the move
+    /// alone.
+    fn simulate(&self, tokens: u64, prefilling: bool) -> Result<(Time, Vec<LinkUsage>), ServeError> {
+        let (alone, usage) = self.run(tokens, None)?;
+        let Some((background, allreduce)) = self.background.as_ref().filter(|_| prefilling) else { return Ok((alone, usage)) };
+        // Enough of the prefill group's allreduces to keep it busy for
+        // twice the move's time alone (past them, the move runs alone).
+        let period = (*allreduce + background.compute).as_secs().max(f64::MIN_POSITIVE);
+        let count = (2.0 * alone.as_secs() / period).ceil() as usize + 1;
+        let (time, _) = self.run(tokens, Some((background, count)))?;
+        Ok((time, usage))
+    }
+
+    /// The move's copies in one task graph, with `count` of the
+    /// background's allreduces where given: when the copies end, and every
+    /// link's use.
+    fn run(&self, tokens: u64, background: Option<(&Background, usize)>) -> Result<(Time, Vec<LinkUsage>), ServeError> {
         let mut graph = TaskGraph::new();
+        let mut ends = Vec::new();
         for (share, mode) in &self.shares {
             let bytes = Bytes(tokens * share.bytes_per_token);
-            transport::add_copy(&mut graph, self.topo, self.model, (share.from, share.to), bytes, *mode, &[])
+            let end = transport::add_copy(&mut graph, self.topo, self.model, (share.from, share.to), bytes, *mode, &[])
                 .map_err(collective::CollectiveError::from)?;
+            ends.push(end);
+        }
+        if let Some((background, count)) = background {
+            let mut after = Vec::new();
+            for _ in 0..count {
+                let computed = graph.delay(background.compute, &after);
+                after = vec![background.allreduce.build(self.topo, self.model, &mut graph, &[computed], Expansion::Streamed)?];
+            }
         }
         let mut network = self.topo.network();
         let schedule = engine::run(&graph, &mut network);
-        Ok((schedule.makespan(), network.usage()))
+        let end = ends.iter().map(|&task| schedule.span(task).1).max().unwrap_or(Time::ZERO);
+        Ok((end, network.usage()))
     }
 
     /// The link the moves timed so far loaded most for its capacity over
@@ -155,7 +203,7 @@ impl<'a> TopologyMoves<'a> {
     pub fn busiest_link(&self) -> Option<BusiestLink> {
         let mut bytes = vec![0u128; self.topo.links().len()];
         let mut time = Time::ZERO;
-        for (&key, kept) in &self.kept {
+        for (&(key, _), kept) in &self.kept {
             // A link's bytes grow with the tokens moved: scaled from the
             // rounded move to the moves' own tokens.
             for (link, usage) in kept.usage.iter().enumerate() {
@@ -174,10 +222,10 @@ impl MoveTimes for TopologyMoves<'_> {
         self.shares.iter().map(|(share, _)| share.bytes_per_token).sum()
     }
 
-    fn time(&mut self, tokens: u64) -> Result<Time, ServeError> {
-        let key = round_up(tokens);
+    fn time(&mut self, tokens: u64, prefilling: bool) -> Result<Time, ServeError> {
+        let key = (round_up(tokens), prefilling);
         if !self.kept.contains_key(&key) {
-            let (time, usage) = self.simulate(key)?;
+            let (time, usage) = self.simulate(key.0, prefilling)?;
             self.kept.insert(key, Kept { time, usage, moves: 0, tokens: 0 });
         }
         let kept = self.kept.get_mut(&key).expect("kept above");
@@ -227,14 +275,36 @@ mod tests {
     }
 
     #[test]
+    fn a_move_takes_longer_beside_the_prefill_groups_allreduces() {
+        use crate::collective::{Op, Request};
+        let llm = LlmModel::load("llama-3.1-70b").unwrap();
+        let (topo, model) = board("pcie-gen5-8gpu");
+        let g = topo.gpus();
+        let allreduce = Request::new(Op::AllReduce, llm.allreduce_bytes(8192), g[..4].to_vec(), Mode::Auto);
+        let background = |compute| Background { allreduce: collective::Plan::new(&topo, &model, allreduce.clone()).unwrap(), compute };
+        let moves = || TopologyMoves::new(&topo, &model, &llm, (&g[..4], &g[4..]), Mode::Auto).unwrap();
+        let mut alone = moves();
+        let mut beside = moves().with_background(background(Time::from_us(100))).unwrap();
+        let (idle, busy) = (beside.time(2000, false).unwrap(), beside.time(2000, true).unwrap());
+        assert_eq!(idle, alone.time(2000, true).unwrap(), "no background: as alone; an idle prefill group: as alone");
+        alone.time(2000, false).unwrap();
+        assert!(busy.as_secs() > idle.as_secs() * 1.2, "the allreduces cross the same host memory and socket link: {busy} vs {idle}");
+        // The moves' own bytes, not the allreduces', are what their busiest link reports.
+        assert_eq!(beside.busiest_link().unwrap().bytes, alone.busiest_link().unwrap().bytes);
+        // A move done before the group's first allreduce starts is not slowed.
+        let mut later = moves().with_background(background(Time::from_us(1_000_000))).unwrap();
+        assert_eq!(later.time(2000, true).unwrap(), idle);
+    }
+
+    #[test]
     fn a_move_over_nvswitch_beats_one_through_pcie_and_host_memory() {
         let llm = LlmModel::load("llama-3.1-70b").unwrap();
         let time = |name: &str| {
             let (topo, model) = board(name);
             let g = topo.gpus();
             let mut moves = TopologyMoves::new(&topo, &model, &llm, (&g[..4], &g[4..]), Mode::Auto).unwrap();
-            let time = moves.time(2000).unwrap();
-            assert_eq!(moves.time(1990).unwrap(), time, "rounded to the same key");
+            let time = moves.time(2000, false).unwrap();
+            assert_eq!(moves.time(1990, false).unwrap(), time, "rounded to the same key");
             (time, moves.transport(), moves.busiest_link().unwrap())
         };
         let (nvswitch, nvswitch_mode, nvswitch_link) = time("hgx-h200");

@@ -230,6 +230,9 @@ impl<'e> Server<'e> {
         };
         let mut prefill_times = prefill.iteration_times(self.run, &self.settings);
         let mut moves = TopologyMoves::new(topo, hardware, &self.experiment.llm, (&prefill.ranks, &decode.ranks), self.run.mode)?;
+        if let Some(background) = prefill.background(&self.experiment.llm, &mut prefill_times, (topo, hardware))? {
+            moves = moves.with_background(background)?;
+        }
         let sources = Sources { prefill: &mut prefill_times, decode: &mut decode_times, moves: &mut moves };
         let served = split::simulate(requests, SplitEngine { prefill: engine(prefill), decode: engine(decode) }, sources, progress)?;
         let mut report = results::report(&served.run, setup, terms.slo, terms.per_gpu, decode_times.counts());

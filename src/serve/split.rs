@@ -120,7 +120,8 @@ pub fn simulate(requests: &[Request], engine: SplitEngine, sources: Sources, pro
             ready.pop_front();
             decode.scheduler.reserve(blocks);
             let sent = now.max(link_free);
-            link_free = sent + moves.time(prompt)?;
+            // The prefill group computes on while it has prompts.
+            link_free = sent + moves.time(prompt, !prefill.scheduler.is_idle())?;
             handoffs[r] = Handoff { sent, arrived: link_free, bytes: prompt * moves.bytes_per_token(), ..handoffs[r] };
             moving.push_back(r);
         }
@@ -187,7 +188,7 @@ mod tests {
         fn bytes_per_token(&self) -> u64 {
             100
         }
-        fn time(&mut self, tokens: u64) -> Result<Time, ServeError> {
+        fn time(&mut self, tokens: u64, _: bool) -> Result<Time, ServeError> {
             Ok(Time::from_us(tokens))
         }
     }
