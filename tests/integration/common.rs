@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: the shared measurement folder,
 //! running the `icsim` binary (also within a deadline, on input files
-//! written for one test), loading presets.
+//! written for one test), loading presets, and holding docs/validation.md's
+//! summary table to the figures the fidelity tests compute.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -127,4 +128,30 @@ pub fn run_within(args: &[String]) -> (Option<i32>, String) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Fails unless the row of docs/validation.md's "In one table" whose first
+/// cell starts with `row_start` quotes `figure`, written as the page writes
+/// it from what the calling test computed: the page's summary cannot drift
+/// from its tests unseen.
+pub fn page_quotes(row_start: &str, figure: &str) {
+    const PAGE: &str = "docs/validation.md";
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(PAGE);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{PAGE}: {e}"));
+    let table = text.split("\n## In one table\n").nth(1).unwrap_or_else(|| panic!("{PAGE} has no `## In one table`"));
+    let table = table.split("\n## ").next().unwrap_or_default();
+    let rows: Vec<&str> = table.lines().filter(|l| l.strip_prefix("| ").is_some_and(|cell| cell.starts_with(row_start))).collect();
+    assert_eq!(rows.len(), 1, "{PAGE}, In one table: {} rows start with `{row_start}`", rows.len());
+    assert!(
+        rows[0].contains(figure),
+        "{PAGE}, In one table, the row `{row_start}...` should quote `{figure}` (what the test computes), but says:\n{}",
+        rows[0]
+    );
+}
+
+/// The range of `shares` as the page writes it, `decimals` after the point:
+/// `1.0-3.5%`.
+pub fn span(shares: impl IntoIterator<Item = f64>, decimals: usize) -> String {
+    let (low, high) = shares.into_iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), s| (l.min(s), h.max(s)));
+    format!("{:.*}-{:.*}%", decimals, low * 100.0, decimals, high * 100.0)
 }
