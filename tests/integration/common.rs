@@ -149,9 +149,14 @@ pub fn page_quotes(row_start: &str, figure: &str) {
     );
 }
 
+/// The smallest and the largest of `values`.
+pub fn extremes(values: impl IntoIterator<Item = f64>) -> (f64, f64) {
+    values.into_iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), v| (low.min(v), high.max(v)))
+}
+
 /// The range of `shares` as the page writes it, `decimals` after the point:
 /// `1.0-3.5%`.
 pub fn span(shares: impl IntoIterator<Item = f64>, decimals: usize) -> String {
-    let (low, high) = shares.into_iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), s| (l.min(s), h.max(s)));
+    let (low, high) = extremes(shares);
     format!("{:.*}-{:.*}%", decimals, low * 100.0, decimals, high * 100.0)
 }

@@ -20,7 +20,7 @@ use icsim::topology::{PresetOptions, Topology, TopologySpec, resolve};
 use icsim::transport::Mode;
 use icsim::units::Bytes;
 
-use crate::common::{h200_measurements_path, page_quotes, preset, span};
+use crate::common::{extremes, h200_measurements_path, page_quotes, preset, span};
 
 /// A bound on the absolute errors of one series: their median and maximum.
 #[derive(Clone, Copy)]
@@ -463,7 +463,7 @@ fn the_public_4_gib_figures_are_predicted_from_the_links() {
         assert!(off.abs() <= figure.bound, "{} GPUs on {}: {busbw:.1} GB/s is {:+.1}% off", figure.gpus, figure.board, off * 100.0);
         offs.push(off);
     }
-    let (low, high) = offs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &o| (l.min(o), h.max(o)));
+    let (low, high) = extremes(offs);
     page_quotes("4 GiB rings", &format!("{:+.1}% to {:+.1}%", low * 100.0, high * 100.0));
 }
 

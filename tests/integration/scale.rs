@@ -14,7 +14,7 @@ use icsim::topology::{Medium, NodeKind, Topology};
 use icsim::transport::{self, Mode, TransportError};
 use icsim::units::{Bandwidth, Bytes, Time};
 
-use crate::common::{page_quotes, preset};
+use crate::common::{extremes, page_quotes, preset};
 
 #[path = "../../benches/common/pcie_switches.rs"]
 mod pcie_switches;
@@ -257,7 +257,7 @@ fn gb200_nvl72_allreduce_bus_bandwidth_against_the_public_figure_from_1gb() {
         errors.push(error);
     }
     assert!(misses.is_empty(), "{}", misses.join("; "));
-    let (low, high) = errors.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &e| (l.min(e), h.max(e)));
+    let (low, high) = extremes(errors);
     page_quotes("GB200 NVL72", &format!("**{:+.0}% to {:+.0}%** (bus bandwidth)", low * 100.0, high * 100.0));
 }
 
