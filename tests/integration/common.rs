@@ -135,16 +135,22 @@ pub fn run_within(args: &[String]) -> (Option<i32>, String) {
 /// it from what the calling test computed: the page's summary cannot drift
 /// from its tests unseen.
 pub fn page_quotes(row_start: &str, figure: &str) {
+    section_quotes("In one table", row_start, figure);
+}
+
+/// Fails unless the table row of docs/validation.md's `## section` whose
+/// first cell starts with `row_start` quotes `figure`.
+pub fn section_quotes(section: &str, row_start: &str, figure: &str) {
     const PAGE: &str = "docs/validation.md";
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(PAGE);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{PAGE}: {e}"));
-    let table = text.split("\n## In one table\n").nth(1).unwrap_or_else(|| panic!("{PAGE} has no `## In one table`"));
+    let table = text.split(&format!("\n## {section}\n")).nth(1).unwrap_or_else(|| panic!("{PAGE} has no `## {section}`"));
     let table = table.split("\n## ").next().unwrap_or_default();
     let rows: Vec<&str> = table.lines().filter(|l| l.strip_prefix("| ").is_some_and(|cell| cell.starts_with(row_start))).collect();
-    assert_eq!(rows.len(), 1, "{PAGE}, In one table: {} rows start with `{row_start}`", rows.len());
+    assert_eq!(rows.len(), 1, "{PAGE}, {section}: {} rows start with `{row_start}`", rows.len());
     assert!(
         rows[0].contains(figure),
-        "{PAGE}, In one table, the row `{row_start}...` should quote `{figure}` (what the test computes), but says:\n{}",
+        "{PAGE}, {section}, the row `{row_start}...` should quote `{figure}` (what the test computes), but says:\n{}",
         rows[0]
     );
 }
