@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: the shared measurement folder,
 //! running the `icsim` binary (also within a deadline, on input files
-//! written for one test), loading presets.
+//! written for one test), loading presets, and holding docs/validation.md's
+//! summary table to the figures the fidelity tests compute.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -127,4 +128,41 @@ pub fn run_within(args: &[String]) -> (Option<i32>, String) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Fails unless the row of docs/validation.md's "In one table" whose first
+/// cell starts with `row_start` quotes `figure`, written as the page writes
+/// it from what the calling test computed: the page's summary cannot drift
+/// from its tests unseen.
+pub fn page_quotes(row_start: &str, figure: &str) {
+    section_quotes("In one table", row_start, figure);
+}
+
+/// Fails unless the table row of docs/validation.md's `## section` whose
+/// first cell starts with `row_start` quotes `figure`.
+pub fn section_quotes(section: &str, row_start: &str, figure: &str) {
+    const PAGE: &str = "docs/validation.md";
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(PAGE);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{PAGE}: {e}"));
+    let table = text.split(&format!("\n## {section}\n")).nth(1).unwrap_or_else(|| panic!("{PAGE} has no `## {section}`"));
+    let table = table.split("\n## ").next().unwrap_or_default();
+    let rows: Vec<&str> = table.lines().filter(|l| l.strip_prefix("| ").is_some_and(|cell| cell.starts_with(row_start))).collect();
+    assert_eq!(rows.len(), 1, "{PAGE}, {section}: {} rows start with `{row_start}`", rows.len());
+    assert!(
+        rows[0].contains(figure),
+        "{PAGE}, {section}, the row `{row_start}...` should quote `{figure}` (what the test computes), but says:\n{}",
+        rows[0]
+    );
+}
+
+/// The smallest and the largest of `values`.
+pub fn extremes(values: impl IntoIterator<Item = f64>) -> (f64, f64) {
+    values.into_iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), v| (low.min(v), high.max(v)))
+}
+
+/// The range of `shares` as the page writes it, `decimals` after the point:
+/// `1.0-3.5%`.
+pub fn span(shares: impl IntoIterator<Item = f64>, decimals: usize) -> String {
+    let (low, high) = extremes(shares);
+    format!("{:.*}-{:.*}%", decimals, low * 100.0, decimals, high * 100.0)
 }

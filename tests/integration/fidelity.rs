@@ -20,7 +20,7 @@ use icsim::topology::{PresetOptions, Topology, TopologySpec, resolve};
 use icsim::transport::Mode;
 use icsim::units::Bytes;
 
-use crate::common::{h200_measurements_path, preset};
+use crate::common::{extremes, h200_measurements_path, page_quotes, preset, span};
 
 /// A bound on the absolute errors of one series: their median and maximum.
 #[derive(Clone, Copy)]
@@ -82,10 +82,46 @@ fn print_rows(title: &str, rows: &[&Row]) {
     }
 }
 
+/// One series' absolute errors, as `hold` found them.
+struct Held {
+    series: String,
+    points: usize,
+    median: f64,
+    p90: f64,
+    max: f64,
+}
+
+/// The held series whose name has `word` as a word.
+fn named<'h>(held: &'h [Held], word: &str) -> Vec<&'h Held> {
+    held.iter().filter(|h| h.series.split([' ', ':']).any(|w| w == word)).collect()
+}
+
+/// The series of `held` whose name ends in `ranks=N`, for each of `counts`,
+/// their medians as the page writes them: `3.3 / 2.4 / 4.2%`.
+fn by_ranks(held: &[Held], counts: &[u32]) -> String {
+    let medians: Vec<String> = counts
+        .iter()
+        .map(|n| {
+            let series =
+                held.iter().find(|h| h.series.ends_with(&format!("ranks={n}"))).unwrap_or_else(|| panic!("no series at {n} ranks"));
+            format!("{:.1}", series.median * 100.0)
+        })
+        .collect();
+    format!("{}%", medians.join(" / "))
+}
+
+fn medians<'h>(held: impl IntoIterator<Item = &'h Held>) -> Vec<f64> {
+    held.into_iter().map(|h| h.median).collect()
+}
+
+fn largest<'h>(held: impl IntoIterator<Item = &'h Held>) -> f64 {
+    held.into_iter().map(|h| h.max).fold(0.0, f64::max)
+}
+
 /// Holds each series of `rows` kept by `keep` to `issue` (median and max of
 /// its absolute errors), or to today's figure where `misses` lists it;
-/// prints a line per series. Returns how many series were held.
-fn hold(title: &str, rows: &[Row], keep: impl Fn(&Row) -> bool, issue: Bound, misses: &[Miss]) -> usize {
+/// prints a line per series. Returns the series held.
+fn hold(title: &str, rows: &[Row], keep: impl Fn(&Row) -> bool, issue: Bound, misses: &[Miss]) -> Vec<Held> {
     let mut series: Vec<&str> = Vec::new();
     for r in rows.iter().filter(|r| keep(r) && r.error.is_some()) {
         if !series.contains(&r.series.as_str()) {
@@ -94,10 +130,12 @@ fn hold(title: &str, rows: &[Row], keep: impl Fn(&Row) -> bool, issue: Bound, mi
     }
     let max = if issue.max.is_finite() { format!(", max <= {:.0}%", issue.max * 100.0) } else { String::new() };
     println!("\n{title} (issue: median <= {:.0}%{max})", issue.median * 100.0);
-    let mut failures = Vec::new();
+    let (mut failures, mut held) = (Vec::new(), Vec::new());
     for name in &series {
-        let errors: Vec<f64> = rows.iter().filter(|r| r.series == *name && keep(r)).filter_map(|r| r.error.map(f64::abs)).collect();
+        let mut errors: Vec<f64> = rows.iter().filter(|r| r.series == *name && keep(r)).filter_map(|r| r.error.map(f64::abs)).collect();
+        errors.sort_by(f64::total_cmp);
         let (median, max) = (validate::median(&errors), errors.iter().cloned().fold(0.0, f64::max));
+        held.push(Held { series: name.to_string(), points: errors.len(), median, p90: validate::quantile(&errors, 0.9), max });
         let miss = misses.iter().find(|m| m.series == *name);
         let bound = miss.map_or(issue, |m| m.today);
         let verdict = match miss {
@@ -125,7 +163,7 @@ fn hold(title: &str, rows: &[Row], keep: impl Fn(&Row) -> bool, issue: Bound, mi
         assert!(series.contains(&miss.series), "{title}: the listed miss {:?} names no series", miss.series);
     }
     assert!(failures.is_empty(), "{title}:\n{}", failures.join("\n"));
-    series.len()
+    held
 }
 
 fn nccl_choosing(r: &Row) -> bool {
@@ -148,20 +186,38 @@ const SERIES_BOUND: Bound = Bound { median: 0.05, max: 0.15 };
 const FORCED_BOUND: Bound = Bound { median: 0.10, max: NO_MAX };
 
 #[test]
-fn the_runners_two_gpu_file_is_predicted_series_by_series() {
+fn the_runners_two_and_four_gpu_files_are_predicted_series_by_series() {
     let rows = predict(&runner_board("h200x2-runner", 2, &[]), &read(&measurements_dir().join("h200x2-runner/measurements.jsonl")));
     // Its 512 KiB SHM call, 20% fast (NCCL's small Simple calls; the README's known limits).
     let misses = [Miss { series: "allreduce shm ranks=2", today: Bound { median: 0.05, max: 0.20 } }];
-    hold("runner, 2x H200, NCCL choosing, from 8 B", &rows, nccl_choosing, SERIES_BOUND, &misses);
+    let two = hold("runner, 2x H200, NCCL choosing, from 8 B", &rows, nccl_choosing, SERIES_BOUND, &misses);
     hold("runner, 2x H200, forced protocol or algorithm", &rows, forced, FORCED_BOUND, &[]);
-}
-
-#[test]
-fn the_runners_four_gpu_file_is_predicted_series_by_series() {
     let rows = predict(&runner_board("h200x4-runner", 4, &[]), &read(&measurements_dir().join("h200x4-runner/measurements.jsonl")));
-    let four = ranks(4);
-    hold("runner, 4x H200, 4 ranks, NCCL choosing, from 8 B", &rows, |r| four(r) && nccl_choosing(r), SERIES_BOUND, &[]);
-    hold("runner, 4x H200, 4 ranks, forced protocol or algorithm", &rows, |r| four(r) && forced(r), FORCED_BOUND, &[]);
+    let at_four = ranks(4);
+    let four = hold("runner, 4x H200, 4 ranks, NCCL choosing, from 8 B", &rows, |r| at_four(r) && nccl_choosing(r), SERIES_BOUND, &[]);
+    hold("runner, 4x H200, 4 ranks, forced protocol or algorithm", &rows, |r| at_four(r) && forced(r), FORCED_BOUND, &[]);
+    let both: Vec<Held> = two.into_iter().chain(four).collect();
+    let (nvswitch, shm) = (named(&both, "nvswitch"), named(&both, "shm"));
+    let at = |n: &str| -> Vec<f64> { shm.iter().filter(|h| h.series.ends_with(n)).map(|h| h.median).collect() };
+    page_quotes(
+        "NCCL collectives over NVSwitch",
+        &format!(
+            "{} a series over NVSwitch, {} SHM; worst {:.1}% (reduce-scatter, 8 MiB) and **{:.1}%** (SHM",
+            span(medians(nvswitch.iter().copied()), 1),
+            span(medians(shm.iter().copied()), 1),
+            largest(nvswitch.iter().copied()) * 100.0,
+            largest(shm.iter().copied()) * 100.0
+        ),
+    );
+    page_quotes(
+        "the same through host memory",
+        &format!(
+            "{} at 2 ranks, {} at 4; worst **{:.1}%**",
+            span(at("ranks=2"), 1),
+            span(at("ranks=4"), 1),
+            largest(shm.iter().copied()) * 100.0
+        ),
+    );
 }
 
 #[test]
@@ -192,7 +248,7 @@ fn nccls_one_rank_collectives_are_a_copy_on_the_gpu() {
         Miss { series: "reducescatter auto ranks=1", today },
     ];
     let one = ranks(1);
-    assert_eq!(hold("one rank, 1x H200, NCCL's copy, from 8 B", &rows, one, SERIES_BOUND, &misses), 3);
+    assert_eq!(hold("one rank, 1x H200, NCCL's copy, from 8 B", &rows, one, SERIES_BOUND, &misses).len(), 3);
 }
 
 #[test]
@@ -209,7 +265,7 @@ fn pytorch_adds_no_cost_of_its_own_where_nccl_runs_no_kernel() {
     let torch: Vec<Measurement> = measured.into_iter().filter(|m| m.stack() == Stack::TorchGraph).collect();
     let rows = predict(&board("hgx-h200", 1, &["h200-fit".to_string()]), &torch);
     let misses = [Miss { series: "allgather auto ranks=1", today: Bound { median: 0.05, max: 0.18 } }];
-    assert_eq!(hold("one rank in a graph, 1x H200, torch-graph, 8 B - 2 KiB", &rows, |_| true, SERIES_BOUND, &misses), 2);
+    assert_eq!(hold("one rank in a graph, 1x H200, torch-graph, 8 B - 2 KiB", &rows, |_| true, SERIES_BOUND, &misses).len(), 2);
 }
 
 #[test]
@@ -226,7 +282,7 @@ fn the_shared_torch_file_is_predicted_with_the_torch_graph_caller() {
 /// eager launches) on its board (HGX, or a GB200 NVL72 compute tray's four
 /// GPUs) with `models` after its own (none: the shipped ones), pooled per
 /// GPU count from 512 B.
-fn public_table(gpu: &str, models: &[String], misses: &[Miss], bound: Bound) -> usize {
+fn public_table(gpu: &str, models: &[String], misses: &[Miss], bound: Bound) -> Vec<Held> {
     let measured = read(&measurements_dir().join(format!("public-aiconfigurator/{gpu}.jsonl")));
     let (preset, gpus) = if gpu == "gb200" { ("gb200-nvl72".to_string(), 4) } else { (format!("hgx-{gpu}"), 8) };
     let rows = predict(&board(&preset, gpus, models), &measured);
@@ -240,20 +296,27 @@ fn public_table(gpu: &str, models: &[String], misses: &[Miss], bound: Bound) -> 
 
 #[test]
 fn the_public_h200_tables_are_within_5_percent_per_gpu_count() {
-    assert_eq!(public_table("h200", &[], &[], Bound { median: 0.05, max: NO_MAX }), 3);
+    let held = public_table("h200", &[], &[], Bound { median: 0.05, max: NO_MAX });
+    assert_eq!(held.len(), 3);
+    let p90s = held.iter().map(|h| h.p90);
+    page_quotes("public nccl-tests tables, H200", &format!("{} (p90 {})", by_ranks(&held, &[2, 4, 8]), span(p90s, 0)));
 }
 
 #[test]
 fn the_public_h100_b200_and_gb200_tables_are_predicted_within_10_percent_per_gpu_count() {
     // Never fitted: the H200's fit carried over by the datasheet differences
     // (link counts and rates, NCCL's per-architecture constants).
-    assert_eq!(public_table("h100", &[], &[], Bound { median: 0.10, max: NO_MAX }), 3);
+    let h100 = public_table("h100", &[], &[], Bound { median: 0.10, max: NO_MAX });
+    assert_eq!(h100.len(), 3);
+    page_quotes("the same tables for H100", &format!("H100 {}", by_ranks(&h100, &[2, 4, 8])));
     // Blackwell's calls and steps take longer than Hopper's; what they add
     // (blackwell-latency.toml) is fitted on the GB200 tray's tables, two and
     // four GPUs through the rack's NVLink switches, so HGX B200, eight GPUs
     // included, stays a prediction.
-    assert_eq!(public_table("b200", &[], &[], Bound { median: 0.10, max: NO_MAX }), 3);
-    assert_eq!(public_table("gb200", &[], &[], Bound { median: 0.10, max: NO_MAX }), 2);
+    let b200 = public_table("b200", &[], &[], Bound { median: 0.10, max: NO_MAX });
+    assert_eq!(b200.len(), 3);
+    page_quotes("the same tables for H100", &format!("B200 {}", by_ranks(&b200, &[2, 4, 8])));
+    assert_eq!(public_table("gb200", &[], &[], Bound { median: 0.10, max: NO_MAX }).len(), 2);
 }
 
 #[test]
@@ -261,7 +324,9 @@ fn the_public_a100_tables_fit_amperes_latency_on_2_and_4_gpus_and_predict_8() {
     // A100 (NCCL 2.27.3): what Ampere adds to a call and a step
     // (ampere-latency.toml) is fitted on the 2- and 4-GPU tables; the
     // 8-GPU one is a prediction.
-    assert_eq!(public_table("a100", &[], &[], Bound { median: 0.10, max: NO_MAX }), 3);
+    let a100 = public_table("a100", &[], &[], Bound { median: 0.10, max: NO_MAX });
+    assert_eq!(a100.len(), 3);
+    page_quotes("the same tables for H100", &format!("A100 {}", by_ranks(&a100, &[8])));
 }
 
 #[test]
@@ -272,7 +337,8 @@ fn leaving_one_source_out_predicts_the_other() {
     // ranks), so NCCL's priors stay and the runner's small calls miss.
     let torch_dump = h200_measurements_path().with_file_name("nccl-topo.xml");
     let torch_rows = predict(&board(torch_dump.to_str().unwrap(), 2, &loso_overlay("runner-only")), &read(&h200_measurements_path()));
-    hold("runner-only overlay -> torch file, NCCL choosing", &torch_rows, nccl_choosing, Bound { median: 0.10, max: NO_MAX }, &[]);
+    let to_torch =
+        hold("runner-only overlay -> torch file, NCCL choosing", &torch_rows, nccl_choosing, Bound { median: 0.10, max: NO_MAX }, &[]);
     let runner = read(&measurements_dir().join("h200x2-runner/measurements.jsonl"));
     let runner_rows = predict(&runner_board("h200x2-runner", 2, &loso_overlay("torch-only")), &runner);
     let misses = [
@@ -280,7 +346,26 @@ fn leaving_one_source_out_predicts_the_other() {
         Miss { series: "allgather nvswitch ranks=2", today: Bound { median: 0.29, max: NO_MAX } },
         Miss { series: "reducescatter nvswitch ranks=2", today: Bound { median: 0.39, max: NO_MAX } },
     ];
-    hold("torch-only overlay -> runner, 2x H200, NCCL choosing", &runner_rows, nccl_choosing, Bound { median: 0.10, max: NO_MAX }, &misses);
+    let to_runner = hold(
+        "torch-only overlay -> runner, 2x H200, NCCL choosing",
+        &runner_rows,
+        nccl_choosing,
+        Bound { median: 0.10, max: NO_MAX },
+        &misses,
+    );
+    // The torch file holds one allreduce series a transport.
+    let [over_nvswitch, through_shm] = ["nvswitch", "shm"].map(|t| match named(&to_torch, t)[..] {
+        [series] => series.median * 100.0,
+        _ => panic!("the torch file has one {t} series"),
+    });
+    page_quotes(
+        "one source alone predicting another",
+        &format!(
+            "{over_nvswitch:.1}% NVSwitch, {through_shm:.1}% SHM; the other way round **{}** over NVSwitch, {} SHM",
+            span(medians(named(&to_runner, "nvswitch")), 0),
+            span(medians(named(&to_runner, "shm")), 0)
+        ),
+    );
 }
 
 #[test]
@@ -292,22 +377,31 @@ fn leaving_each_source_out_of_the_fit_predicts_it() {
     // sweeps' forced channel counts, not held here, come out 7-15% off
     // (README).)
     let bound = Bound { median: 0.10, max: NO_MAX };
+    let mut held = Vec::new();
     for (folder, gpus, without) in [("h200x2-runner", 2, "without-runner-2x"), ("h200x4-runner", 4, "without-runner-4x")] {
         let measured = read(&measurements_dir().join(folder).join("measurements.jsonl"));
         let rows = predict(&runner_board(folder, gpus, &loso_overlay(without)), &measured);
         let own = ranks(gpus);
-        hold(&format!("fitted without {folder} -> it, NCCL choosing"), &rows, |r| own(r) && nccl_choosing(r), bound, &[]);
+        held.extend(hold(&format!("fitted without {folder} -> it, NCCL choosing"), &rows, |r| own(r) && nccl_choosing(r), bound, &[]));
     }
     let sweeps = read(&measurements_dir().join("h200x4-channels/measurements.jsonl"));
     for gpus in [2, 4] {
         let rows = predict(&runner_board("h200x4-channels", gpus, &loso_overlay("without-channels")), &sweeps);
         let own = ranks(gpus);
-        hold(&format!("fitted without the channel sweeps -> them, {gpus} ranks"), &rows, |r| own(r) && nccl_choosing(r), bound, &[]);
+        let title = format!("fitted without the channel sweeps -> them, {gpus} ranks");
+        held.extend(hold(&title, &rows, |r| own(r) && nccl_choosing(r), bound, &[]));
     }
     let torch_dump = h200_measurements_path().with_file_name("nccl-topo.xml");
     let torch_rows = predict(&board(torch_dump.to_str().unwrap(), 2, &loso_overlay("without-torch")), &read(&h200_measurements_path()));
-    hold("fitted without the torch file -> it, NCCL choosing", &torch_rows, nccl_choosing, bound, &[]);
-    assert_eq!(public_table("h200", &loso_overlay("without-public"), &[], bound), 3);
+    held.extend(hold("fitted without the torch file -> it, NCCL choosing", &torch_rows, nccl_choosing, bound, &[]));
+    let public = public_table("h200", &loso_overlay("without-public"), &[], bound);
+    assert_eq!(public.len(), 3);
+    let figure = format!(
+        "{} a series (public tables {} at 2 / 4 / 8 GPUs)",
+        span(medians(held.iter().chain(&public)), 1),
+        by_ranks(&public, &[2, 4, 8])
+    );
+    page_quotes("each source left out of the fit", &figure);
 }
 
 /// Relative distance of `value` from the range [low, high] (0 inside it).
@@ -346,6 +440,7 @@ fn the_public_4_gib_figures_are_predicted_from_the_links() {
         Figure { board: "hgx-h100", gpus: 8, algorithm: Choice::Fixed(Algorithm::Nvls), public: (480.0, 480.0), bound: 0.08 },
         Figure { board: "hgx-a100", gpus: 8, algorithm: Choice::Auto, public: (232.0, 232.0), bound: 0.08 },
     ];
+    let mut offs = Vec::new();
     for figure in figures {
         let (topo, model) = preset(figure.board, None, &[]);
         let request = Request {
@@ -366,7 +461,10 @@ fn the_public_4_gib_figures_are_predicted_from_the_links() {
             figure.bound * 100.0
         );
         assert!(off.abs() <= figure.bound, "{} GPUs on {}: {busbw:.1} GB/s is {:+.1}% off", figure.gpus, figure.board, off * 100.0);
+        offs.push(off);
     }
+    let (low, high) = extremes(offs);
+    page_quotes("4 GiB rings", &format!("{:+.1}% to {:+.1}%", low * 100.0, high * 100.0));
 }
 
 #[test]
@@ -462,7 +560,7 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
         Miss { series: "rtx4090-8gpu-rome-p2p-patched.txt: allreduce p2p ranks=8", today: Bound { median: 0.23, max: NO_MAX } },
         Miss { series: "h100pcie-2gpu-nvlink-bridge.txt: allreduce nvlink ranks=2", today: Bound { median: 0.49, max: NO_MAX } },
     ];
-    hold("public PCIe servers, NCCL choosing, from 64 KiB", &rows, from_64_kib, Bound { median: 0.20, max: NO_MAX }, &misses);
+    let held = hold("public PCIe servers, NCCL choosing, from 64 KiB", &rows, from_64_kib, Bound { median: 0.20, max: NO_MAX }, &misses);
     let mut medians: Vec<f64> = PUBLIC_PCIE
         .iter()
         .filter(|table| table.counts)
@@ -478,4 +576,56 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
     println!("median of the series' medians: {:.1}% (issue: 10%; today's figure held at 12%)", median_of_medians * 100.0);
     assert!(median_of_medians <= 0.12, "the median of the public PCIe series' medians grew to {:.1}%", median_of_medians * 100.0);
     assert!(median_of_medians > 0.10, "the median of the public PCIe series' medians meets the issue now: hold it at 10%");
+    const ROW: &str = "PCIe-only servers nobody here owns";
+    page_quotes(ROW, &format!("median of the series' medians **{:.1}%**", median_of_medians * 100.0));
+    // The series that count and meet the issue's 20%, in the table's order,
+    // then the misses.
+    let of = |table: &PublicTable| {
+        let series = format!("{}: allreduce {} ", table.file, table.transport);
+        held.iter().find(|h| h.series.starts_with(&series)).unwrap_or_else(|| panic!("no series {series}"))
+    };
+    let meeting: Vec<String> = PUBLIC_PCIE
+        .iter()
+        .filter(|table| table.counts && !misses.iter().any(|m| m.series.starts_with(table.file)))
+        .map(|table| match of(table) {
+            h if h.points == 1 => format!("{:.1}% (one point)", h.median * 100.0),
+            h => format!("{:.1}", h.median * 100.0),
+        })
+        .collect();
+    page_quotes(ROW, &format!("series {}% a series", meeting.join(" / ")));
+    // The worst points of the series of more than two points, and their sizes.
+    let worst: Vec<&Row> = held
+        .iter()
+        .filter(|h| h.points > 2)
+        .map(|h| {
+            let of_series = rows.iter().filter(|r| r.series == h.series && from_64_kib(r) && r.error.is_some());
+            of_series.max_by(|a, b| a.error.unwrap().abs().total_cmp(&b.error.unwrap().abs())).expect("a point")
+        })
+        .collect();
+    let (smallest, largest) = (worst.iter().min_by_key(|r| r.bytes).unwrap(), worst.iter().max_by_key(|r| r.bytes).unwrap());
+    // A size label as the page writes it: `64KiB` -> `64 KiB`.
+    let spaced = |label: &str| {
+        let at = label.find(|c: char| !c.is_ascii_digit()).unwrap_or(label.len());
+        format!("{} {}", &label[..at], &label[at..])
+    };
+    page_quotes(
+        ROW,
+        &format!(
+            "worst points {} at {} - {}",
+            span(worst.iter().map(|r| r.error.unwrap().abs()), 0),
+            spaced(&smallest.label),
+            spaced(&largest.label)
+        ),
+    );
+    let miss =
+        |file: &str, transport: &str| of(PUBLIC_PCIE.iter().find(|t| t.file == file && t.transport == transport).unwrap()).median * 100.0;
+    page_quotes(
+        ROW,
+        &format!(
+            "**{:.1}%** (RTX 4090 with P2P unlocked, as SHM; {:.1}% as P2P) and **{:.1}%** (H100 PCIe bridge",
+            miss("rtx4090-8gpu-rome-p2p-patched.txt", "shm"),
+            miss("rtx4090-8gpu-rome-p2p-patched.txt", "p2p"),
+            miss("h100pcie-2gpu-nvlink-bridge.txt", "nvlink")
+        ),
+    );
 }

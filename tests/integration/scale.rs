@@ -14,7 +14,7 @@ use icsim::topology::{Medium, NodeKind, Topology};
 use icsim::transport::{self, Mode, TransportError};
 use icsim::units::{Bandwidth, Bytes, Time};
 
-use crate::common::preset;
+use crate::common::{extremes, page_quotes, preset};
 
 #[path = "../../benches/common/pcie_switches.rs"]
 mod pcie_switches;
@@ -237,7 +237,7 @@ const NVL72_BUSBW_GBPS: [(u64, f64, f64); 4] =
 fn gb200_nvl72_allreduce_bus_bandwidth_against_the_public_figure_from_1gb() {
     let nccl_2_26 = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/nccl-2.26-blackwell.toml");
     let (topo, model) = preset("gb200-nvl72", None, &[nccl_2_26]);
-    let mut misses = Vec::new();
+    let (mut misses, mut errors) = (Vec::new(), Vec::new());
     for (bytes, measured, bound) in NVL72_BUSBW_GBPS {
         let request = Request { stack: Stack::Eager, ..Request::new(Op::AllReduce, Bytes(bytes), topo.gpus().to_vec(), Mode::Auto) };
         let outcome = collective::simulate(&topo, &model, request).unwrap();
@@ -254,8 +254,11 @@ fn gb200_nvl72_allreduce_bus_bandwidth_against_the_public_figure_from_1gb() {
         if error.abs() > bound {
             misses.push(format!("{} GiB: {:.0} GB/s against {measured} ({:+.1}%)", bytes >> 30, outcome.busbw_gbps(), error * 100.0));
         }
+        errors.push(error);
     }
     assert!(misses.is_empty(), "{}", misses.join("; "));
+    let (low, high) = extremes(errors);
+    page_quotes("GB200 NVL72", &format!("**{:+.0}% to {:+.0}%** (bus bandwidth)", low * 100.0, high * 100.0));
 }
 
 #[test]
@@ -280,6 +283,7 @@ fn eight_gpus_of_two_nvl72_trays_allreduce_128_mib_within_10_percent() {
         error * 100.0
     );
     assert!(error.abs() <= 0.10, "{:.1} us against {measured_us} us: {:+.1}%", outcome.time.as_us(), error * 100.0);
+    page_quotes("GB200 NVL72", &format!("8 GPUs of two trays, 128 MiB: {:+.1}%", error * 100.0));
 }
 
 #[test]
