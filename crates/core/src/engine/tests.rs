@@ -159,27 +159,31 @@ fn a_stream_runs_exactly_as_its_tasks_written_out() {
     }
 }
 
+/// The most tasks alive at once and the events of `chains` streamed alone.
+fn peak_and_events(chains: Chains) -> (usize, u64) {
+    let mut graph = TaskGraph::new();
+    graph.stream(Box::new(chains), &[]);
+    let schedule = run(&graph, &mut FixedRate::default());
+    (schedule.peak_tasks, schedule.events)
+}
+
 #[test]
 fn a_stream_keeps_only_a_few_batches_alive() {
     // 100,000 hops of one piece: written out, 200,000 tasks; streamed, a
     // handful at any moment.
-    let mut graph = TaskGraph::new();
-    graph.stream(Box::new(Chains { lanes: 2, pieces: 1, hops: 100_000, follow: false }), &[]);
-    let schedule = run(&graph, &mut FixedRate::default());
-    assert!(schedule.peak_tasks < 16, "{} tasks alive at once", schedule.peak_tasks);
-    assert_eq!(schedule.events, 2 * 2 * 100_000 + 2 * 100_000 + 1);
+    let (peak, events) = peak_and_events(Chains { lanes: 2, pieces: 1, hops: 100_000, follow: false });
+    assert!(peak < 16, "{peak} tasks alive at once");
+    assert_eq!(events, 2 * 2 * 100_000 + 2 * 100_000 + 1);
 }
 
 #[test]
 fn lanes_that_follow_hold_no_tasks_before_they_begin() {
     // 10,000 lanes of one hop, each after the one before: begun all at
     // once, 20,000 tasks; following, a few at any moment.
-    let mut graph = TaskGraph::new();
-    graph.stream(Box::new(Chains { lanes: 10_000, pieces: 1, hops: 1, follow: true }), &[]);
-    let schedule = run(&graph, &mut FixedRate::default());
-    assert!(schedule.peak_tasks < 16, "{} tasks alive at once", schedule.peak_tasks);
+    let (peak, events) = peak_and_events(Chains { lanes: 10_000, pieces: 1, hops: 1, follow: true });
+    assert!(peak < 16, "{peak} tasks alive at once");
     // Two completions a lane and the fabric's event of its transfer.
-    assert_eq!(schedule.events, 3 * 10_000 + 1);
+    assert_eq!(events, 3 * 10_000 + 1);
 }
 
 #[test]
