@@ -4,10 +4,9 @@
 //! up the chain to its root, then broadcast back down, chunks pipelined; a
 //! thread block's reduce and broadcast halves work at once. The far end's
 //! receive copies each chunk out after it has arrived, except through host
-//! memory, where that copy is the last hop's read. A channel is a lane of
-//! the stream and a batch a wave of the pipeline (every chunk on its way
-//! one position further): tasks exist only for the chunks on their way,
-//! whatever the size.
+//! memory, where that copy is the last hop's read. A channel's chunk is a
+//! lane of the stream and a batch its next position: tasks exist only for
+//! the chunks on their way, whatever the size.
 
 use std::collections::VecDeque;
 
@@ -85,74 +84,94 @@ enum Receiver {
 
 impl Stream<Path> for TreeStream {
     fn generator(&self) -> Box<dyn Generator<Path> + '_> {
-        let lanes = self
+        let mut first_lane = Vec::with_capacity(self.channels.len() + 1);
+        first_lane.push(0);
+        let channels = self
             .channels
             .iter()
             .map(|c| {
                 let chunks = c.bytes.0.div_ceil(self.chunk.0).max(1);
+                first_lane.push(first_lane.last().copied().unwrap_or(0) + chunks as usize);
                 // The far end's receive of each chunk is a position of its
                 // own where it takes time.
                 let receives = self.rates.receive.is_some() && c.bytes.0 > 0;
                 let positions = (c.up.len() + c.down.len() + usize::from(receives)) as u64;
-                ChainRun { channel: c.clone(), chunks, positions, wave: 0, in_flight: VecDeque::new(), last_end: None }
+                ChainRun { channel: c.clone(), positions, oldest: 0, in_flight: VecDeque::new(), last_end: None }
             })
             .collect();
-        Box::new(TreeRun { tree: self, lanes })
+        Box::new(TreeRun { tree: self, channels, first_lane })
     }
 }
 
 /// One channel's chunks on their way along the chain. A chunk passes
 /// `positions` in turn (its sends up to the root, those back down, and the
 /// far end's receive), each once it has left the one before and once the
-/// chunk before it has left this one: so a batch is a wave of positions,
-/// chunk k at position `wave - k`, and only the chunks in the pipeline
-/// have state.
+/// chunk before it has left this one: so a chunk leaves the pipe of a
+/// position only after the chunk before it, and only the chunks in the
+/// pipeline have state.
 struct ChainRun {
     channel: ChainChannel,
-    chunks: u64,
     positions: u64,
-    /// The next wave to add.
-    wave: u64,
-    /// Each chunk in the pipeline, oldest first: where its last position
-    /// ended (none before its first).
-    in_flight: VecDeque<Option<TaskRef>>,
+    /// The chunk at the front of `in_flight`.
+    oldest: u64,
+    /// Each chunk that has begun and not yet passed every position, oldest
+    /// first.
+    in_flight: VecDeque<ChunkRun>,
     /// The far end's last receive.
     last_end: Option<TaskRef>,
 }
 
+/// A chunk on its way: the next position it takes and where its last one
+/// ended (none before its first).
+struct ChunkRun {
+    position: u64,
+    arrived: Option<TaskRef>,
+}
+
+/// A lane for each chunk of each channel, channel by channel, so that lanes
+/// stand in the order a graph holding the chunks one after another would;
+/// a batch is the chunk's next position, and a chunk begins once the one
+/// before it has left its first position's sender. So tasks exist only for
+/// positions a chunk is at or about to take, however far ahead the first
+/// chunks ran while the chain was empty.
 struct TreeRun<'s> {
     tree: &'s TreeStream,
-    lanes: Vec<ChainRun>,
+    channels: Vec<ChainRun>,
+    /// Each channel's first lane, then the number of lanes.
+    first_lane: Vec<usize>,
 }
 
 impl Generator<Path> for TreeRun<'_> {
     fn lanes(&self) -> usize {
-        self.lanes.len()
+        self.first_lane.last().copied().unwrap_or(0)
     }
 
-    /// One wave: every chunk in the pipeline one position further. Each
-    /// chunk's tasks are a group of the lane, so ties break as in a graph
-    /// that holds the chunks one after another.
+    fn follows(&self, lane: usize) -> bool {
+        self.first_lane.binary_search(&lane).is_err()
+    }
+
+    /// The chunk of `lane` one position further.
     fn next_batch(&mut self, lane: usize, graph: &mut dyn Builder<Path>) -> bool {
         let tree = self.tree;
-        let run = &mut self.lanes[lane];
-        let wave = run.wave;
-        if wave == run.chunks + run.positions - 1 {
+        let channel = self.first_lane.partition_point(|&first| first <= lane) - 1;
+        let chunk_index = (lane - self.first_lane[channel]) as u64;
+        let run = &mut self.channels[channel];
+        let slot = (chunk_index - run.oldest) as usize;
+        if slot == run.in_flight.len() {
+            run.in_flight.push_back(ChunkRun { position: 0, arrived: None });
+        }
+        let position = run.in_flight[slot].position;
+        if position == run.positions {
+            // Chunks pass the last position in order: the oldest is done.
+            debug_assert!(slot == 0, "a chain's chunks finish in order");
+            run.in_flight.pop_front();
+            run.oldest += 1;
             return false;
         }
-        run.wave += 1;
-        if wave < run.chunks {
-            run.in_flight.push_back(None);
-        }
-        let oldest = (wave + 1).saturating_sub(run.positions);
-        for (chunk_index, arrived) in (oldest..).zip(run.in_flight.iter_mut()) {
-            graph.group(chunk_index);
-            let chunk = run.channel.bytes.chunk_part(Bytes(tree.chunk.0.max(1)), chunk_index);
-            *arrived = advance(tree, &mut run.channel, &mut run.last_end, chunk, wave - chunk_index, *arrived, graph);
-        }
-        if wave + 1 >= run.positions {
-            run.in_flight.pop_front();
-        }
+        let chunk = run.channel.bytes.chunk_part(Bytes(tree.chunk.0.max(1)), chunk_index);
+        let arrived = run.in_flight[slot].arrived;
+        let ended = advance(tree, &mut run.channel, &mut run.last_end, chunk, position, arrived, graph);
+        run.in_flight[slot] = ChunkRun { position: position + 1, arrived: ended };
         true
     }
 }

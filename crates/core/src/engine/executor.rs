@@ -98,6 +98,8 @@ struct LaneRun {
     added: u64,
     /// The group tasks are added to.
     group: u64,
+    /// Whether the next lane follows this one and has not begun yet.
+    leads: bool,
 }
 
 /// A stream of the graph, running.
@@ -423,9 +425,19 @@ impl<'g, R> Executor<'g, R> {
     /// Adds the first batch of every lane of a stream that starts now.
     fn begin_stream(&mut self, task: u32, generator: Box<dyn Generator<R> + 'g>, now: Time) {
         let index = self.streams.len() as u32;
-        let lanes = (0..generator.lanes()).map(|_| LaneRun { batches: 0, exhausted: false, added: 0, group: 0 }).collect();
+        let count = generator.lanes();
+        let lanes = (0..count)
+            .map(|lane| LaneRun {
+                batches: 0,
+                exhausted: false,
+                added: 0,
+                group: 0,
+                leads: lane + 1 < count && generator.follows(lane + 1),
+            })
+            .collect();
+        let begins: Vec<bool> = (0..count).map(|lane| !generator.follows(lane)).collect();
         self.streams.push(StreamRun { task, generator: Some(generator), lanes, live: 0 });
-        for lane in 0..self.streams[index as usize].lanes.len() {
+        for lane in (0..count).filter(|&lane| begins[lane]) {
             self.next_batch(index, lane, true, now);
         }
         if self.streams[index as usize].live == 0 {
@@ -494,9 +506,13 @@ impl<'g, R> Executor<'g, R> {
         }
         self.tasks.retiring.push(slot);
         let run = &mut self.streams[stream as usize];
-        let lane_run = &run.lanes[lane as usize];
+        let lane_run = &mut run.lanes[lane as usize];
+        let begins_next = batch == 0 && std::mem::take(&mut lane_run.leads);
         if !lane_run.exhausted && batch + 1 == lane_run.batches {
             self.next_batch(stream, lane as usize, false, now);
+        }
+        if begins_next {
+            self.next_batch(stream, lane as usize + 1, false, now);
         }
         let run = &mut self.streams[stream as usize];
         run.live -= 1;

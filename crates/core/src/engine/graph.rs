@@ -56,15 +56,25 @@ impl<R> dyn Builder<R> + '_ {
 /// The tasks of a stream, generated in batches while it runs.
 ///
 /// A stream has lanes (a collective's channels): sequences of batches that
-/// run side by side. A lane's first batch is added when the stream starts;
-/// its next batch when the first task of its latest batch finishes. So that
+/// run side by side. A lane's first batch is added when the stream starts,
+/// or, for a lane that [`follows`](Generator::follows) the lane before it,
+/// when the first task of that lane's first batch finishes; its next batch
+/// when the first task of its latest batch finishes. So that
 /// no task is added after it should have started, every task of a later
 /// batch must wait, directly or through tasks of its own batch, for a task
-/// of the batch before it. Within a lane, batches add tasks in the order a
-/// graph built whole would hold them, and lanes follow each other in that
-/// order too: ties at one instant are broken as in that graph.
+/// of the batch before it (and every task of a following lane's first
+/// batch, for a task of the first batch of the lane before it). Within a
+/// lane, batches add tasks in the order a graph built whole would hold
+/// them, and lanes follow each other in that order too: ties at one instant
+/// are broken as in that graph.
 pub trait Generator<R> {
     fn lanes(&self) -> usize;
+    /// Whether `lane` begins once the first task of the lane before it
+    /// finishes rather than with the stream (a chain's chunk, which leaves
+    /// after the chunk before it): lanes that wait their turn hold no tasks.
+    fn follows(&self, _lane: usize) -> bool {
+        false
+    }
     /// Adds the next batch of `lane` (at least one task) to `builder`;
     /// returns false, adding nothing, when the lane has no more.
     fn next_batch(&mut self, lane: usize, builder: &mut dyn Builder<R>) -> bool;

@@ -74,19 +74,24 @@ fn an_empty_graph_finishes_at_zero() {
 
 /// Chains of hops in lanes: each batch is one hop of every piece of the
 /// lane, a hop waiting for the piece's previous hop and for the lane's
-/// previous transfer (one connection a lane, as a pipe serialises).
+/// previous transfer (one connection a lane, as a pipe serialises). With
+/// `follow`, each lane but the first begins after the one before it: its
+/// first hop waits for that lane's first transfer.
 #[derive(Debug)]
 struct Chains {
     lanes: usize,
     pieces: usize,
     hops: usize,
+    follow: bool,
 }
 
 struct ChainsRun<'s> {
     spec: &'s Chains,
-    /// Per lane: hops added so far, the last hop of each piece, the lane's last transfer.
+    /// Per lane: hops added so far, the last hop of each piece, the lane's
+    /// first and last transfers.
     hop: Vec<usize>,
     arrived: Vec<Vec<Option<TaskRef>>>,
+    first: Vec<Option<TaskRef>>,
     last: Vec<Option<TaskRef>>,
 }
 
@@ -96,6 +101,7 @@ impl Stream<()> for Chains {
             spec: self,
             hop: vec![0; self.lanes],
             arrived: vec![vec![None; self.pieces]; self.lanes],
+            first: vec![None; self.lanes],
             last: vec![None; self.lanes],
         })
     }
@@ -105,15 +111,20 @@ impl Generator<()> for ChainsRun<'_> {
     fn lanes(&self) -> usize {
         self.spec.lanes
     }
+    fn follows(&self, lane: usize) -> bool {
+        self.spec.follow && lane > 0
+    }
     fn next_batch(&mut self, lane: usize, builder: &mut dyn Builder<()>) -> bool {
         if self.hop[lane] == self.spec.hops {
             return false;
         }
+        let leader = if self.follows(lane) && self.hop[lane] == 0 { self.first[lane - 1] } else { None };
         for piece in 0..self.spec.pieces {
-            let after: Vec<TaskRef> = self.arrived[lane][piece].into_iter().chain(self.last[lane]).collect();
+            let after: Vec<TaskRef> = self.arrived[lane][piece].into_iter().chain(self.last[lane]).chain(leader).collect();
             let bytes = Bytes((1 + lane * 3 + piece * 5 + self.hop[lane] * 7) as u64 % 11 + 1);
             let sent = builder.transfer((), bytes, None, 1, &after);
             let arrived = builder.delay(Time((piece % 3) as u64), &[sent]);
+            self.first[lane] = self.first[lane].or(Some(sent));
             self.last[lane] = Some(sent);
             self.arrived[lane][piece] = Some(arrived);
         }
@@ -124,14 +135,16 @@ impl Generator<()> for ChainsRun<'_> {
 
 #[test]
 fn a_stream_runs_exactly_as_its_tasks_written_out() {
-    for (lanes, pieces, hops) in [(1, 1, 1), (3, 4, 5), (2, 7, 9), (5, 1, 12)] {
-        let chains = Chains { lanes, pieces, hops };
+    for (lanes, pieces, hops, follow) in
+        [(1, 1, 1, false), (3, 4, 5, false), (2, 7, 9, false), (5, 1, 12, false), (4, 3, 6, true), (6, 1, 2, true)]
+    {
+        let chains = Chains { lanes, pieces, hops, follow };
         let (mut streamed, mut inline) = (TaskGraph::new(), TaskGraph::new());
         for graph in [&mut streamed, &mut inline] {
             graph.delay(Time(4), &[]);
         }
         let start = TaskId(0);
-        let stream = streamed.stream(Box::new(Chains { lanes, pieces, hops }), &[start]);
+        let stream = streamed.stream(Box::new(Chains { lanes, pieces, hops, follow }), &[start]);
         let written = inline.inline(&chains, &[start]);
         for (graph, end) in [(&mut streamed, stream), (&mut inline, written)] {
             graph.delay(Time(2), &[end]);
@@ -146,22 +159,38 @@ fn a_stream_runs_exactly_as_its_tasks_written_out() {
     }
 }
 
+/// The most tasks alive at once and the events of `chains` streamed alone.
+fn peak_and_events(chains: Chains) -> (usize, u64) {
+    let mut graph = TaskGraph::new();
+    graph.stream(Box::new(chains), &[]);
+    let schedule = run(&graph, &mut FixedRate::default());
+    (schedule.peak_tasks, schedule.events)
+}
+
 #[test]
 fn a_stream_keeps_only_a_few_batches_alive() {
     // 100,000 hops of one piece: written out, 200,000 tasks; streamed, a
     // handful at any moment.
-    let mut graph = TaskGraph::new();
-    graph.stream(Box::new(Chains { lanes: 2, pieces: 1, hops: 100_000 }), &[]);
-    let schedule = run(&graph, &mut FixedRate::default());
-    assert!(schedule.peak_tasks < 16, "{} tasks alive at once", schedule.peak_tasks);
-    assert_eq!(schedule.events, 2 * 2 * 100_000 + 2 * 100_000 + 1);
+    let (peak, events) = peak_and_events(Chains { lanes: 2, pieces: 1, hops: 100_000, follow: false });
+    assert!(peak < 16, "{peak} tasks alive at once");
+    assert_eq!(events, 2 * 2 * 100_000 + 2 * 100_000 + 1);
+}
+
+#[test]
+fn lanes_that_follow_hold_no_tasks_before_they_begin() {
+    // 10,000 lanes of one hop, each after the one before: begun all at
+    // once, 20,000 tasks; following, a few at any moment.
+    let (peak, events) = peak_and_events(Chains { lanes: 10_000, pieces: 1, hops: 1, follow: true });
+    assert!(peak < 16, "{peak} tasks alive at once");
+    // Two completions a lane and the fabric's event of its transfer.
+    assert_eq!(events, 3 * 10_000 + 1);
 }
 
 #[test]
 fn an_empty_stream_finishes_when_it_starts() {
     let mut graph = TaskGraph::new();
     let a = graph.delay(Time(3), &[]);
-    let s = graph.stream(Box::new(Chains { lanes: 2, pieces: 3, hops: 0 }), &[a]);
+    let s = graph.stream(Box::new(Chains { lanes: 2, pieces: 3, hops: 0, follow: false }), &[a]);
     let schedule = run(&graph, &mut FixedRate::default());
     assert_eq!(schedule.span(s), (Time(3), Time(3)));
 }
