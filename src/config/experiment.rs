@@ -11,50 +11,95 @@ use serde::Deserialize;
 
 use super::ConfigError;
 
-/// The experiment file as written.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawExperiment {
-    #[serde(default)]
-    pub description: String,
-    /// A shipped LLM (`llama-3.1-70b`) or a model file.
-    pub model: String,
-    /// Tensor-parallel degree: GPUs that share every layer.
-    pub tp: u32,
-    /// Where results and plots go, relative to the experiment file (default
-    /// `results/<file stem>` under the current folder).
-    pub output_dir: Option<PathBuf>,
-    /// A preset or a topology file (relative to the experiment file).
-    pub topology: String,
+/// The keys an experiment sets for every mode and a `[[mode]]` may set for
+/// itself, listed once: `mode_keys!` declares each in both file structs
+/// (so serde still names a mistyped or unknown key where it was written)
+/// and in [`ModeKeys`], and [`RawMode::over`] merges them by one rule.
+macro_rules! mode_keys {
+    ($($(#[$doc:meta])* $key:ident: $type:ty,)*) => {
+        /// The experiment file as written.
+        #[derive(Debug, Clone, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct RawExperiment {
+            #[serde(default)]
+            pub description: String,
+            /// A shipped LLM (`llama-3.1-70b`) or a model file.
+            pub model: String,
+            /// Where results and plots go, relative to the experiment file (default
+            /// `results/<file stem>` under the current folder).
+            pub output_dir: Option<PathBuf>,
+            pub query: RawQuery,
+            #[serde(rename = "mode", default)]
+            pub modes: Vec<RawMode>,
+            /// Drives, a weight load before the query, storage traffic during it.
+            pub storage: Option<super::storage::RawStorage>,
+            $($(#[$doc])* pub $key: Option<$type>,)*
+        }
+
+        /// One transport mode to compare; every other key overrides the
+        /// experiment's for this mode only.
+        #[derive(Debug, Clone, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct RawMode {
+            pub transport: String,
+            /// The row's name in tables and legends (default: the transport).
+            pub label: Option<String>,
+            $($(#[$doc])* pub $key: Option<$type>,)*
+        }
+
+        /// A mode's keys: its own where it sets them, else the experiment's.
+        #[derive(Debug, Clone, Default)]
+        pub struct ModeKeys {
+            $(pub $key: Option<$type>,)*
+        }
+
+        /// Which of [`ModeKeys`] the mode set itself: an error names such a
+        /// key as the mode's (`mode[1].tp`), any other as the experiment's.
+        #[derive(Debug, Clone, Copy, Default)]
+        pub struct SetByMode {
+            $(pub $key: bool,)*
+        }
+
+        impl RawMode {
+            /// This mode's keys over the experiment's.
+            pub fn over(&self, experiment: &RawExperiment) -> (ModeKeys, SetByMode) {
+                let keys = ModeKeys { $($key: self.$key.clone().or_else(|| experiment.$key.clone()),)* };
+                (keys, SetByMode { $($key: self.$key.is_some(),)* })
+            }
+        }
+    };
+}
+
+mode_keys! {
+    /// Tensor-parallel degree: GPUs that share every layer (in the
+    /// experiment, or in every mode).
+    tp: u32,
+    /// A preset or a topology file (relative to the experiment file; in the
+    /// experiment, or in every mode).
+    topology: String,
     /// Use the first N GPUs of the topology.
-    pub gpus: Option<u32>,
+    gpus: u32,
     /// GPU model for the pcie-* presets.
-    pub gpu: Option<String>,
+    gpu: String,
     /// Host platform for the presets.
-    pub host: Option<String>,
+    host: String,
     /// Hardware model overlays (shipped names or files), applied last.
-    #[serde(default)]
-    pub models: Vec<String>,
+    models: Vec<String>,
     /// How allreduce algorithms are chosen: "nccl" (NCCL's tuner) or
     /// "fastest" (NCCL or the one-shot/two-shot kernels of inference engines,
     /// whichever is faster; the default).
-    pub allreduce: Option<String>,
+    allreduce: String,
     /// Who issues the collectives and kernels: "nccl-graph" (the default),
     /// "torch-graph", "torch-eager" or "eager".
-    pub stack: Option<String>,
+    stack: String,
     /// NCCL's channel count, forced as NCCL_MIN_NCHANNELS =
     /// NCCL_MAX_NCHANNELS would (default: NCCL's own choice).
-    pub channels: Option<u32>,
+    channels: u32,
     /// Which kernels run: "full" (the whole model, the default) or "layers"
     /// (the decoder layers as the shared torch forward ran them).
-    pub scope: Option<String>,
+    scope: String,
     /// Which of the LLM file's fusions the kernels run as (default "vllm").
-    pub fusion: Option<String>,
-    pub query: RawQuery,
-    #[serde(rename = "mode", default)]
-    pub modes: Vec<RawMode>,
-    /// Drives, a weight load before the query, storage traffic during it.
-    pub storage: Option<super::storage::RawStorage>,
+    fusion: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -68,27 +113,6 @@ pub struct RawQuery {
 
 fn one() -> u64 {
     1
-}
-
-/// One transport mode to compare; every other key overrides the
-/// experiment's default for this mode only.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawMode {
-    pub transport: String,
-    /// The row's name in tables and legends (default: the transport).
-    pub label: Option<String>,
-    pub topology: Option<String>,
-    pub gpus: Option<u32>,
-    pub gpu: Option<String>,
-    pub host: Option<String>,
-    pub models: Option<Vec<String>>,
-    pub tp: Option<u32>,
-    pub allreduce: Option<String>,
-    pub stack: Option<String>,
-    pub channels: Option<u32>,
-    pub scope: Option<String>,
-    pub fusion: Option<String>,
 }
 
 /// Most channels NCCL runs a collective on (MAXCHANNELS).
@@ -155,5 +179,16 @@ mod tests {
         assert_eq!(Source::CommandLine.key(Some(0), "tp"), "--tp");
         assert_eq!(Source::CommandLine.key(None, "query.prompt"), "--prompt");
         assert_eq!(Source::File("x.toml".into()).key(Some(2), "gpu"), "mode[2].gpu");
+    }
+
+    #[test]
+    fn a_modes_own_key_wins_and_the_experiment_fills_the_rest() {
+        let experiment: RawExperiment = toml::from_str(
+            "model = \"m\"\ntp = 8\nstack = \"eager\"\n[query]\nprompt = 1\noutput = 1\n[[mode]]\ntransport = \"shm\"\ntp = 4\ntopology = \"t\"\n",
+        )
+        .unwrap();
+        let (keys, set) = experiment.modes[0].over(&experiment);
+        assert_eq!((keys.tp, keys.topology.as_deref(), keys.stack.as_deref(), keys.gpus), (Some(4), Some("t"), Some("eager"), None));
+        assert!(set.tp && set.topology && !set.stack && !set.gpus);
     }
 }

@@ -394,23 +394,12 @@ mod tests {
 
     fn experiment() -> Experiment {
         let raw = RawExperiment {
-            description: String::new(),
             model: "llama-3.1-8b".into(),
-            tp: 2,
-            output_dir: None,
-            topology: "hgx-h200".into(),
-            gpus: None,
-            gpu: None,
-            host: None,
-            models: Vec::new(),
-            allreduce: None,
-            stack: None,
-            channels: None,
-            scope: None,
-            fusion: None,
+            tp: Some(2),
+            topology: Some("hgx-h200".into()),
             query: RawQuery { prompt: 1, output: 1, batch: 1 },
             modes: vec![RawMode { transport: "nvswitch".into(), ..RawMode::default() }],
-            storage: None,
+            ..RawExperiment::default()
         };
         Experiment::resolve(raw, Source::CommandLine).unwrap()
     }

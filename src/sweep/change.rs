@@ -441,11 +441,11 @@ pub fn apply(changes: &[&Change], raw: &mut RawExperiment) {
         match change.key {
             Key::Model => raw.model = text(value),
             Key::Tp => {
-                raw.tp = count(value) as u32;
+                raw.tp = Some(count(value) as u32);
                 raw.modes.iter_mut().for_each(|m| m.tp = Some(count(value) as u32));
             }
             Key::Topology => {
-                raw.topology = text(value);
+                raw.topology = Some(text(value));
                 raw.modes.iter_mut().for_each(|m| m.topology = Some(text(value)));
             }
             Key::Gpus => raw.modes.iter_mut().for_each(|m| m.gpus = Some(count(value) as u32)),

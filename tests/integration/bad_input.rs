@@ -83,7 +83,7 @@ fn bad_measurements_are_refused_by_file_line_and_key() {
 #[test]
 fn bad_experiments_and_llm_files_are_refused_by_file_and_key() {
     let inputs = Inputs::new("experiments");
-    let cases: [(&str, String, &[&str]); 8] = [
+    let cases: [(&str, String, &[&str]); 9] = [
         ("a prompt beyond the context", experiment("", "", "").replace("prompt = 8192", "prompt = 10000000"), &["query.prompt", "131072"]),
         ("an output beyond the context", experiment("", "", "").replace("output = 256", "output = 100000000"), &["query.output"]),
         ("a batch whose KV cache no GPU holds", experiment("", "batch = 2147483648", ""), &["query.batch", "KV cache"]),
@@ -92,6 +92,7 @@ fn bad_experiments_and_llm_files_are_refused_by_file_and_key() {
         ("more channels than NCCL runs", experiment("channels = 65", "", ""), &["key `channels`", "64"]),
         ("a misspelt key", experiment("", "", "").replace("prompt =", "promt ="), &["promt", "prompt"]),
         ("a TP the GPUs cannot split", experiment("", "", "tp = 3"), &["mode[0].tp", "allowed"]),
+        ("no TP in the experiment or its mode", experiment("", "", "").replace("tp = 8\n", ""), &["mode[0].tp", "is not set"]),
     ];
     for (index, (what, text, expected)) in cases.iter().enumerate() {
         let path = inputs.file(&format!("exp{index}.toml"), text);

@@ -179,32 +179,33 @@ fn resolve_mode(
         ));
     }
     let transport: Mode = mode.transport.parse().map_err(|message: String| source.invalid(Some(index), "transport", message))?;
-    let topology_name = mode.topology.clone().unwrap_or_else(|| raw.topology.clone());
-    let gpus = mode.gpus.or(raw.gpus);
-    let gpu = mode.gpu.clone().or_else(|| raw.gpu.clone());
-    let host = mode.host.clone().or_else(|| raw.host.clone());
-    let models = mode.models.clone().unwrap_or_else(|| raw.models.clone());
-    let tp = mode.tp.unwrap_or(raw.tp);
-    let selection: Selection = match mode.allreduce.as_ref().or(raw.allreduce.as_ref()) {
-        Some(text) => text.parse().map_err(|message: String| source.invalid(owner(mode.allreduce.is_some()), "allreduce", message))?,
+    let (keys, set) = mode.over(raw);
+    let unset =
+        |name: &str, what: &str| source.invalid(Some(index), name, format!("is not set: give {what} in the experiment or in this mode"));
+    let topology_name = keys.topology.ok_or_else(|| unset("topology", "a preset or a topology file"))?;
+    let tp = keys.tp.ok_or_else(|| unset("tp", "the tensor-parallel degree"))?;
+    let (gpus, gpu, host) = (keys.gpus, keys.gpu, keys.host);
+    let models = keys.models.unwrap_or_default();
+    let selection: Selection = match &keys.allreduce {
+        Some(text) => text.parse().map_err(|message: String| source.invalid(owner(set.allreduce), "allreduce", message))?,
         None => Selection::Fastest,
     };
-    let stack: Stack = match mode.stack.as_ref().or(raw.stack.as_ref()) {
-        Some(text) => text.parse().map_err(|message: String| source.invalid(owner(mode.stack.is_some()), "stack", message))?,
+    let stack: Stack = match &keys.stack {
+        Some(text) => text.parse().map_err(|message: String| source.invalid(owner(set.stack), "stack", message))?,
         None => Stack::default(),
     };
-    let scope: Scope = match mode.scope.as_ref().or(raw.scope.as_ref()) {
-        Some(text) => text.parse().map_err(|message: String| source.invalid(owner(mode.scope.is_some()), "scope", message))?,
+    let scope: Scope = match &keys.scope {
+        Some(text) => text.parse().map_err(|message: String| source.invalid(owner(set.scope), "scope", message))?,
         None => Scope::default(),
     };
-    let fusion = mode.fusion.clone().or_else(|| raw.fusion.clone()).unwrap_or_else(|| Fusion::DEFAULT.to_string());
-    llm.fusion(&fusion).map_err(|message| source.invalid(owner(mode.fusion.is_some()), "fusion", message))?;
-    let channels = mode.channels.or(raw.channels);
+    let fusion = keys.fusion.unwrap_or_else(|| Fusion::DEFAULT.to_string());
+    llm.fusion(&fusion).map_err(|message| source.invalid(owner(set.fusion), "fusion", message))?;
+    let channels = keys.channels;
     if let Some(count) = channels
         && !(1..=MAX_CHANNELS).contains(&count)
     {
         return Err(source.invalid(
-            owner(mode.channels.is_some()),
+            owner(set.channels),
             "channels",
             format!("{count} channels: NCCL runs 1 to {MAX_CHANNELS} (NCCL_MAX_NCHANNELS)"),
         ));
@@ -220,21 +221,21 @@ fn resolve_mode(
             ResolveError::Config(overlay)
                 if overlay.is_misnamed() || overlay.path().is_some_and(|path| models.iter().any(|m| Path::new(m) == path)) =>
             {
-                source.key(owner(mode.models.is_some()), "models")
+                source.key(owner(set.models), "models")
             }
             _ => match error.option() {
-                Some(PresetOption::Gpus) => source.key(owner(mode.gpus.is_some()), "gpus"),
-                Some(PresetOption::Gpu) => source.key(owner(mode.gpu.is_some()), "gpu"),
-                Some(PresetOption::Host) => source.key(owner(mode.host.is_some()), "host"),
-                None => source.key(owner(mode.topology.is_some()), "topology"),
+                Some(PresetOption::Gpus) => source.key(owner(set.gpus), "gpus"),
+                Some(PresetOption::Gpu) => source.key(owner(set.gpu), "gpu"),
+                Some(PresetOption::Host) => source.key(owner(set.host), "host"),
+                None => source.key(owner(set.topology), "topology"),
             },
         };
         ConfigError::invalid(source.path(), key, error.to_string())
     })?;
 
-    tp::check_degree(llm, tp, &topology).map_err(|error| source.invalid(owner(mode.tp.is_some()), "tp", error.to_string()))?;
+    tp::check_degree(llm, tp, &topology).map_err(|error| source.invalid(owner(set.tp), "tp", error.to_string()))?;
     let allowed = tp::allowed_degrees(llm, topology.gpus().len() as u32);
-    check_weights(llm, tp, &allowed, &topology, &hardware).map_err(|message| source.invalid(owner(mode.tp.is_some()), "tp", message))?;
+    check_weights(llm, tp, &allowed, &topology, &hardware).map_err(|message| source.invalid(owner(set.tp), "tp", message))?;
     check_kv_cache(&raw.query, llm, tp, &topology, &hardware).map_err(|message| source.invalid(None, "query.batch", message))?;
     Ok(ModeRun {
         label: mode.label.clone().unwrap_or_else(|| transport.to_string()),
