@@ -20,7 +20,7 @@ use icsim::topology::{PresetOptions, Topology, TopologySpec, resolve};
 use icsim::transport::Mode;
 use icsim::units::Bytes;
 
-use crate::common::{extremes, h200_measurements_path, page_quotes, preset, span};
+use crate::common::{extremes, h200_measurements_path, page_quotes, preset, section_quotes, span};
 
 /// A bound on the absolute errors of one series: their median and maximum.
 #[derive(Clone, Copy)]
@@ -191,6 +191,7 @@ fn the_runners_two_and_four_gpu_files_are_predicted_series_by_series() {
     // Its 512 KiB SHM call, 20% fast (NCCL's small Simple calls; the README's known limits).
     let misses = [Miss { series: "allreduce shm ranks=2", today: Bound { median: 0.05, max: 0.20 } }];
     let two = hold("runner, 2x H200, NCCL choosing, from 8 B", &rows, nccl_choosing, SERIES_BOUND, &misses);
+    quote_size_bands(&rows, &two);
     hold("runner, 2x H200, forced protocol or algorithm", &rows, forced, FORCED_BOUND, &[]);
     let rows = predict(&runner_board("h200x4-runner", 4, &[]), &read(&measurements_dir().join("h200x4-runner/measurements.jsonl")));
     let at_four = ranks(4);
@@ -218,6 +219,45 @@ fn the_runners_two_and_four_gpu_files_are_predicted_series_by_series() {
             largest(shm.iter().copied()) * 100.0
         ),
     );
+}
+
+/// docs/validation.md's section (a): each NCCL-choosing series of the 2x
+/// runner file by size band, median / max absolute error, as the test
+/// computes them (`| allreduce NVSwitch | 15 | 1.7% / 4.1% | ...`).
+fn quote_size_bands(rows: &[Row], held: &[Held]) {
+    const KIB: u64 = 1024;
+    let bands: [(u64, u64); 4] = [(0, 64 * KIB), (64 * KIB, 16 * KIB * KIB), (16 * KIB * KIB, u64::MAX), (0, u64::MAX)];
+    for series in held {
+        let cells: Vec<String> = bands
+            .iter()
+            .map(|&(from, to)| {
+                let errors: Vec<f64> = rows
+                    .iter()
+                    .filter(|r| r.series == series.series && (from..to).contains(&r.bytes))
+                    .filter_map(|r| r.error.map(f64::abs))
+                    .collect();
+                let max = errors.iter().copied().fold(0.0, f64::max);
+                format!("{:.1}% / {:.1}%", validate::median(&errors) * 100.0, max * 100.0)
+            })
+            .collect();
+        let mut words = series.series.split(' ');
+        let op = match words.next() {
+            Some("allgather") => "all-gather",
+            Some("reducescatter") => "reduce-scatter",
+            other => other.unwrap_or_default(),
+        };
+        let transport = match words.next() {
+            Some("shm") => "SHM",
+            Some("nvswitch") => "NVSwitch",
+            other => other.unwrap_or_default(),
+        };
+        let name = format!("{op} {transport}");
+        section_quotes(
+            "(a) In sample: the runner's 2x H200 file",
+            &name,
+            &format!("| {name} | {} | {} |", series.points, cells.join(" | ")),
+        );
+    }
 }
 
 #[test]
