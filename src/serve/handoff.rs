@@ -10,9 +10,11 @@
 //! up as iterations are (`iteration::round_up`). A move shares the links,
 //! in its task graph, with the prefill group's traffic as it computes the
 //! next prompt chunk: that chunk's allreduces one after another, each
-//! after the compute that comes before it (`Background`); the decode
-//! group's allreduces (a few KiB a sequence) and other moves (the service
-//! queues them one at a time) are not in it. Knows nothing of scheduling.
+//! after the compute that comes before it (`Background`); the move is
+//! slowed by them and they by it, and both are told ([`MoveTime`]). The
+//! decode group's allreduces (a few KiB a sequence) and other moves (the
+//! service queues them one at a time) are not in it. Knows nothing of
+//! scheduling.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -35,7 +37,15 @@ pub trait MoveTimes {
     fn bytes_per_token(&self) -> u64;
     /// The time of moving the cache of `tokens` tokens, while the prefill
     /// group computes (`prefilling`) or idles.
-    fn time(&mut self, tokens: u64, prefilling: bool) -> Result<Time, ServeError>;
+    fn time(&mut self, tokens: u64, prefilling: bool) -> Result<MoveTime, ServeError>;
+}
+
+/// One move's time, and how much later the prefill group's allreduces
+/// beside it end for sharing the links with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MoveTime {
+    pub duration: Time,
+    pub prefill_delay: Time,
 }
 
 /// What one prefill GPU sends one decode GPU.
@@ -82,7 +92,7 @@ pub fn shares(llm: &LlmModel, prefill: &[NodeId], decode: &[NodeId]) -> Vec<Shar
 /// A move simulated, and what the moves kept under its key carried.
 #[derive(Debug)]
 struct Kept {
-    time: Time,
+    time: MoveTime,
     usage: Vec<LinkUsage>,
     /// Moves timed by it, and their tokens (unrounded).
     moves: u64,
@@ -160,33 +170,39 @@ impl<'a> TopologyMoves<'a> {
     }
 
     /// One move of `tokens` tokens, simulated beside the prefill group's
-    /// traffic where it computes: its time, and every link's use by the move
-    /// alone.
-    fn simulate(&self, tokens: u64, prefilling: bool) -> Result<(Time, Vec<LinkUsage>), ServeError> {
-        let (alone, usage) = self.run(tokens, None)?;
-        let Some((background, allreduce)) = self.background.as_ref().filter(|_| prefilling) else { return Ok((alone, usage)) };
+    /// traffic where it computes: its time and the delay it puts on that
+    /// traffic, and every link's use by the move alone.
+    fn simulate(&self, tokens: u64, prefilling: bool) -> Result<(MoveTime, Vec<LinkUsage>), ServeError> {
+        let (alone, _, usage) = self.run(Some(tokens), None)?;
+        let Some((background, allreduce)) = self.background.as_ref().filter(|_| prefilling) else {
+            return Ok((MoveTime { duration: alone, prefill_delay: Time::ZERO }, usage));
+        };
         // Enough of the prefill group's allreduces to keep it busy for
         // twice the move's time alone (past them, the move runs alone).
-        let period = (*allreduce + background.compute).as_secs().max(f64::MIN_POSITIVE);
-        let count = (2.0 * alone.as_secs() / period).ceil() as usize + 1;
-        let (time, _) = self.run(tokens, Some((background, count)))?;
-        Ok((time, usage))
+        let period = *allreduce + background.compute;
+        let count = (2.0 * alone.as_secs() / period.as_secs().max(f64::MIN_POSITIVE)).ceil() as usize + 1;
+        let (duration, shared, _) = self.run(Some(tokens), Some((background, count)))?;
+        let (_, unshared, _) = self.run(None, Some((background, count)))?;
+        let prefill_delay = shared.max(unshared) - unshared;
+        Ok((MoveTime { duration, prefill_delay }, usage))
     }
 
-    /// The move's copies in one task graph, with `count` of the
-    /// background's allreduces where given: when the copies end, and every
-    /// link's use.
-    fn run(&self, tokens: u64, background: Option<(&Background, usize)>) -> Result<(Time, Vec<LinkUsage>), ServeError> {
+    /// The copies of a move of `tokens` tokens (none without) in one task
+    /// graph, with `count` of the background's allreduces where given: when
+    /// the copies end, when the last allreduce ends (zero without them), and
+    /// every link's use.
+    fn run(&self, tokens: Option<u64>, background: Option<(&Background, usize)>) -> Result<(Time, Time, Vec<LinkUsage>), ServeError> {
         let mut graph = TaskGraph::new();
         let mut ends = Vec::new();
-        for (share, mode) in &self.shares {
+        for (share, mode) in tokens.map_or(&[][..], |_| &self.shares[..]) {
+            let tokens = tokens.unwrap_or_default();
             let bytes = Bytes(tokens * share.bytes_per_token);
             let end = transport::add_copy(&mut graph, self.topo, self.model, (share.from, share.to), bytes, *mode, &[])
                 .map_err(collective::CollectiveError::from)?;
             ends.push(end);
         }
+        let mut after = Vec::new();
         if let Some((background, count)) = background {
-            let mut after = Vec::new();
             for _ in 0..count {
                 let computed = graph.delay(background.compute, &after);
                 after = vec![background.allreduce.build(self.topo, self.model, &mut graph, &[computed], Expansion::Streamed)?];
@@ -194,8 +210,8 @@ impl<'a> TopologyMoves<'a> {
         }
         let mut network = self.topo.network();
         let schedule = engine::run(&graph, &mut network);
-        let end = ends.iter().map(|&task| schedule.span(task).1).max().unwrap_or(Time::ZERO);
-        Ok((end, network.usage()))
+        let end = |tasks: &[_]| tasks.iter().map(|&task| schedule.span(task).1).max().unwrap_or(Time::ZERO);
+        Ok((end(&ends), end(&after), network.usage()))
     }
 
     /// The link the moves timed so far loaded most for its capacity over
@@ -209,7 +225,7 @@ impl<'a> TopologyMoves<'a> {
             for (link, usage) in kept.usage.iter().enumerate() {
                 bytes[link] += u128::from(usage.bytes.0) * u128::from(kept.tokens) / u128::from(key);
             }
-            time += kept.time * kept.moves;
+            time += kept.time.duration * kept.moves;
         }
         let usage: Vec<LinkUsage> = bytes.iter().map(|&b| LinkUsage { bytes: Bytes(b as u64), busy: Time::ZERO }).collect();
         let (link, utilization) = collective::busiest_link(self.topo, &usage, time)?;
@@ -222,7 +238,7 @@ impl MoveTimes for TopologyMoves<'_> {
         self.shares.iter().map(|(share, _)| share.bytes_per_token).sum()
     }
 
-    fn time(&mut self, tokens: u64, prefilling: bool) -> Result<Time, ServeError> {
+    fn time(&mut self, tokens: u64, prefilling: bool) -> Result<MoveTime, ServeError> {
         let key = (round_up(tokens), prefilling);
         if !self.kept.contains_key(&key) {
             let (time, usage) = self.simulate(key.0, prefilling)?;
@@ -275,23 +291,31 @@ mod tests {
     }
 
     #[test]
-    fn a_move_takes_longer_beside_the_prefill_groups_allreduces() {
+    fn a_move_and_the_prefill_groups_allreduces_beside_it_slow_each_other() {
         use crate::collective::{Op, Request};
         let llm = LlmModel::load("llama-3.1-70b").unwrap();
         let (topo, model) = board("pcie-gen5-8gpu");
         let g = topo.gpus();
-        let allreduce = Request::new(Op::AllReduce, llm.allreduce_bytes(8192), g[..4].to_vec(), Mode::Auto);
+        // Through host memory, where both load the prefill GPUs' links and host memory.
+        let allreduce = Request::new(Op::AllReduce, llm.allreduce_bytes(8192), g[..4].to_vec(), Mode::Shm);
         let background = |compute| Background { allreduce: collective::Plan::new(&topo, &model, allreduce.clone()).unwrap(), compute };
         let moves = || TopologyMoves::new(&topo, &model, &llm, (&g[..4], &g[4..]), Mode::Auto).unwrap();
         let mut alone = moves();
         let mut beside = moves().with_background(background(Time::from_us(100))).unwrap();
         let (idle, busy) = (beside.time(2000, false).unwrap(), beside.time(2000, true).unwrap());
         assert_eq!(idle, alone.time(2000, true).unwrap(), "no background: as alone; an idle prefill group: as alone");
+        assert_eq!(idle.prefill_delay, Time::ZERO);
         alone.time(2000, false).unwrap();
-        assert!(busy.as_secs() > idle.as_secs() * 1.2, "the allreduces cross the same host memory and socket link: {busy} vs {idle}");
+        assert!(
+            busy.duration.as_secs() > idle.duration.as_secs() * 1.2,
+            "the allreduces cross the same host memory and socket link: {busy:?} vs {idle:?}"
+        );
+        // The allreduces lose time to the move too, never more than the move takes.
+        assert!(busy.prefill_delay > Time::ZERO && busy.prefill_delay < busy.duration, "{busy:?}");
         // The moves' own bytes, not the allreduces', are what their busiest link reports.
         assert_eq!(beside.busiest_link().unwrap().bytes, alone.busiest_link().unwrap().bytes);
-        // A move done before the group's first allreduce starts is not slowed.
+        // A move done before the group's first allreduce starts is not
+        // slowed, and slows nothing.
         let mut later = moves().with_background(background(Time::from_us(1_000_000))).unwrap();
         assert_eq!(later.time(2000, true).unwrap(), idle);
     }
@@ -303,8 +327,8 @@ mod tests {
             let (topo, model) = board(name);
             let g = topo.gpus();
             let mut moves = TopologyMoves::new(&topo, &model, &llm, (&g[..4], &g[4..]), Mode::Auto).unwrap();
-            let time = moves.time(2000, false).unwrap();
-            assert_eq!(moves.time(1990, false).unwrap(), time, "rounded to the same key");
+            let time = moves.time(2000, false).unwrap().duration;
+            assert_eq!(moves.time(1990, false).unwrap().duration, time, "rounded to the same key");
             (time, moves.transport(), moves.busiest_link().unwrap())
         };
         let (nvswitch, nvswitch_mode, nvswitch_link) = time("hgx-h200");

@@ -201,6 +201,9 @@ struct Group<'t> {
     times: &'t mut dyn IterationTimes,
     /// The iteration running, its record and when it ends.
     running: Option<(scheduler::Iteration, IterationRecord, Time)>,
+    /// Time the group's allreduces lost to other traffic while idle, paid
+    /// by the next iteration.
+    slowed: Time,
     records: Vec<IterationRecord>,
     recomputed: u64,
     swapped_blocks: u64,
@@ -213,6 +216,7 @@ impl<'t> Group<'t> {
             scheduler: Scheduler::new(engine.limits),
             times,
             running: None,
+            slowed: Time::ZERO,
             records: Vec::new(),
             recomputed: 0,
             swapped_blocks: 0,
@@ -241,6 +245,9 @@ impl<'t> Group<'t> {
         // Blocks move to host memory or back before the forward runs.
         time.swap = self.times.swap(iteration.swapped_out, Direction::Write)? + self.times.swap(iteration.swapped_in, Direction::Read)?;
         time.total += time.swap;
+        let slowed = std::mem::take(&mut self.slowed);
+        time.total += slowed;
+        time.comm += slowed;
         let (prefill_tokens, decodes) = iteration.prefill_and_decodes();
         let record = IterationRecord {
             start: now,
@@ -260,6 +267,19 @@ impl<'t> Group<'t> {
         self.swapped_blocks += iteration.swapped_out;
         self.running = Some((iteration, record, now + self.engine.step_overhead + time.total));
         Ok(())
+    }
+
+    /// Other traffic on the group's links makes its allreduces take `delay`
+    /// longer: the running iteration ends later, or the next one if idle.
+    fn slow_by(&mut self, delay: Time) {
+        match &mut self.running {
+            Some((_, record, end)) => {
+                record.time.total += delay;
+                record.time.comm += delay;
+                *end += delay;
+            }
+            None => self.slowed += delay,
+        }
     }
 
     /// Ends the running iteration: the tokens it sampled, in schedule order.

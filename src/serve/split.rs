@@ -120,8 +120,11 @@ pub fn simulate(requests: &[Request], engine: SplitEngine, sources: Sources, pro
             ready.pop_front();
             decode.scheduler.reserve(blocks);
             let sent = now.max(link_free);
-            // The prefill group computes on while it has prompts.
-            link_free = sent + moves.time(prompt, !prefill.scheduler.is_idle())?;
+            // The prefill group computes on while it has prompts; the move
+            // and its allreduces slow each other.
+            let moved = moves.time(prompt, !prefill.scheduler.is_idle())?;
+            prefill.slow_by(moved.prefill_delay);
+            link_free = sent + moved.duration;
             handoffs[r] = Handoff { sent, arrived: link_free, bytes: prompt * moves.bytes_per_token(), ..handoffs[r] };
             moving.push_back(r);
         }
@@ -157,6 +160,7 @@ pub fn simulate(requests: &[Request], engine: SplitEngine, sources: Sources, pro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serve::handoff::MoveTime;
     use crate::serve::iteration::IterationTime;
     use crate::serve::requests::{Arrivals, Length, Lengths, generate};
     use crate::serve::scheduler::{Limits, Preemption};
@@ -181,15 +185,19 @@ mod tests {
         }
     }
 
-    /// A move takes 1 us a token; a token is 100 bytes.
-    struct LinearMoves;
+    /// A move takes 1 us a token; a token is 100 bytes. It slows the
+    /// prefill group's allreduces by `prefill_delay` while that group computes.
+    struct LinearMoves {
+        prefill_delay: Time,
+    }
 
     impl MoveTimes for LinearMoves {
         fn bytes_per_token(&self) -> u64 {
             100
         }
-        fn time(&mut self, tokens: u64, _: bool) -> Result<Time, ServeError> {
-            Ok(Time::from_us(tokens))
+        fn time(&mut self, tokens: u64, prefilling: bool) -> Result<MoveTime, ServeError> {
+            let prefill_delay = if prefilling { self.prefill_delay } else { Time::ZERO };
+            Ok(MoveTime { duration: Time::from_us(tokens), prefill_delay })
         }
     }
 
@@ -208,8 +216,28 @@ mod tests {
     }
 
     fn serve(requests: &[Request], engine: SplitEngine) -> SplitRun {
+        serve_with(requests, engine, Time::ZERO)
+    }
+
+    fn serve_with(requests: &[Request], engine: SplitEngine, prefill_delay: Time) -> SplitRun {
         let (mut prefill, mut decode) = (LinearTimes { base: 1000 }, LinearTimes { base: 500 });
-        simulate(requests, engine, Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut LinearMoves }, &|| {}).unwrap()
+        let moves = &mut LinearMoves { prefill_delay };
+        simulate(requests, engine, Sources { prefill: &mut prefill, decode: &mut decode, moves }, &|| {}).unwrap()
+    }
+
+    #[test]
+    fn a_move_beside_the_prefill_groups_next_chunk_makes_that_chunk_longer() {
+        // 100 + 156 tokens in the first chunk, the second prompt's 144 in
+        // the next: the first prompt's move runs beside that chunk.
+        let two = [Request { arrival: Time::ZERO, prompt: 100, output: 2 }, Request { arrival: Time::ZERO, prompt: 300, output: 2 }];
+        let (plain, slowed) = (serve(&two, engine(100, 100, 8)), serve_with(&two, engine(100, 100, 8), Time::from_us(70)));
+        assert_eq!(slowed.handoffs[0], plain.handoffs[0], "the move itself is as before");
+        assert_eq!(slowed.handoffs[1].prefilled, plain.handoffs[1].prefilled + Time::from_us(70));
+        let second = |run: &SplitRun| run.prefill.iterations[1].time;
+        assert_eq!(second(&slowed).total, second(&plain).total + Time::from_us(70));
+        assert_eq!(second(&slowed).comm, second(&plain).comm + Time::from_us(70), "the delay is its allreduces'");
+        // The last prompt's move has no chunk beside it.
+        assert_eq!(slowed.prefill.iterations.len(), 2);
     }
 
     #[test]
@@ -261,9 +289,14 @@ mod tests {
         let long = [Request { arrival: Time::ZERO, prompt: 200, output: 10 }];
         let (mut prefill, mut decode) = (LinearTimes { base: 1 }, LinearTimes { base: 1 });
         let mut run = |engine| {
-            simulate(&long, engine, Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut LinearMoves }, &|| {})
-                .unwrap_err()
-                .to_string()
+            simulate(
+                &long,
+                engine,
+                Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut LinearMoves { prefill_delay: Time::ZERO } },
+                &|| {},
+            )
+            .unwrap_err()
+            .to_string()
         };
         assert!(run(engine(10, 100, 8)).contains("raise --prefill-tp"));
         assert!(run(engine(100, 13, 8)).contains("needs 14 KV blocks") && run(engine(100, 13, 8)).contains("raise --decode-tp"));
@@ -290,7 +323,7 @@ mod tests {
             }
             let finished = std::cell::Cell::new(0);
             let (mut prefill, mut decode) = (LinearTimes { base: 1000 }, LinearTimes { base: 500 });
-            let sources = Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut LinearMoves };
+            let sources = Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut LinearMoves { prefill_delay: Time::ZERO } };
             let run = simulate(&requests, split, sources, &|| finished.set(finished.get() + 1)).unwrap();
             prop_assert_eq!(finished.get(), count, "every request finishes, once");
             let moved: u64 = run.handoffs.iter().map(|h| h.bytes).sum();
