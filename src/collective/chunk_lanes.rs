@@ -16,7 +16,7 @@ pub trait ChainWay {
     /// Adds chunk `index` at `position` of its way, once it has `arrived`
     /// from the position before (None at its first), and returns where it
     /// ends. A chunk takes a position only after the chunk before it has.
-    fn advance(&mut self, index: u64, position: u64, arrived: Option<TaskRef>, graph: &mut dyn Builder<Path>) -> Option<TaskRef>;
+    fn advance(&mut self, index: u64, position: u64, arrived: Option<TaskRef>, graph: &mut dyn Builder<Path>) -> TaskRef;
 }
 
 /// One channel's chunks on their way: each passes `positions` in turn, and
@@ -94,7 +94,7 @@ impl<W: ChainWay> Generator<Path> for ChunkLanes<W> {
         }
         let arrived = run.in_flight[slot].arrived;
         let ended = run.way.advance(index, position, arrived, graph);
-        run.in_flight[slot] = ChunkRun { position: position + 1, arrived: ended };
+        run.in_flight[slot] = ChunkRun { position: position + 1, arrived: Some(ended) };
         true
     }
 }

@@ -338,15 +338,15 @@ impl<'s> BroadcastWay<'s> {
 }
 
 impl ChainWay for BroadcastWay<'_> {
-    fn advance(&mut self, index: u64, position: u64, arrived: Option<TaskRef>, graph: &mut dyn Builder<Path>) -> Option<TaskRef> {
+    fn advance(&mut self, index: u64, position: u64, arrived: Option<TaskRef>, graph: &mut dyn Builder<Path>) -> TaskRef {
         let ring = self.ring;
         let piece = self.bytes.chunk_part(self.slice, index);
-        Some(match ring.rates.copy_out {
+        match ring.rates.copy_out {
             Some(rate) if position == ring.ranks as u64 - 1 => {
                 graph.delay(local_time(piece, rate), &[arrived.expect("a slice arrives before it is copied out")])
             }
             _ => self.pipes[position as usize].send(graph, wire_bytes(piece, ring.wire_factor), Some(ring.rates.send), arrived),
-        })
+        }
     }
 }
 

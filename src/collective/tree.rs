@@ -110,7 +110,7 @@ impl ChainWay for TreeWay<'_> {
     /// far end sends first; each rank towards the root forwards once its
     /// part has arrived, `up[0]` ending at the root), then back down from
     /// the root, then the far end's copy out. Returns where it ends.
-    fn advance(&mut self, index: u64, position: u64, arrived: Option<TaskRef>, graph: &mut dyn Builder<Path>) -> Option<TaskRef> {
+    fn advance(&mut self, index: u64, position: u64, arrived: Option<TaskRef>, graph: &mut dyn Builder<Path>) -> TaskRef {
         let tree = self.tree;
         let chunk = self.channel.bytes.chunk_part(Bytes(tree.chunk.0.max(1)), index);
         let wire = wire_bytes(chunk, tree.wire_factor);
@@ -122,16 +122,17 @@ impl ChainWay for TreeWay<'_> {
         if position < hops {
             let hop = hops - 1 - position;
             let receiver = if hop == 0 { Receiver::Root } else { Receiver::Reducing };
-            return Some(self.channel.up[hop].send(graph, wire, cap(receiver), arrived));
+            return self.channel.up[hop].send(graph, wire, cap(receiver), arrived);
         }
         if let Some(pipe) = self.channel.down.get_mut(position - hops) {
-            return Some(pipe.send(graph, wire, cap(Receiver::Broadcasting), arrived));
+            return pipe.send(graph, wire, cap(Receiver::Broadcasting), arrived);
         }
         // The far end copies chunks out one after another.
         let rate = tree.rates.receive.expect("a receive position where the far end copies out");
         let after: Vec<TaskRef> = arrived.into_iter().chain(self.last_end).collect();
-        self.last_end = Some(graph.delay(chunk / rate, &after));
-        self.last_end
+        let end = graph.delay(chunk / rate, &after);
+        self.last_end = Some(end);
+        end
     }
 }
 
