@@ -13,6 +13,7 @@
 //! an allreduce with empty chunks overlaps the next call of a stream by
 //! part of the steps its ranks sit out (`waits`).
 
+mod chunk_lanes;
 mod direct;
 mod element;
 mod layout;

@@ -14,14 +14,13 @@
 //! channel is a lane of the stream and a step a batch: tasks exist for
 //! about two steps of each channel at a time, whatever the size.
 
-use std::collections::VecDeque;
-
 use crate::engine::{Builder, Generator, Stream, TaskRef};
 use crate::network::Path;
 use crate::transport::Pipe;
 use crate::units::{Bandwidth, Bytes, Time};
 
 use super::Op;
+use super::chunk_lanes::{ChainWay, ChunkLanes};
 
 /// What a ring's steps move at, per channel.
 #[derive(Debug, Clone, PartialEq)]
@@ -186,8 +185,7 @@ impl Stream<Path> for RingStream {
     fn generator(&self) -> Box<dyn Generator<Path> + '_> {
         let lanes = || self.channels.iter().map(|channel| LaneRun::new(channel, self.ranks)).collect();
         if self.op == Op::Broadcast {
-            let lanes = self.channels.iter().map(|channel| ChainRun::new(channel, self)).collect();
-            Box::new(BroadcastRun { ring: self, lanes })
+            Box::new(ChunkLanes::new(self.channels.iter().map(|channel| BroadcastWay::new(channel, self))))
         } else {
             Box::new(RingRun { ring: self, lanes: lanes() })
         }
@@ -316,80 +314,39 @@ fn local_time(bytes: Bytes, rate: Bandwidth) -> Time {
 
 /// Broadcast from ring position 0 along the ring (a chain of n-1 hops):
 /// every slice is forwarded as soon as it has arrived, and the last rank
-/// copies it out where the protocol does. A batch is a wave of the
-/// pipeline (every slice on its way one position further), as the tree's
-/// (src/collective/tree.rs): tasks exist only for the slices on their way.
-/// Each slice's tasks are its group, so ties at an instant break as in the
-/// graph written slice by slice.
-struct BroadcastRun<'s> {
+/// copies it out where the protocol does. Each slice of each channel is a
+/// lane and a batch its next position, as the tree's chunks
+/// (src/collective/chunk_lanes.rs): tasks exist only for the positions
+/// slices are at or about to take.
+struct BroadcastWay<'s> {
     ring: &'s RingStream,
-    lanes: Vec<ChainRun>,
-}
-
-/// One channel of a broadcast, running.
-struct ChainRun {
     pipes: Vec<Pipe>,
-    /// The channel's slices.
-    slices: u64,
+    bytes: Bytes,
     /// Bytes of each slice but the last, which takes the remainder.
     slice: Bytes,
-    /// Positions of a slice's way: the hops, then the copy out if any.
-    positions: u64,
-    /// Waves added so far.
-    wave: u64,
-    /// Where each slice on its way last arrived, the oldest first.
-    in_flight: VecDeque<Option<TaskRef>>,
 }
 
-impl ChainRun {
-    fn new(channel: &RingChannel, ring: &RingStream) -> ChainRun {
+impl<'s> BroadcastWay<'s> {
+    /// A channel's way, its slices and the positions of a slice's way (the
+    /// hops, then the copy out if any).
+    fn new(channel: &RingChannel, ring: &'s RingStream) -> (BroadcastWay<'s>, u64, u64) {
         let slice = slice_size(ring.chunk, ring.slices_per_chunk, ring.min_slice);
         let hops = ring.ranks as u64 - 1;
-        ChainRun {
-            pipes: channel.pipes.clone(),
-            slices: channel.bytes.0.div_ceil(slice).max(1),
-            slice: Bytes(slice.max(1)),
-            positions: hops + u64::from(ring.rates.copy_out.is_some()),
-            wave: 0,
-            in_flight: VecDeque::new(),
-        }
+        let way = BroadcastWay { ring, pipes: channel.pipes.clone(), bytes: channel.bytes, slice: Bytes(slice.max(1)) };
+        (way, channel.bytes.0.div_ceil(slice).max(1), hops + u64::from(ring.rates.copy_out.is_some()))
     }
 }
 
-impl Generator<Path> for BroadcastRun<'_> {
-    fn lanes(&self) -> usize {
-        self.lanes.len()
-    }
-
-    fn next_batch(&mut self, lane: usize, graph: &mut dyn Builder<Path>) -> bool {
+impl ChainWay for BroadcastWay<'_> {
+    fn advance(&mut self, index: u64, position: u64, arrived: Option<TaskRef>, graph: &mut dyn Builder<Path>) -> TaskRef {
         let ring = self.ring;
-        let channel_bytes = ring.channels[lane].bytes;
-        let run = &mut self.lanes[lane];
-        let wave = run.wave;
-        if wave == run.slices + run.positions - 1 {
-            return false;
+        let piece = self.bytes.chunk_part(self.slice, index);
+        match ring.rates.copy_out {
+            Some(rate) if position == ring.ranks as u64 - 1 => {
+                graph.delay(local_time(piece, rate), &[arrived.expect("a slice arrives before it is copied out")])
+            }
+            _ => self.pipes[position as usize].send(graph, wire_bytes(piece, ring.wire_factor), Some(ring.rates.send), arrived),
         }
-        run.wave += 1;
-        if wave < run.slices {
-            run.in_flight.push_back(None);
-        }
-        let oldest = (wave + 1).saturating_sub(run.positions);
-        let hops = ring.ranks - 1;
-        for (index, arrived) in (oldest..).zip(run.in_flight.iter_mut()) {
-            graph.group(index);
-            let piece = channel_bytes.chunk_part(run.slice, index);
-            let position = (wave - index) as usize;
-            *arrived = Some(match ring.rates.copy_out {
-                Some(rate) if position == hops => {
-                    graph.delay(local_time(piece, rate), &[arrived.expect("a slice arrives before it is copied out")])
-                }
-                _ => run.pipes[position].send(graph, wire_bytes(piece, ring.wire_factor), Some(ring.rates.send), *arrived),
-            });
-        }
-        if wave + 1 >= run.positions {
-            run.in_flight.pop_front();
-        }
-        true
     }
 }
 

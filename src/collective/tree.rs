@@ -8,13 +8,12 @@
 //! lane of the stream and a batch its next position: tasks exist only for
 //! the chunks on their way, whatever the size.
 
-use std::collections::VecDeque;
-
 use crate::engine::{Builder, Generator, Stream, TaskRef};
 use crate::network::Path;
 use crate::transport::Pipe;
 use crate::units::{Bandwidth, Bytes};
 
+use super::chunk_lanes::{ChainWay, ChunkLanes};
 use super::ring::{cap_past_latency, wire_bytes};
 
 /// The chain's order for one channel: rank positions from the root to the
@@ -84,130 +83,57 @@ enum Receiver {
 
 impl Stream<Path> for TreeStream {
     fn generator(&self) -> Box<dyn Generator<Path> + '_> {
-        let mut first_lane = Vec::with_capacity(self.channels.len() + 1);
-        first_lane.push(0);
-        let channels = self
-            .channels
-            .iter()
-            .map(|c| {
-                let chunks = c.bytes.0.div_ceil(self.chunk.0).max(1);
-                first_lane.push(first_lane.last().copied().unwrap_or(0) + chunks as usize);
-                // The far end's receive of each chunk is a position of its
-                // own where it takes time.
-                let receives = self.rates.receive.is_some() && c.bytes.0 > 0;
-                let positions = (c.up.len() + c.down.len() + usize::from(receives)) as u64;
-                ChainRun { channel: c.clone(), positions, oldest: 0, in_flight: VecDeque::new(), last_end: None }
-            })
-            .collect();
-        Box::new(TreeRun { tree: self, channels, first_lane })
+        let channels = self.channels.iter().map(|c| {
+            let chunks = c.bytes.0.div_ceil(self.chunk.0).max(1);
+            // The far end's receive of each chunk is a position of its
+            // own where it takes time.
+            let receives = self.rates.receive.is_some() && c.bytes.0 > 0;
+            let positions = (c.up.len() + c.down.len() + usize::from(receives)) as u64;
+            (TreeWay { tree: self, channel: c.clone(), last_end: None }, chunks, positions)
+        });
+        Box::new(ChunkLanes::new(channels))
     }
 }
 
-/// One channel's chunks on their way along the chain. A chunk passes
-/// `positions` in turn (its sends up to the root, those back down, and the
-/// far end's receive), each once it has left the one before and once the
-/// chunk before it has left this one: so a chunk leaves the pipe of a
-/// position only after the chunk before it, and only the chunks in the
-/// pipeline have state.
-struct ChainRun {
+/// One channel's chain: a chunk passes its sends up to the root, those back
+/// down, and the far end's receive, each once it has left the one before
+/// and once the chunk before it has left this one (src/collective/chunk_lanes.rs).
+struct TreeWay<'s> {
+    tree: &'s TreeStream,
     channel: ChainChannel,
-    positions: u64,
-    /// The chunk at the front of `in_flight`.
-    oldest: u64,
-    /// Each chunk that has begun and not yet passed every position, oldest
-    /// first.
-    in_flight: VecDeque<ChunkRun>,
     /// The far end's last receive.
     last_end: Option<TaskRef>,
 }
 
-/// A chunk on its way: the next position it takes and where its last one
-/// ended (none before its first).
-struct ChunkRun {
-    position: u64,
-    arrived: Option<TaskRef>,
-}
-
-/// A lane for each chunk of each channel, channel by channel, so that lanes
-/// stand in the order a graph holding the chunks one after another would;
-/// a batch is the chunk's next position, and a chunk begins once the one
-/// before it has left its first position's sender. So tasks exist only for
-/// positions a chunk is at or about to take, however far ahead the first
-/// chunks ran while the chain was empty.
-struct TreeRun<'s> {
-    tree: &'s TreeStream,
-    channels: Vec<ChainRun>,
-    /// Each channel's first lane, then the number of lanes.
-    first_lane: Vec<usize>,
-}
-
-impl Generator<Path> for TreeRun<'_> {
-    fn lanes(&self) -> usize {
-        self.first_lane.last().copied().unwrap_or(0)
-    }
-
-    fn follows(&self, lane: usize) -> bool {
-        self.first_lane.binary_search(&lane).is_err()
-    }
-
-    /// The chunk of `lane` one position further.
-    fn next_batch(&mut self, lane: usize, graph: &mut dyn Builder<Path>) -> bool {
+impl ChainWay for TreeWay<'_> {
+    /// Adds the chunk at `position` of its way: a send up the chain (the
+    /// far end sends first; each rank towards the root forwards once its
+    /// part has arrived, `up[0]` ending at the root), then back down from
+    /// the root, then the far end's copy out. Returns where it ends.
+    fn advance(&mut self, index: u64, position: u64, arrived: Option<TaskRef>, graph: &mut dyn Builder<Path>) -> TaskRef {
         let tree = self.tree;
-        let channel = self.first_lane.partition_point(|&first| first <= lane) - 1;
-        let chunk_index = (lane - self.first_lane[channel]) as u64;
-        let run = &mut self.channels[channel];
-        let slot = (chunk_index - run.oldest) as usize;
-        if slot == run.in_flight.len() {
-            run.in_flight.push_back(ChunkRun { position: 0, arrived: None });
+        let chunk = self.channel.bytes.chunk_part(Bytes(tree.chunk.0.max(1)), index);
+        let wire = wire_bytes(chunk, tree.wire_factor);
+        // A hop's first bytes ride on its latency, as many as its receiving
+        // threads take in a pass.
+        let cap = |receiver| cap_past_latency(tree.rates.send, wire, riding(tree.latency_bytes, receiver));
+        let hops = self.channel.up.len();
+        let position = position as usize;
+        if position < hops {
+            let hop = hops - 1 - position;
+            let receiver = if hop == 0 { Receiver::Root } else { Receiver::Reducing };
+            return self.channel.up[hop].send(graph, wire, cap(receiver), arrived);
         }
-        let position = run.in_flight[slot].position;
-        if position == run.positions {
-            // Chunks pass the last position in order: the oldest is done.
-            debug_assert!(slot == 0, "a chain's chunks finish in order");
-            run.in_flight.pop_front();
-            run.oldest += 1;
-            return false;
+        if let Some(pipe) = self.channel.down.get_mut(position - hops) {
+            return pipe.send(graph, wire, cap(Receiver::Broadcasting), arrived);
         }
-        let chunk = run.channel.bytes.chunk_part(Bytes(tree.chunk.0.max(1)), chunk_index);
-        let arrived = run.in_flight[slot].arrived;
-        let ended = advance(tree, &mut run.channel, &mut run.last_end, chunk, position, arrived, graph);
-        run.in_flight[slot] = ChunkRun { position: position + 1, arrived: ended };
-        true
+        // The far end copies chunks out one after another.
+        let rate = tree.rates.receive.expect("a receive position where the far end copies out");
+        let after: Vec<TaskRef> = arrived.into_iter().chain(self.last_end).collect();
+        let end = graph.delay(chunk / rate, &after);
+        self.last_end = Some(end);
+        end
     }
-}
-
-/// Adds `chunk` at `position` of its way: a send up the chain (the far end
-/// sends first; each rank towards the root forwards once its part has
-/// arrived, `up[0]` ending at the root), then back down from the root,
-/// then the far end's copy out. Returns where it ends.
-fn advance(
-    tree: &TreeStream,
-    channel: &mut ChainChannel,
-    last_end: &mut Option<TaskRef>,
-    chunk: Bytes,
-    position: u64,
-    arrived: Option<TaskRef>,
-    graph: &mut dyn Builder<Path>,
-) -> Option<TaskRef> {
-    let wire = wire_bytes(chunk, tree.wire_factor);
-    // A hop's first bytes ride on its latency, as many as its receiving
-    // threads take in a pass.
-    let cap = |receiver| cap_past_latency(tree.rates.send, wire, riding(tree.latency_bytes, receiver));
-    let hops = channel.up.len();
-    let position = position as usize;
-    if position < hops {
-        let hop = hops - 1 - position;
-        let receiver = if hop == 0 { Receiver::Root } else { Receiver::Reducing };
-        return Some(channel.up[hop].send(graph, wire, cap(receiver), arrived));
-    }
-    if let Some(pipe) = channel.down.get_mut(position - hops) {
-        return Some(pipe.send(graph, wire, cap(Receiver::Broadcasting), arrived));
-    }
-    // The far end copies chunks out one after another.
-    let rate = tree.rates.receive.expect("a receive position where the far end copies out");
-    let after: Vec<TaskRef> = arrived.into_iter().chain(*last_end).collect();
-    *last_end = Some(graph.delay(chunk / rate, &after));
-    *last_end
 }
 
 #[cfg(test)]

@@ -18,24 +18,22 @@ pub fn run<R, F: Fabric<R>>(graph: &TaskGraph<R>, fabric: &mut F) -> Schedule {
 
 /// Where a task stands among those ready at one instant: as a graph built
 /// whole would number it. The graph's task in the top 32 bits of `lane`,
-/// then a stream's lane (0 for the graph's own tasks) in the low 32, then
-/// the task's group in its lane; then the order it was added to the lane.
-/// Compared field by field (three words, aligned as words, so that a slot
-/// fits a cache line).
+/// then a stream's lane (0 for the graph's own tasks) in the low 32; then
+/// the order it was added to the lane. Compared field by field (two words,
+/// aligned as words, so that a slot fits a cache line).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Order {
     lane: u64,
-    group: u64,
     added: u64,
 }
 
 impl Order {
-    fn new(task: u32, lane: u32, group: u64, added: u64) -> Order {
-        Order { lane: u64::from(task) << 32 | u64::from(lane), group, added }
+    fn new(task: u32, lane: u32, added: u64) -> Order {
+        Order { lane: u64::from(task) << 32 | u64::from(lane), added }
     }
 
     fn of_graph(task: u32) -> Order {
-        Order::new(task, 0, 0, 0)
+        Order::new(task, 0, 0)
     }
 }
 
@@ -94,10 +92,8 @@ struct LaneRun {
     /// Batches added so far.
     batches: u32,
     exhausted: bool,
-    /// Tasks added so far: the next one's place in its group.
+    /// Tasks added so far: the next one's place in the lane.
     added: u64,
-    /// The group tasks are added to.
-    group: u64,
     /// Whether the next lane follows this one and has not begun yet.
     leads: bool,
 }
@@ -187,7 +183,7 @@ struct Spawner<'t, R> {
 impl<R> Builder<R> for Spawner<'_, R> {
     fn add(&mut self, work: Work<R>, after: &[TaskRef]) -> TaskRef {
         assert!(!matches!(work, Work::Stream(_)), "a stream cannot add a stream");
-        let order = Order::new(self.stream_task, self.lane_index, self.lane.group, self.lane.added);
+        let order = Order::new(self.stream_task, self.lane_index, self.lane.added);
         self.lane.added += 1;
         self.added += 1;
         let slot = self.tasks.allocate(
@@ -227,10 +223,6 @@ impl<R> Builder<R> for Spawner<'_, R> {
             if self.with_stream { self.tasks.ready_with_stream.push(ready) } else { self.tasks.ready.push(ready) }
         }
         TaskRef { slot, generation: self.tasks.slots[slot as usize].generation }
-    }
-
-    fn group(&mut self, group: u64) {
-        self.lane.group = group;
     }
 }
 
@@ -427,13 +419,7 @@ impl<'g, R> Executor<'g, R> {
         let index = self.streams.len() as u32;
         let count = generator.lanes();
         let lanes = (0..count)
-            .map(|lane| LaneRun {
-                batches: 0,
-                exhausted: false,
-                added: 0,
-                group: 0,
-                leads: lane + 1 < count && generator.follows(lane + 1),
-            })
+            .map(|lane| LaneRun { batches: 0, exhausted: false, added: 0, leads: lane + 1 < count && generator.follows(lane + 1) })
             .collect();
         let begins: Vec<bool> = (0..count).map(|lane| !generator.follows(lane)).collect();
         self.streams.push(StreamRun { task, generator: Some(generator), lanes, live: 0 });

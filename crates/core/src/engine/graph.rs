@@ -28,14 +28,6 @@ pub trait Builder<R> {
     /// Adds a task that starts once every task in `after` has finished (a
     /// task of a stream with nothing in `after` starts with the stream).
     fn add(&mut self, work: Work<R>, after: &[TaskRef]) -> TaskRef;
-    /// Puts the tasks added from now on in `group` of their lane (0 until
-    /// said otherwise). Among tasks ready at one instant, a lane's stand
-    /// group by group, and within a group in the order they were added:
-    /// so a generator may add a lane's tasks in another order than a graph
-    /// built whole would hold them (a chain's chunks, hop by hop) and keep
-    /// that graph's ties. A graph's own tasks stand in the order they were
-    /// added, whatever their group.
-    fn group(&mut self, group: u64);
 }
 
 impl<R> dyn Builder<R> + '_ {
@@ -134,25 +126,19 @@ impl<R> TaskGraph<R> {
         self.add(Work::Stream(stream), after)
     }
 
-    /// Adds every task of `stream` to the graph itself (lane by lane, each
-    /// lane's groups in order, a group's tasks as they were added), after
-    /// `after`; returns a join of them. What a stream runs as, written out:
-    /// for timelines of its tasks, and the reference streams are tested
-    /// against.
+    /// Adds every task of `stream` to the graph itself (lane by lane, a
+    /// lane's tasks as they were added), after `after`; returns a join of
+    /// them. What a stream runs as, written out: for timelines of its
+    /// tasks, and the reference streams are tested against.
     pub fn inline(&mut self, stream: &dyn Stream<R>, after: &[TaskId]) -> TaskId {
         let mut generator = stream.generator();
-        let mut written = Written { tasks: Vec::new(), lane: 0, group: 0 };
+        let mut written = Written { tasks: Vec::new() };
         for lane in 0..generator.lanes() {
-            (written.lane, written.group) = (lane as u32, 0);
             while generator.next_batch(lane, &mut written) {}
         }
-        let mut order: Vec<usize> = (0..written.tasks.len()).collect();
-        order.sort_by_key(|&i| (written.tasks[i].lane, written.tasks[i].group));
         let mut id_of = vec![None; written.tasks.len()];
         let mut has_successor = vec![false; written.tasks.len()];
-        let mut tasks: Vec<Option<WrittenTask<R>>> = written.tasks.into_iter().map(Some).collect();
-        for i in order {
-            let task = tasks[i].take().expect("each task is written once");
+        for (i, task) in written.tasks.into_iter().enumerate() {
             let mut before: Vec<TaskId> = Vec::with_capacity(task.after.len().max(after.len()));
             for &earlier in &task.after {
                 has_successor[earlier] = true;
@@ -197,21 +183,15 @@ impl<R> Builder<R> for TaskGraph<R> {
         let after: Vec<TaskId> = after.iter().map(|r| TaskId(r.slot)).collect();
         TaskGraph::add(self, work, &after).into()
     }
-
-    fn group(&mut self, _: u64) {}
 }
 
-/// A stream's tasks as its generator adds them, before they are written
-/// into a graph in the order a run breaks ties in.
+/// A stream's tasks as its generator adds them, lane by lane: the order a
+/// run breaks ties in.
 struct Written<R> {
     tasks: Vec<WrittenTask<R>>,
-    lane: u32,
-    group: u64,
 }
 
 struct WrittenTask<R> {
-    lane: u32,
-    group: u64,
     work: Work<R>,
     /// The stream's tasks it waits for, by their place in `Written::tasks`.
     after: Vec<usize>,
@@ -221,11 +201,7 @@ impl<R> Builder<R> for Written<R> {
     fn add(&mut self, work: Work<R>, after: &[TaskRef]) -> TaskRef {
         assert!(!matches!(work, Work::Stream(_)), "a stream cannot add a stream");
         let after = after.iter().map(|task| task.slot as usize).collect();
-        self.tasks.push(WrittenTask { lane: self.lane, group: self.group, work, after });
+        self.tasks.push(WrittenTask { work, after });
         TaskRef { slot: (self.tasks.len() - 1) as u32, generation: 0 }
-    }
-
-    fn group(&mut self, group: u64) {
-        self.group = group;
     }
 }
