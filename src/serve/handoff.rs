@@ -127,6 +127,8 @@ pub struct TopologyMoves<'a> {
     background: Option<(Background, Time)>,
     /// By rounded token count, and whether the prefill group computes.
     kept: BTreeMap<(u64, bool), Kept>,
+    /// When a chain of that many of the background's allreduces ends alone.
+    unshared: BTreeMap<usize, Time>,
 }
 
 impl<'a> TopologyMoves<'a> {
@@ -148,7 +150,7 @@ impl<'a> TopologyMoves<'a> {
             })
             .collect::<Result<Vec<_>, transport::TransportError>>()
             .map_err(collective::CollectiveError::from)?;
-        Ok(TopologyMoves { topo, model, shares, background: None, kept: BTreeMap::new() })
+        Ok(TopologyMoves { topo, model, shares, background: None, kept: BTreeMap::new(), unshared: BTreeMap::new() })
     }
 
     /// The same moves, each sharing the links with `background`.
@@ -172,7 +174,7 @@ impl<'a> TopologyMoves<'a> {
     /// One move of `tokens` tokens, simulated beside the prefill group's
     /// traffic where it computes: its time and the delay it puts on that
     /// traffic, and every link's use by the move alone.
-    fn simulate(&self, tokens: u64, prefilling: bool) -> Result<(MoveTime, Vec<LinkUsage>), ServeError> {
+    fn simulate(&mut self, tokens: u64, prefilling: bool) -> Result<(MoveTime, Vec<LinkUsage>), ServeError> {
         let (alone, _, usage) = self.run(Some(tokens), None)?;
         let Some((background, allreduce)) = self.background.as_ref().filter(|_| prefilling) else {
             return Ok((MoveTime { duration: alone, prefill_delay: Time::ZERO }, usage));
@@ -182,7 +184,14 @@ impl<'a> TopologyMoves<'a> {
         let period = *allreduce + background.compute;
         let count = (2.0 * alone.as_secs() / period.as_secs().max(f64::MIN_POSITIVE)).ceil() as usize + 1;
         let (duration, shared, _) = self.run(Some(tokens), Some((background, count)))?;
-        let (_, unshared, _) = self.run(None, Some((background, count)))?;
+        let unshared = match self.unshared.get(&count) {
+            Some(&end) => end,
+            None => {
+                let (_, end, _) = self.run(None, Some((background, count)))?;
+                self.unshared.insert(count, end);
+                end
+            }
+        };
         let prefill_delay = shared.max(unshared) - unshared;
         Ok((MoveTime { duration, prefill_delay }, usage))
     }
