@@ -52,6 +52,10 @@ pub struct PcieGeneration {
     /// leave in smaller packets than a copy engine's, each with its own
     /// header.
     pub thread_store_efficiency: f64,
+    /// The generation whose three thread shares above this one takes where
+    /// no layer set its own (resolved as the model loads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_as: Option<String>,
 }
 
 /// One NVLink generation, per link and per direction.
@@ -431,6 +435,36 @@ fn layer_text(source: &ModelSource) -> ConfigResult<String> {
     }
 }
 
+/// The shares of a PCIe link that GPU threads take: host reads, reads and
+/// writes in one pass, stores to a peer.
+const THREAD_SHARES: [&str; 3] = ["host_read_efficiency", "host_read_write_efficiency", "thread_store_efficiency"];
+
+/// A generation that says `threads_as = "genN"` takes the thread shares no
+/// layer set for it from genN as the layers leave genN, so that a fit of
+/// the generation they were measured on carries to those assumed to behave
+/// as it does.
+fn inherit_thread_shares(merged: &mut toml::Table, last: &std::path::Path) -> ConfigResult<()> {
+    let Some(toml::Value::Table(generations)) = merged.get_mut("pcie") else { return Ok(()) };
+    let names: Vec<String> = generations.keys().cloned().collect();
+    for name in names {
+        let Some(like) = generations.get(&name).and_then(|generation| generation.get("threads_as")) else { continue };
+        let key = format!("pcie.{name}.threads_as");
+        let like = like.as_str().ok_or_else(|| ConfigError::invalid(last, &key, "expected the name of a PCIe generation"))?.to_string();
+        let shares: Vec<(&str, toml::Value)> = match generations.get(&like) {
+            Some(toml::Value::Table(source)) if !source.contains_key("threads_as") => {
+                THREAD_SHARES.iter().filter_map(|&share| source.get(share).map(|v| (share, v.clone()))).collect()
+            }
+            Some(_) => return Err(ConfigError::invalid(last, &key, format!("pcie.{like} takes its own shares from another generation"))),
+            None => return Err(ConfigError::invalid(last, &key, format!("no PCIe generation {like:?}"))),
+        };
+        let Some(toml::Value::Table(generation)) = generations.get_mut(&name) else { continue };
+        for (share, value) in shares {
+            generation.entry(share).or_insert(value);
+        }
+    }
+    Ok(())
+}
+
 /// A protocol's `pcie` costs, where any layer sets some, take the keys no
 /// layer set from its `nvlink` costs as the layers leave them: P2P over PCIe
 /// runs the same kernel, set apart only where a measurement says so.
@@ -483,6 +517,7 @@ impl HardwareModel {
         merged.insert("provenance".into(), toml::Value::Array(provenance));
         resolve_compute(&mut merged, prior.unwrap_or_default(), &last)?;
         inherit_pcie_costs(&mut merged);
+        inherit_thread_shares(&mut merged, &last)?;
         let layers: Vec<String> = std::iter::once(&base).chain(overlays).map(|s| s.label().display().to_string()).collect();
         // The error names the table and key it stopped at ("nvlink.gen9"),
         // which the merged table has lost its lines for.
@@ -578,6 +613,28 @@ mod tests {
         let warning = model.coverage_warning(3, crate::stack::Stack::NcclGraph).expect("3 GPUs were not fitted on");
         assert!(warning.contains("3 GPUs (fitted on 2, 4, 8)"), "{warning}");
         assert_eq!(model.coverage_warning(8, crate::stack::Stack::NcclGraph), None);
+    }
+
+    #[test]
+    fn generations_assumed_as_gen5_take_its_thread_shares_as_the_layers_leave_them() {
+        let text = |text: &str| ModelSource::Text { label: PathBuf::from("layer.toml"), text: text.into() };
+        let fitted = HardwareModel::load(&[shipped("h200-fit").unwrap()]).unwrap();
+        let gen5 = fitted.pcie("gen5").unwrap();
+        for generation in ["gen3", "gen4", "gen6"] {
+            let pcie = fitted.pcie(generation).unwrap();
+            assert_eq!(pcie.host_read_write_efficiency, gen5.host_read_write_efficiency, "{generation}");
+            assert_eq!(pcie.host_read_efficiency, gen5.host_read_efficiency, "{generation}");
+            assert_eq!(pcie.thread_store_efficiency, gen5.thread_store_efficiency, "{generation}");
+        }
+        assert_ne!(fitted.pcie("gen4").unwrap().lane_rate, gen5.lane_rate, "only the thread shares are taken");
+        // A layer that sets a generation's own share keeps it.
+        let own = HardwareModel::load(&[text("[pcie.gen4]\nhost_read_write_efficiency = 0.5\n")]).unwrap();
+        assert_eq!(own.pcie("gen4").unwrap().host_read_write_efficiency, 0.5);
+        assert_eq!(own.pcie("gen3").unwrap().host_read_write_efficiency, own.pcie("gen5").unwrap().host_read_write_efficiency);
+        let error = HardwareModel::load(&[text("[pcie.gen4]\nthreads_as = \"gen9\"\n")]).unwrap_err().to_string();
+        assert!(error.contains("pcie.gen4.threads_as") && error.contains("gen9"), "{error}");
+        let chained = HardwareModel::load(&[text("[pcie.gen4]\nthreads_as = \"gen3\"\n")]).unwrap_err().to_string();
+        assert!(chained.contains("pcie.gen3 takes its own shares from another generation"), "{chained}");
     }
 
     #[test]

