@@ -98,7 +98,7 @@ pub struct LlmArgs {
     #[arg(long, value_parser = super::gpu_count())]
     gpus: Option<u32>,
     /// GPU model for the pcie-* presets (a100, h100, h200, h20, b200, h100-pcie,
-    /// h200-nvl, a100-pcie, l4, l40s, rtx4090, rtx5090, rtx-pro-6000).
+    /// h200-nvl, a100-pcie, l4, l40s, rtx4090, rtx5090, rtx-pro-6000, v100-pcie).
     #[arg(long)]
     gpu: Option<String>,
     /// Host platform for the presets (epyc-turin, spr-2s, ...).

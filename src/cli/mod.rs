@@ -76,7 +76,7 @@ pub struct TopologyArgs {
     pub gpus: Option<u32>,
     /// GPU model for the pcie-* presets and for imported nvidia-smi or NCCL
     /// files (a100, h100, h200, h20, b200; h100-pcie, h200-nvl, a100-pcie,
-    /// l4, l40s, rtx4090, rtx5090, rtx-pro-6000).
+    /// l4, l40s, rtx4090, rtx5090, rtx-pro-6000, v100-pcie).
     #[arg(long)]
     pub gpu: Option<String>,
     /// Host platform (CPU sockets, their link, memory and PCIe lanes) for

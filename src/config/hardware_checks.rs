@@ -294,12 +294,25 @@ impl HardwareModel {
                 at_least_channel_rate(path, &format!("cta.{arch}.adds.{kind}"), rate)?;
             }
         }
+        // The table whose speedup scales `arch`'s followed rates: its own,
+        // or the nearest one it follows (`like` with no speedup of its own).
+        // (A few levels, as `cta_rates` follows them.)
+        let speedup_owner = |arch: &str| -> String {
+            let mut key = arch;
+            for _ in 0..4 {
+                match self.cta.get(key).filter(|cta| cta.speedup.is_none()).and_then(|cta| cta.like.as_deref()) {
+                    Some(like) => key = like,
+                    None => break,
+                }
+            }
+            key.to_string()
+        };
         for arch in self.cta.keys() {
             for protocol in super::protocol::PROTOCOLS {
                 let rates = self.cta_rates(arch, protocol).map_err(|message| ConfigError::invalid(path, format!("cta.{arch}"), message))?;
                 // Own rates passed above; followed ones are another table's times a speedup.
                 for rate in [rates.load, rates.store, rates.remote_store] {
-                    at_least_channel_rate(path, &format!("cta.{arch}.speedup.{protocol}"), rate)?;
+                    at_least_channel_rate(path, &format!("cta.{}.speedup.{protocol}", speedup_owner(arch)), rate)?;
                 }
             }
         }

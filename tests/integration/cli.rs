@@ -243,7 +243,7 @@ fn a_forced_channel_count_the_call_does_not_run_is_noted_in_the_row_and_on_stder
 
 #[test]
 fn every_pcie_gpu_runs_collective_and_llm_on_a_pcie_board_and_the_table_names_gpu_and_host() {
-    for gpu in ["l4", "l40s", "rtx4090", "rtx5090", "rtx-pro-6000", "a100-pcie", "h100-pcie", "h200-nvl"] {
+    for gpu in ["l4", "l40s", "rtx4090", "rtx5090", "rtx-pro-6000", "a100-pcie", "h100-pcie", "h200-nvl", "v100-pcie"] {
         let board = ["--topology", "pcie-direct-8gpu", "--gpu", gpu, "--host", "epyc-genoa"];
         let collective = [&["collective", "--op", "allreduce", "--sizes", "1MiB"][..], &board[..]].concat();
         assert!(icsim(&collective).status.success(), "collective on {gpu}: {}", stderr(&icsim(&collective)));

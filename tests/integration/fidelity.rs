@@ -576,6 +576,13 @@ const PUBLIC_PCIE: &[PublicTable] = &[
     PublicTable { file: "rtx4090-6gpu-tinybox-p2p-patched.txt", topology: "rome-6x4090", transport: "p2p", counts: true },
     PublicTable { file: "h100pcie-2gpu-nvlink-bridge.txt", topology: "h100pcie-bridged-pair", transport: "nvlink", counts: true },
     PublicTable { file: "wrx90-8x6000-cpayne-p2p.jsonl", topology: "wrx90-8x6000", transport: "p2p", counts: true },
+    // Not logged; the post installs the P2P driver and tests for P2P. On an
+    // AMD host NCCL from 2.23 would keep four GPUs on separate root ports to
+    // SHM (paths.cc), and the NCCL version is not stated: SHM is reported too.
+    PublicTable { file: "rtx4090-4gpu-pptest-p2p-patched.txt", topology: "pptest-4x4090", transport: "p2p", counts: true },
+    PublicTable { file: "rtx4090-4gpu-pptest-p2p-patched.txt", topology: "pptest-4x4090", transport: "shm", counts: false },
+    PublicTable { file: "v100pcie-4gpu-bessemer-p2p.txt", topology: "bessemer-4xv100", transport: "p2p", counts: true },
+    PublicTable { file: "l40s-4gpu-farmshare-shm.txt", topology: "farmshare-4xl40s", transport: "shm", counts: true },
 ];
 
 #[test]
@@ -599,6 +606,7 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
         Miss { series: "rtx4090-8gpu-rome-p2p-patched.txt: allreduce shm ranks=8", today: Bound { median: 0.28, max: NO_MAX } },
         Miss { series: "rtx4090-8gpu-rome-p2p-patched.txt: allreduce p2p ranks=8", today: Bound { median: 0.23, max: NO_MAX } },
         Miss { series: "h100pcie-2gpu-nvlink-bridge.txt: allreduce nvlink ranks=2", today: Bound { median: 0.49, max: NO_MAX } },
+        Miss { series: "rtx4090-4gpu-pptest-p2p-patched.txt: allreduce shm ranks=4", today: Bound { median: 0.61, max: NO_MAX } },
     ];
     let held = hold("public PCIe servers, NCCL choosing, from 64 KiB", &rows, from_64_kib, Bound { median: 0.20, max: NO_MAX }, &misses);
     let mut medians: Vec<f64> = PUBLIC_PCIE
@@ -613,29 +621,35 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
         .collect();
     medians.sort_by(f64::total_cmp);
     let median_of_medians = validate::median(&medians);
-    println!("median of the series' medians: {:.1}% (issue: 10%)", median_of_medians * 100.0);
-    assert!(median_of_medians <= 0.10, "the median of the public PCIe series' medians grew to {:.1}%", median_of_medians * 100.0);
+    println!("median of the series' medians: {:.1}% (issue: 10%, held there)", median_of_medians * 100.0);
+    assert!(
+        median_of_medians <= 0.10,
+        "the median of the public PCIe series' medians grew to {:.1}%, past the issue's 10%",
+        median_of_medians * 100.0
+    );
     const ROW: &str = "PCIe-only servers nobody here owns";
     page_quotes(ROW, &format!("median of the series' medians **{:.1}%**", median_of_medians * 100.0));
     // The series that count and meet the issue's 20%, in the table's order,
     // then the misses.
+    let prefix = |table: &PublicTable| format!("{}: allreduce {} ", table.file, table.transport);
     let of = |table: &PublicTable| {
-        let series = format!("{}: allreduce {} ", table.file, table.transport);
+        let series = prefix(table);
         held.iter().find(|h| h.series.starts_with(&series)).unwrap_or_else(|| panic!("no series {series}"))
     };
     let meeting: Vec<String> = PUBLIC_PCIE
         .iter()
-        .filter(|table| table.counts && !misses.iter().any(|m| m.series.starts_with(table.file)))
+        .filter(|table| table.counts && !misses.iter().any(|m| m.series.starts_with(&prefix(table))))
         .map(|table| match of(table) {
             h if h.points == 1 => format!("{:.1}% (one point)", h.median * 100.0),
             h => format!("{:.1}", h.median * 100.0),
         })
         .collect();
     page_quotes(ROW, &format!("series {}% a series", meeting.join(" / ")));
-    // The worst points of the series of more than two points, and their sizes.
+    // The worst points of the counted series of more than two points, and their sizes.
+    let counted = |series: &str| PUBLIC_PCIE.iter().any(|table| table.counts && series.starts_with(&prefix(table)));
     let worst: Vec<&Row> = held
         .iter()
-        .filter(|h| h.points > 2)
+        .filter(|h| h.points > 2 && counted(&h.series))
         .map(|h| {
             let of_series = rows.iter().filter(|r| r.series == h.series && from_64_kib(r) && r.error.is_some());
             of_series.max_by(|a, b| a.error.unwrap().abs().total_cmp(&b.error.unwrap().abs())).expect("a point")
@@ -667,4 +681,5 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
             miss("h100pcie-2gpu-nvlink-bridge.txt", "nvlink")
         ),
     );
+    page_quotes(ROW, &format!("{:.1}% for the 4x RTX 4090 unlocked box as SHM", miss("rtx4090-4gpu-pptest-p2p-patched.txt", "shm")));
 }
