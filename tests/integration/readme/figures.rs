@@ -766,7 +766,7 @@ fn readme_serving_interconnect_and_preemption_tables_match_their_runs() {
 #[test]
 fn readme_serving_split_table_matches_its_runs() {
     const FROM: &str = "icsim serve --json --prefill-tp 4 --decode-tp 4 at 1 request a second (docs/serving.md's split table)";
-    let quotes: Vec<Quote> = [("hgx-h200", "hgx-h200"), ("pcie-gen5-8gpu --gpu h200-nvl", "pcie-gen5-8gpu, h200-nvl")]
+    let mut quotes: Vec<Quote> = [("hgx-h200", "hgx-h200"), ("pcie-gen5-8gpu --gpu h200-nvl", "pcie-gen5-8gpu, h200-nvl")]
         .iter()
         .map(|(machine, name)| {
             let args: Vec<String> = format!("serve --json {SERVED_EXAMPLE} --prefill-tp 4 --decode-tp 4 --rate 1 -t {machine}")
@@ -791,6 +791,13 @@ fn readme_serving_split_table_matches_its_runs() {
             quote("docs/serving.md", FROM, text)
         })
         .collect();
+    // Every KV head once at both TPs: the bytes of a token's keys and values.
+    let per_token = icsim::config::llm::LlmModel::load("llama-3.1-70b").unwrap().kv_cache_bytes_per_gpu(1, 1, 1);
+    quotes.push(quote(
+        "docs/serving.md",
+        "models/llm/llama-3.1-70b.toml",
+        format!("every head once, {} KiB a token for 70B", per_token / 1024),
+    ));
     check(&quotes);
 }
 
@@ -943,8 +950,10 @@ fn readme_diff_prose_matches_the_diffs() {
 
 /// A preset's link rate per direction (a memory bus: in total), GB/s, as
 /// `icsim topo show --format json` prints it.
+/// `preset` may carry flags (`pcie-gen5-8gpu --host epyc-genoa`).
 fn link_gbps(preset: &str, from: &str, to: &str) -> f64 {
-    let topo = icsim_json(&["topo", "show", preset, "--format", "json"]);
+    let args: Vec<&str> = ["topo", "show"].into_iter().chain(preset.split_whitespace()).chain(["--format", "json"]).collect();
+    let topo = icsim_json(&args);
     let link = topo["links"].as_array().unwrap().iter().find(|l| l["from"] == from && l["to"] == to).cloned();
     link.unwrap_or_else(|| panic!("icsim topo show {preset}: no link {from} -> {to}"))["gbps"].as_f64().unwrap()
 }
@@ -1050,5 +1059,43 @@ fn readme_serving_published_runs_match_their_shipped_predictions() {
         quote("docs/serving.md", FROM, format!("output throughput / p50 TPOT: {}", named.join("; "))),
         quote("docs/serving.md", FROM, format!("brings Lambda's later runs from {} to {} in throughput", host[0], host[2])),
     ];
+    check(&quotes);
+}
+
+#[test]
+fn readme_guide_fastest_algorithms_and_socket_links_match_their_runs() {
+    const FROM: &str = "icsim collective --topology hgx-h200 --algo oneshot,twoshot,ring --sizes 1KiB..64MiB:x4";
+    // readme.rs compares only the first word of these lines of the shown output.
+    let printed = crate::common::succeeded(&crate::common::icsim(&[
+        "collective",
+        "--topology",
+        "hgx-h200",
+        "--algo",
+        "oneshot,twoshot,ring",
+        "--sizes",
+        "1KiB..64MiB:x4",
+    ]));
+    let fastest = printed.split("fastest by size:").nth(1).unwrap_or_else(|| panic!("{FROM}: no `fastest by size:`"));
+    let mut quotes: Vec<Quote> = fastest
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|l| !l.is_empty())
+        .map(|l| quote("docs/guide.md", FROM, l))
+        .collect();
+    // The socket links, as `icsim topo show` gives them.
+    const LINKS: &str = "icsim topo show --format json: cpu0 -> cpu1";
+    let epyc = link_gbps("pcie-gen4-8gpu", "cpu0", "cpu1");
+    quotes.push(quote("docs/guide.md", LINKS, format!("(four x16 xGMI links, {epyc:.0} GB/s each way)")));
+    quotes.push(quote("docs/guide.md", LINKS, format!("(four xGMI links, {epyc:.0} GB/s each way)")));
+    quotes.push(quote(
+        "docs/guide.md",
+        LINKS,
+        format!(
+            "xGMI-3 links at 32 Gb/s a lane, {:.0} GB/s each way; Sapphire Rapids: four UPI links at 16 GT/s, {:.0} GB/s)",
+            link_gbps("pcie-gen5-8gpu --host epyc-genoa", "cpu0", "cpu1"),
+            link_gbps("hgx-h200", "cpu0", "cpu1")
+        ),
+    ));
+    assert!(quotes.len() > 3, "{FROM}: no sizes under `fastest by size:`");
     check(&quotes);
 }
