@@ -310,13 +310,26 @@ fn readme_vendor_comparison_matches_the_sweep_and_the_published_series() {
     check(&quotes);
 }
 
+/// The modes of `icsim run --format json` (configs/default.toml).
+fn default_run() -> Vec<serde_json::Value> {
+    icsim_json(&["run", "--format", "json"])["results"].as_array().unwrap().clone()
+}
+
+/// A run's mode, by its label.
+fn mode_of<'a>(rows: &'a [serde_json::Value], label: &str) -> &'a serde_json::Value {
+    rows.iter().find(|r| r["label"] == label).unwrap_or_else(|| panic!("icsim run: no mode {label}"))
+}
+
+/// A number of a run's mode.
+fn number_of(rows: &[serde_json::Value], label: &str, field: &str) -> f64 {
+    mode_of(rows, label)[field].as_f64().unwrap_or_else(|| panic!("icsim run: no {field} in {label}"))
+}
+
 #[test]
 fn readme_figures_of_the_default_run_match_it() {
     const FROM: &str = "icsim run --format json (configs/default.toml)";
-    let json = icsim_json(&["run", "--format", "json"]);
-    let rows = json["results"].as_array().unwrap();
-    let mode = |label: &str| rows.iter().find(|r| r["label"] == label).unwrap_or_else(|| panic!("{FROM}: no mode {label}"));
-    let get = |label: &str, field: &str| mode(label)[field].as_f64().unwrap_or_else(|| panic!("{FROM}: no {field} in {label}"));
+    let rows = default_run();
+    let get = |label: &str, field: &str| number_of(&rows, label, field);
     let ms = |label: &str, field: &str| format!("{:.0}", get(label, field));
     let compute: Vec<String> = rows.iter().map(|r| format!("{:.0}", r["compute_ms"].as_f64().unwrap())).collect();
     assert!(compute.windows(2).all(|w| w[0] == w[1]), "{FROM}: the pages say every mode computes alike: {compute:?}");
@@ -804,10 +817,8 @@ fn readme_serving_split_table_matches_its_runs() {
 #[test]
 fn readme_guide_reading_of_the_default_run_matches_it() {
     const FROM: &str = "icsim run --format json (configs/default.toml) and models/llm/llama-3.1-70b.toml";
-    let json = icsim_json(&["run", "--format", "json"]);
-    let rows = json["results"].as_array().unwrap();
-    let mode = |label: &str| rows.iter().find(|r| r["label"] == label).unwrap_or_else(|| panic!("{FROM}: no mode {label}"));
-    let get = |label: &str, field: &str| mode(label)[field].as_f64().unwrap_or_else(|| panic!("{FROM}: no {field} in {label}"));
+    let rows = default_run();
+    let (mode, get) = (|label: &str| mode_of(&rows, label), |label: &str, field: &str| number_of(&rows, label, field));
     let (nvswitch, shm) = (mode("nvswitch"), mode("shm"));
     // The layers' allreduces: two a layer of tokens x hidden, every token of the query.
     let llm = icsim::config::llm::LlmModel::load("llama-3.1-70b").unwrap();
