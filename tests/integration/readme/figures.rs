@@ -1110,3 +1110,17 @@ fn readme_guide_fastest_algorithms_and_socket_links_match_their_runs() {
     assert!(quotes.len() > 3, "{FROM}: no sizes under `fastest by size:`");
     check(&quotes);
 }
+
+#[test]
+fn readme_model_ring_search_channels_match_the_boards() {
+    const FROM: &str = "icsim collective --topology hgx-h100 / hgx-h200 --algo ring --sizes 64MiB --format json";
+    let channels: BTreeSet<u64> = ["hgx-h100", "hgx-h200"]
+        .iter()
+        .map(|board| {
+            let run = icsim_json(&["collective", "--topology", board, "--algo", "ring", "--sizes", "64MiB", "--format", "json"]);
+            run["results"][0]["channels"].as_u64().unwrap_or_else(|| panic!("{FROM}: no channels for {board}"))
+        })
+        .collect();
+    assert_eq!(channels.len(), 1, "{FROM}: the page gives both boards one count: {channels:?}");
+    check(&[quote("docs/model.md", FROM, format!("of NCCL's ring search ({} on an HGX H100/H200)", channels.first().unwrap()))]);
+}
