@@ -166,3 +166,33 @@ pub fn span(shares: impl IntoIterator<Item = f64>, decimals: usize) -> String {
     let (low, high) = extremes(shares);
     format!("{:.*}-{:.*}%", decimals, low * 100.0, decimals, high * 100.0)
 }
+
+/// `12345` as the pages write it: `12,345`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// Fails unless `page` (a path in the repository) says `quoted`, its
+/// whitespace read as single spaces: a page's prose cannot drift from the
+/// figure the calling test computed.
+pub fn page_says(page: &str, quoted: &str) {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(page)).unwrap_or_else(|e| panic!("{page}: {e}"));
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(text.contains(quoted), "{page} should say `{quoted}` (what the test computes)");
+}
+
+/// `a`, `a and b`, `a, b and c`.
+pub fn listed(items: &[String]) -> String {
+    match items.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => items.join(""),
+    }
+}

@@ -28,7 +28,7 @@ use icsim::workload::compute::Clock;
 use icsim::workload::forward::{PassTokens, Step, pass_program};
 use icsim::workload::tp::{CollectiveCache, TensorParallel};
 
-use crate::common::{Inputs, icsim_json, page_quotes, preset, span};
+use crate::common::{Inputs, extremes, icsim_json, listed, page_quotes, page_says, preset, span};
 
 /// The host's time before each iteration's forward: the mean over the
 /// 15,783 iterations of the engine's fixed-length runs (wall clock less
@@ -194,6 +194,22 @@ fn a_measured_engine_is_served_again_within_todays_errors_and_the_issue_says_how
     let knee: Vec<f64> = runs.iter().filter(|c| !c.below_knee).map(|c| c.error("throughput").abs()).collect();
     assert!(knee.iter().all(|&e| e <= 0.15), "the knee's rate is off by more than the issue's 15%: {knee:?}");
     let median = |metric: &str| spread(&below, metric).0 * 100.0;
+    let worst = |metric: &str| spread(&below, metric).1 * 100.0;
+    for quoted in [
+        format!(
+            "Below the knee icsim's throughput is within {:.1}% and p50 TTFT within {:.0}% in the median (worst {:.0}%), and p50 TPOT within **{:.1}%** in the median, against the 10% the issue asks, but {:.0}% short at worst",
+            worst("throughput"),
+            median("ttft_p50"),
+            worst("ttft_p50"),
+            median("tpot_p50"),
+            worst("tpot_p50")
+        ),
+        format!("the knee's rate within {:.1}%", knee.iter().cloned().fold(0.0, f64::max) * 100.0),
+        past_the_knee(&runs),
+        largest_shortfall(&below),
+    ] {
+        page_says("docs/serving.md", &quoted);
+    }
     page_quotes(
         "`icsim serve` against",
         &format!(
@@ -207,6 +223,43 @@ fn a_measured_engine_is_served_again_within_todays_errors_and_the_issue_says_how
     );
 }
 
+/// docs/serving.md's sentence on the largest p50 TPOT errors below the
+/// knee: the two largest, each at the highest rate of its lengths that kept up.
+fn largest_shortfall(below: &[&Compared]) -> String {
+    let mut errors: Vec<(&Compared, f64)> = below.iter().map(|c| (*c, c.error("tpot_p50").abs())).collect();
+    errors.sort_by(|a, b| b.1.total_cmp(&a.1));
+    for (c, _) in &errors[..2] {
+        let highest = below.iter().filter(|o| o.label == c.label).map(|o| o.rate).fold(0.0, f64::max);
+        assert_eq!(c.rate, highest, "{} at {}/s: the page says the largest TPOT errors are just below the knee", c.label, c.rate);
+    }
+    format!("The shortfall is largest ({:.0}-{:.0}% of p50 TPOT) just below the knee", errors[1].1 * 100.0, errors[0].1 * 100.0)
+}
+
+/// docs/serving.md's sentence on the runs past the knee: by how much the
+/// predicted rate passes the measured, run by run, grouped by lengths.
+fn past_the_knee(runs: &[Compared]) -> String {
+    let mut groups: Vec<(&str, Vec<String>, Vec<String>)> = Vec::new();
+    for c in runs.iter().filter(|c| !c.below_knee) {
+        let error = c.error("throughput");
+        assert!(error > 0.0, "{} at {}/s: the page says past the knee icsim serves more than measured", c.label, c.rate);
+        let lengths = match c.label.as_str() {
+            "fixed-1024-128" => "fixed lengths",
+            "uniform-budget8192" => "128..2048",
+            "uniform-long-budget4096" => "512..4096",
+            other => panic!("a run of lengths docs/serving.md does not name: {other}"),
+        };
+        if groups.last().is_none_or(|g| g.0 != lengths) {
+            groups.push((lengths, Vec::new(), Vec::new()));
+        }
+        let group = groups.last_mut().unwrap();
+        group.1.push(format!("{:.1}%", error * 100.0));
+        group.2.push(format!("{}", c.rate));
+    }
+    let parts: Vec<String> =
+        groups.iter().map(|(lengths, errors, rates)| format!("{} ({lengths}, at {} a second)", listed(errors), listed(rates))).collect();
+    format!("Past the knee the predicted rate the engine sustains is above the measured by {}", listed(&parts))
+}
+
 /// The engine's profiled iterations, each simulated as the pass it ran.
 #[test]
 fn the_engines_profiled_iterations_are_predicted_within_todays_errors() {
@@ -214,6 +267,7 @@ fn the_engines_profiled_iterations_are_predicted_within_todays_errors() {
     let llm = LlmModel::load("llama-3.1-8b").unwrap();
     let context = 1088;
     let mut errors = Vec::new();
+    let mut iterations = Vec::new();
     println!("\nthe engine's iterations (tools/serve_engine.py --profile), measured / simulated ms:");
     for row in rows("profile.jsonl") {
         let case = row["case"].as_str().expect("a case").to_string();
@@ -235,10 +289,13 @@ fn the_engines_profiled_iterations_are_predicted_within_todays_errors() {
         let error = simulated.as_ms() / measured.as_ms() - 1.0;
         println!("{case:<28} {:>8.2} {:>8.2} {:+6.1}%", measured.as_ms(), simulated.as_ms(), error * 100.0);
         let program = pass_program(&llm, llm.fusion("torch-varlen").unwrap(), Scope::Full, tokens);
-        println!("    {}", kinds_beside(&row, &program, model.gpu("h200").unwrap()).join("  "));
-        errors.push((case, error));
+        let (kinds, kernels_measured, kernels_modelled) = kinds_beside(&row, &program, model.gpu("h200").unwrap());
+        println!("    {}", kinds.join("  "));
+        errors.push((case.clone(), error));
+        iterations.push((case, measured.as_ms(), simulated.as_ms(), kernels_measured, kernels_modelled));
     }
-    // Decodes come out 8-18% short: their kernels add up within 3-5% of
+    profile_prose_says(&iterations);
+    // Decodes come out 8-17% short (held at 18%): their kernels add up within 3-5% of
     // the profile's, and the rest is time between kernels the engine's
     // iteration spends and the model's launch gaps do not
     // (docs/serving.md, Validation).
@@ -248,10 +305,53 @@ fn the_engines_profiled_iterations_are_predicted_within_todays_errors() {
     }
 }
 
+/// docs/serving.md's Validation on the profiled iterations, from
+/// (case, measured ms, simulated ms, the profile's kernels' ms, the
+/// model's kernels' ms).
+fn profile_prose_says(iterations: &[(String, f64, f64, f64, f64)]) {
+    let decodes: Vec<&(String, f64, f64, f64, f64)> = iterations.iter().filter(|i| i.0.starts_with("decode-")).collect();
+    let at = |case: &str| iterations.iter().find(|i| i.0 == case).unwrap_or_else(|| panic!("profile.jsonl has no {case}"));
+    let (short_low, short_high) = extremes(decodes.iter().map(|i| 1.0 - i.2 / i.1));
+    let (kernels_low, kernels_high) = extremes(decodes.iter().map(|i| (i.4 / i.3 - 1.0).abs()));
+    let (eight, chunk) = (at("decode-8"), at("chunk-1024-with-64-decodes"));
+    for quoted in [
+        format!(
+            "A decode iteration comes out {:.0}-{:.0}% shorter than the profile's (8 sequences: {:.2} ms measured, {:.2} simulated)",
+            short_low * 100.0,
+            short_high * 100.0,
+            eight.1,
+            eight.2
+        ),
+        format!(
+            "Its kernels add up within {:.0}-{:.0}% of the profile's ({:.2} ms and {:.2} ms at 8 sequences)",
+            kernels_low * 100.0,
+            kernels_high * 100.0,
+            eight.3,
+            eight.4
+        ),
+        format!(
+            "the rest is time between kernels, {:.1} ms an iteration in the profile against {:.1} ms of launch gaps in the model",
+            eight.1 - eight.3,
+            eight.2 - eight.4
+        ),
+        format!(
+            "a 1024-token chunk beside 64 decodes still comes out {:.0}% short ({:.1} ms measured)",
+            (1.0 - chunk.2 / chunk.1) * 100.0,
+            chunk.1
+        ),
+    ] {
+        page_says("docs/serving.md", &quoted);
+    }
+}
+
 /// The iteration's kernels by kind, the profile's (launches, GPU ms) beside
 /// the model's (kernels, ms at a forward's clock, no launch gaps), as
-/// `kind launches/kernels measured/modelled`.
-fn kinds_beside(row: &Value, program: &icsim::workload::forward::PassProgram, gpu: &icsim::config::hardware::GpuModel) -> Vec<String> {
+/// `kind launches/kernels measured/modelled`; and both totals, ms.
+fn kinds_beside(
+    row: &Value,
+    program: &icsim::workload::forward::PassProgram,
+    gpu: &icsim::config::hardware::GpuModel,
+) -> (Vec<String>, f64, f64) {
     type Kind = (String, f64, f64, u64, f64);
     fn entry<'k>(kinds: &'k mut Vec<Kind>, kind: &str) -> &'k mut Kind {
         let index = kinds.iter().position(|k| k.0 == kind).unwrap_or_else(|| {
@@ -272,5 +372,7 @@ fn kinds_beside(row: &Value, program: &icsim::workload::forward::PassProgram, gp
         kind.3 += count;
         kind.4 += count as f64 * kernel.time(gpu, Clock::Sustained).as_ms();
     }
-    kinds.iter().map(|(kind, launches, ms, kernels, modelled)| format!("{kind} {launches}/{kernels} {ms:.2}/{modelled:.2}")).collect()
+    let shown =
+        kinds.iter().map(|(kind, launches, ms, kernels, modelled)| format!("{kind} {launches}/{kernels} {ms:.2}/{modelled:.2}")).collect();
+    (shown, kinds.iter().map(|k| k.2).sum(), kinds.iter().map(|k| k.4).sum())
 }

@@ -497,6 +497,10 @@ mod tests {
         println!("{gemms} products, {others} memory-bound kernels, about {gpu_time:.0} s of GPU time");
         assert!(gemms > 500 && others > 300, "{gemms} {others}");
         assert!(gpu_time < 300.0, "{gpu_time} s");
+        // docs/calibration.md quotes the grid's size and time, to the hundred points.
+        let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/calibration.md")).unwrap();
+        let quoted = format!("About {:.0} points, {gpu_time:.0} s of GPU time", (points.len() as f64 / 100.0).round() * 100.0);
+        assert!(page.split_whitespace().collect::<Vec<_>>().join(" ").contains(&quoted), "docs/calibration.md should say `{quoted}`");
         // The largest buffers fit one H200 (141 GB) with room to spare.
         let largest = points.iter().map(KernelPoint::footprint).max().unwrap();
         assert!(largest < 40 << 30, "{}", Bytes(largest));
