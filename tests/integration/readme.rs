@@ -12,9 +12,11 @@
 //! written here as vLLM writes it), and a fit runs 10 evaluations instead of
 //! its default. Without a GPU (as on CI) the runner's commands must fail for
 //! want of a GPU, not of a flag. The figures the prose quotes from shipped
-//! results are checked in `figures`.
+//! results are checked in `figures`, those it quotes from the hardware model
+//! in `parameters`.
 
 mod figures;
+mod parameters;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -13,18 +13,18 @@ use super::page;
 use crate::common::{icsim_json, span, thousands};
 
 /// A passage a page must hold (whitespace as on one line) and its source.
-struct Quote {
+pub(super) struct Quote {
     page: &'static str,
     text: String,
     from: &'static str,
 }
 
-fn quote(page: &'static str, from: &'static str, text: String) -> Quote {
+pub(super) fn quote(page: &'static str, from: &'static str, text: String) -> Quote {
     Quote { page, text, from }
 }
 
 /// Fails for every quote its page does not hold, naming each.
-fn check(quotes: &[Quote]) {
+pub(super) fn check(quotes: &[Quote]) {
     let mut missing = Vec::new();
     for q in quotes {
         let text = page(q.page).split_whitespace().collect::<Vec<_>>().join(" ");
