@@ -96,6 +96,11 @@ fn named<'h>(held: &'h [Held], word: &str) -> Vec<&'h Held> {
     held.iter().filter(|h| h.series.split([' ', ':']).any(|w| w == word)).collect()
 }
 
+/// The held series of this name.
+fn series<'h>(held: &'h [Held], name: &str) -> &'h Held {
+    held.iter().find(|h| h.series == name).unwrap_or_else(|| panic!("no series {name}"))
+}
+
 /// The series of `held` whose name ends in `ranks=N`, for each of `counts`,
 /// their medians as the page writes them: `3.3 / 2.4 / 4.2%`.
 fn by_ranks(held: &[Held], counts: &[u32]) -> String {
@@ -196,7 +201,23 @@ fn the_runners_two_and_four_gpu_files_are_predicted_series_by_series() {
     let rows = predict(&runner_board("h200x4-runner", 4, &[]), &read(&measurements_dir().join("h200x4-runner/measurements.jsonl")));
     let at_four = ranks(4);
     let four = hold("runner, 4x H200, 4 ranks, NCCL choosing, from 8 B", &rows, |r| at_four(r) && nccl_choosing(r), SERIES_BOUND, &[]);
-    hold("runner, 4x H200, 4 ranks, forced protocol or algorithm", &rows, |r| at_four(r) && forced(r), FORCED_BOUND, &[]);
+    let forced_four = hold("runner, 4x H200, 4 ranks, forced protocol or algorithm", &rows, |r| at_four(r) && forced(r), FORCED_BOUND, &[]);
+    // NCCL's chain (the tuner's tree) of forced LL128 at 4 ranks, from 2 KiB: slow, each hop moving its piece at the block's rate.
+    let chain: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.series == "allreduce nvswitch proto=ll128 ranks=4" && r.note.starts_with("tree/") && r.bytes >= 2048)
+        .filter_map(|r| r.error)
+        .collect();
+    assert!(!chain.is_empty() && chain.iter().all(|e| *e > 0.0), "the 4-rank LL128 chain comes out slow from 2 KiB: {chain:?}");
+    page_says("docs/model.md", &format!("comes out {} slow from 2 KiB", span(chain, 0)));
+    page_says(
+        "docs/model.md",
+        &format!(
+            "forced reduce-scatter LL128 at 4 ranks is within {:.1}% and the runner's 2-rank NVSwitch reduce-scatter maximum {:.1}%",
+            series(&forced_four, "reducescatter nvswitch proto=ll128 ranks=4").median * 100.0,
+            series(&two, "reducescatter nvswitch ranks=2").max * 100.0
+        ),
+    );
     let both: Vec<Held> = two.into_iter().chain(four).collect();
     let (nvswitch, shm) = (named(&both, "nvswitch"), named(&both, "shm"));
     let at = |n: &str| -> Vec<f64> { shm.iter().filter(|h| h.series.ends_with(n)).map(|h| h.median).collect() };
