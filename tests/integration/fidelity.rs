@@ -357,15 +357,42 @@ fn the_shared_torch_file_is_predicted_with_the_torch_graph_caller() {
 /// GPUs) with `models` after its own (none: the shipped ones), pooled per
 /// GPU count from 512 B.
 fn public_table(gpu: &str, models: &[String], misses: &[Miss], bound: Bound) -> Vec<Held> {
-    let measured = read(&measurements_dir().join(format!("public-aiconfigurator/{gpu}.jsonl")));
-    let (preset, gpus) = if gpu == "gb200" { ("gb200-nvl72".to_string(), 4) } else { (format!("hgx-{gpu}"), 8) };
-    let rows = predict(&board(&preset, gpus, models), &measured);
-    let pooled: Vec<Row> = rows
+    let pooled: Vec<Row> = public_rows(gpu, models)
         .into_iter()
         .filter(|r| is_collective(r) && r.bytes >= 512)
         .map(|r| Row { series: format!("{gpu} {}", r.series.rsplit(' ').next().unwrap_or_default()), ..r })
         .collect();
     hold(&format!("public nccl-tests tables, {gpu}, allreduce + all-gather + reduce-scatter, from 512 B"), &pooled, |_| true, bound, misses)
+}
+
+/// The public nccl-tests table of `gpu`, predicted on its board with
+/// `models` after the shipped ones.
+fn public_rows(gpu: &str, models: &[String]) -> Vec<Row> {
+    let measured = read(&measurements_dir().join(format!("public-aiconfigurator/{gpu}.jsonl")));
+    let (preset, gpus) = if gpu == "gb200" { ("gb200-nvl72".to_string(), 4) } else { (format!("hgx-{gpu}"), 8) };
+    predict(&board(&preset, gpus, models), &measured)
+}
+
+#[test]
+fn the_public_h200_tables_ring_all_gathers_and_reduce_scatters_from_16_mib() {
+    // NCCL runs them over NVLS on one node; icsim runs a ring (docs/model.md).
+    let errors: Vec<f64> = public_rows("h200", &[])
+        .iter()
+        .filter(|r| ["allgather ", "reducescatter "].iter().any(|op| r.series.starts_with(op)) && r.series.ends_with("ranks=8"))
+        .filter(|r| r.bytes >= 16 << 20)
+        .inspect(|r| assert!(r.note.starts_with("ring/"), "{} at {} B runs {}", r.series, r.bytes, r.note))
+        .filter_map(|r| r.error.map(f64::abs))
+        .collect();
+    assert!(errors.len() >= 4, "{} all-gathers and reduce-scatters from 16 MiB", errors.len());
+    let worst = errors.iter().copied().fold(0.0, f64::max);
+    page_says(
+        "docs/model.md",
+        &format!(
+            "on the public 8x H200 tables the ring is within {:.0}% from 16 MiB, median {:.1}%",
+            (worst * 100.0).ceil(),
+            validate::median(&errors) * 100.0
+        ),
+    );
 }
 
 #[test]
