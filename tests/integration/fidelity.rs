@@ -744,3 +744,20 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
     );
     page_quotes(ROW, &format!("{:.1}% for the 4x RTX 4090 unlocked box as SHM", miss("rtx4090-4gpu-pptest-p2p-patched.txt", "shm")));
 }
+
+#[test]
+fn four_rank_shm_calls_of_8_mib_run_faster_than_the_model_in_both_4_gpu_runs() {
+    // NCCL's own choice through host memory at 4 ranks, 8 MiB: the runner's
+    // 4-GPU file and the channel sweeps' run (docs/model.md, the SHM fence).
+    let mut errors = Vec::new();
+    for folder in ["h200x4-runner", "h200x4-channels"] {
+        let rows = predict(&runner_board(folder, 4, &[]), &read(&measurements_dir().join(format!("{folder}/measurements.jsonl"))));
+        let shm_at_four = |r: &&Row| r.series.split(' ').nth(1) == Some("shm") && r.series.ends_with("ranks=4");
+        let at = rows.iter().filter(|r| nccl_choosing(r) && shm_at_four(r) && r.bytes == 8 << 20);
+        let found: Vec<f64> = at.filter_map(|r| r.error).collect();
+        assert_eq!(found.len(), 3, "{folder}: one 8 MiB call of each operation");
+        errors.extend(found);
+    }
+    assert!(errors.iter().all(|e| *e > 0.0), "the model is slower than every 4-rank 8 MiB SHM call: {errors:?}");
+    page_says("docs/model.md", &format!("The 4-rank 8 MiB calls still run {} faster than the model in both 4-GPU runs", span(errors, 0)));
+}
