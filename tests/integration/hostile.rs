@@ -4,7 +4,7 @@
 //! in time, and either runs (exit 0) or refuses as bad input (exit 2,
 //! never 1) with one `error:` line, first on standard error.
 
-use crate::common::{Inputs, run_within};
+use crate::common::{Inputs, page_says, run_within};
 
 /// A small experiment on two H200, quick to replay.
 const EXPERIMENT: &str = "model = \"llama-3.1-8b\"\ntp = 2\ntopology = \"hgx-h200\"\ngpus = 2\n[query]\nprompt = 128\noutput = 2\n[[mode]]\ntransport = \"nvswitch\"\n";
@@ -110,7 +110,10 @@ fn hostile_input_never_panics_never_exits_1_and_refuses_in_one_line() {
         ("a format no one reads", owned(&["collective", "--format", "yaml"])),
         ("an empty model before", [validate(&file("row.jsonl", ROW)), owned(&["--before", ""])].concat()),
     ];
-    assert!(cases.len() >= 40, "a table of at least 40 hostile inputs");
+    // docs/model.md counts them in tens, rounded down.
+    let tens = cases.len() / 10 * 10;
+    assert!(cases.len() > tens, "docs/model.md says \"over {tens}\": {} inputs", cases.len());
+    page_says("docs/model.md", &format!("runs over {tens} hostile inputs through every subcommand"));
     for (what, args) in cases {
         survives(what, &args);
     }
