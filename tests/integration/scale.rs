@@ -286,6 +286,24 @@ fn gb200_nvl72_allreduce_bus_bandwidth_against_the_public_figure_from_1gb() {
     }
     let (low, high) = extremes(errors);
     page_quotes("GB200 NVL72", &format!("**{:+.0}% to {:+.0}%** (bus bandwidth)", low * 100.0, high * 100.0));
+    // The same sizes taken as a ring, and run with today's NCCL's NVLS channels.
+    let busbw = |model: &HardwareModel, algorithm: Choice<Algorithm>, bytes: u64| {
+        let request =
+            Request { stack: Stack::Eager, algorithm, ..Request::new(Op::AllReduce, Bytes(bytes), topo.gpus().to_vec(), Mode::Auto) };
+        collective::simulate(&topo, model, request).unwrap().busbw_gbps()
+    };
+    let (_, today) = preset("gb200-nvl72", None, &[]);
+    let ring: Vec<(f64, f64)> =
+        NVL72_BUSBW_GBPS.iter().map(|&(bytes, measured, _)| (busbw(&today, Choice::Fixed(Algorithm::Ring), bytes), measured)).collect();
+    let (slow, fast) = extremes(ring.iter().map(|(rate, _)| *rate));
+    let (most, least) = extremes(ring.iter().map(|(rate, measured)| rate / measured - 1.0));
+    page_says(
+        "docs/model.md",
+        &format!("icsim's ring gives {slow:.0}-{fast:.0} GB/s from 1 to 8 GB, {:+.0}% to {:+.0}%", least * 100.0, most * 100.0),
+    );
+    let nvls: Vec<f64> = NVL72_BUSBW_GBPS.iter().map(|&(bytes, _, _)| busbw(&today, Choice::Auto, bytes)).collect();
+    let (low, high) = extremes(nvls[..3].iter().copied());
+    page_says("docs/model.md", &format!("the preset gives {low:.0}-{high:.0} GB/s from 1 to 4 GB and {:.0} at 8 GB", nvls[3]));
 }
 
 #[test]
