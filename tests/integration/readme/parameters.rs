@@ -8,7 +8,7 @@
 use icsim::config::hardware::{HardwareModel, PathCost};
 use icsim::units::{Bytes, Time};
 
-use super::figures::{Quote, check, quote};
+use super::figures::{check, quote};
 use crate::common::{preset, thousands};
 
 const PAGE: &str = "docs/model.md";
@@ -40,21 +40,25 @@ fn same<T: PartialEq + std::fmt::Debug>(what: &str, mut values: impl Iterator<It
     first
 }
 
-#[test]
-fn readme_model_page_quotes_the_shipped_hardware_model() {
+/// The model as a preset loads it, and `base.toml` alone.
+fn models() -> (HardwareModel, HardwareModel) {
     let (_, model) = preset("hgx-h200", None, &[]);
-    let base = HardwareModel::load(&[]).expect("base.toml loads");
+    (model, HardwareModel::load(&[]).expect("base.toml loads"))
+}
+
+#[test]
+fn readme_model_page_quotes_the_models_transports_collectives_and_callers() {
+    let (model, base) = models();
     let (simple, ll, ll128) = (&model.protocol.simple, &model.protocol.ll, &model.protocol.ll128);
-    let (h200, b200) = (&model.gpu["h200"], &model.gpu["b200"]);
+    let h200 = &model.gpu["h200"];
     let (nvlink, gen5) = (&model.nvlink[&h200.nvlink_generation], &model.pcie[&h200.pcie_generation]);
     let nvme_latency = |read: bool| {
         let latency = same("drive latency", model.nvme.values().map(|d| if read { d.read_latency } else { d.write_latency }));
         us(latency, 0)
     };
-    let largest = model.gpu.iter().max_by_key(|(_, g)| g.memory.0).expect("GPUs in the model");
     assert_eq!(ll128.min_slice.0, 640 * 60, "the page reads LL128's smallest slice as 640 threads x 60 B");
     let q = |from: &'static str, text: String| quote(PAGE, from, text);
-    let quotes: Vec<Quote> = vec![
+    check(&[
         // What each transport mode models.
         q(
             FITTED,
@@ -132,6 +136,18 @@ fn readme_model_page_quotes_the_shipped_hardware_model() {
         q(FITTED, format!("`skew.call_overlap` ({:.2}, fitted)", model.skew.call_overlap)),
         q(FITTED, format!("Why the share is {:.2} rather than 1", model.skew.call_overlap)),
         q(FITTED, format!("(`skew.step_spread`, {} us a step over NVLink", us(model.skew.step_spread, 2))),
+    ]);
+}
+
+#[test]
+fn readme_model_page_quotes_the_models_host_memory_nvls_and_limits() {
+    let (model, base) = models();
+    let (simple, ll, ll128) = (&model.protocol.simple, &model.protocol.ll, &model.protocol.ll128);
+    let (h200, b200) = (&model.gpu["h200"], &model.gpu["b200"]);
+    let (nvlink, gen5) = (&model.nvlink[&h200.nvlink_generation], &model.pcie[&h200.pcie_generation]);
+    let largest = model.gpu.iter().max_by_key(|(_, g)| g.memory.0).expect("GPUs in the model");
+    let q = |from: &'static str, text: String| quote(PAGE, from, text);
+    check(&[
         // Through host memory.
         q(
             FITTED,
@@ -197,6 +213,5 @@ fn readme_model_page_quotes_the_shipped_hardware_model() {
             format!("largest GPU memory of the hardware model ({:.0} GB, {})", largest.1.memory.as_f64() / 1e9, largest.0.to_uppercase()),
         ),
         q(FITTED, format!("({} on Hopper and Blackwell)", same("NVLink port count", [h200.nvlink_links, b200.nvlink_links].into_iter()))),
-    ];
-    check(&quotes);
+    ]);
 }
