@@ -199,7 +199,24 @@ pub enum CollectiveError {
         end = Time::END
     )]
     BeyondClock { op: Op, bytes: Bytes, topology: String, slowest: Bandwidth },
+    /// The call needs more events than one collective may take
+    /// ([`MOST_EVENTS`]): stopped, rather than left running for minutes.
+    #[error(
+        "{op} of {bytes} on {topology} ({ranks} GPUs) needs more than {limit} million simulated events, icsim's bound on one collective (about half a minute of one core); stopped at {at} of simulated time: give fewer GPUs or fewer bytes",
+        limit = MOST_EVENTS / 1_000_000
+    )]
+    TooManyEvents { op: Op, bytes: Bytes, topology: String, ranks: usize, at: Time },
 }
+
+/// The most events one collective's simulation may handle. A run's cost
+/// is its events, at 60-140 ns each on this project's machine idle (a
+/// 1 MiB ring on 4,096 GPUs under PCIe switches: 134 M events, 11 s; a
+/// 16 GiB tree on 4,096 NVSwitch GPUs: 84 M, 8 s; docs/performance.md),
+/// so a collective within the bound takes at most about half a minute;
+/// past it the simulation stops and says so. Calls of a few hundred GPUs
+/// or fewer stay far inside it (a 4 GiB allreduce on 8 PCIe GPUs: 0.14 M
+/// events).
+pub const MOST_EVENTS: u64 = 150_000_000;
 
 /// The result of simulating one collective.
 #[derive(Debug, Clone)]
@@ -333,12 +350,29 @@ pub fn simulate_plan(topo: &Topology, model: &HardwareModel, plan: &Plan) -> Res
 /// its symmetry as `symmetry` allows (`Symmetry::None`: every channel and
 /// rank, the reference the others are tested against).
 pub fn simulate_plan_with(topo: &Topology, model: &HardwareModel, plan: &Plan, symmetry: Symmetry) -> Result<Outcome, CollectiveError> {
+    simulate_within(topo, model, plan, symmetry, MOST_EVENTS)
+}
+
+/// [`simulate_plan_with`], stopped past `most_events` events.
+fn simulate_within(
+    topo: &Topology,
+    model: &HardwareModel,
+    plan: &Plan,
+    symmetry: Symmetry,
+    most_events: u64,
+) -> Result<Outcome, CollectiveError> {
     let mut graph = TaskGraph::new();
     let (_, mirrored) = plan.build_alone(topo, model, &mut graph, symmetry)?;
     let mut network = topo.network();
-    let schedule = engine::run(&graph, &mut network);
+    let (op, bytes) = (plan.request.op, plan.request.bytes);
+    let schedule = engine::run_within(&graph, &mut network, most_events).map_err(|stopped| CollectiveError::TooManyEvents {
+        op,
+        bytes,
+        topology: topo.name.clone(),
+        ranks: plan.request.ranks.len(),
+        at: stopped.at,
+    })?;
     if schedule.makespan().is_end() {
-        let (op, bytes) = (plan.request.op, plan.request.bytes);
         return Err(CollectiveError::BeyondClock { op, bytes, topology: topo.name.clone(), slowest: topo.slowest_link_rate() });
     }
     let mut usage = network.usage();
@@ -346,8 +380,8 @@ pub fn simulate_plan_with(topo: &Topology, model: &HardwareModel, plan: &Plan, s
         usage[mirror.index()] = usage[simulated.index()];
     }
     Ok(Outcome {
-        op: plan.request.op,
-        bytes: plan.request.bytes,
+        op,
+        bytes,
         ranks: plan.request.ranks.len() as u32,
         time: schedule.makespan(),
         algorithm: plan.algorithm,
@@ -414,6 +448,19 @@ mod tests {
                 assert_eq!(into, expected, "{gpus} GPUs: into {}", topo.node(gpu).name);
             }
         }
+    }
+
+    #[test]
+    fn a_call_past_its_bound_on_events_stops_with_an_error_that_names_it() {
+        let model = HardwareModel::base();
+        let topo = preset("hgx-h200", &PresetOptions::default(), &model).unwrap();
+        let plan = Plan::new(&topo, &model, request(&topo, 8, Bytes::mib(96), Mode::Nvswitch, Choice::Fixed(Protocol::Simple))).unwrap();
+        let whole = simulate_within(&topo, &model, &plan, Symmetry::Channels, MOST_EVENTS).unwrap();
+        assert_eq!(simulate_within(&topo, &model, &plan, Symmetry::Channels, whole.events).unwrap().time, whole.time);
+        let stopped = simulate_within(&topo, &model, &plan, Symmetry::Channels, whole.events / 2).unwrap_err();
+        let CollectiveError::TooManyEvents { ranks: 8, at, .. } = &stopped else { panic!("{stopped:?}") };
+        assert!(*at > Time::ZERO && *at < whole.time, "{stopped}");
+        assert!(stopped.to_string().starts_with("allreduce of 96MiB on hgx-h200 (8 GPUs) needs more than 150 million simulated events"), "{stopped}");
     }
 
     #[test]

@@ -13,7 +13,24 @@ use super::{Fabric, Schedule, TaskId, Work};
 
 /// Runs every task of `graph` to completion on `fabric`, starting at zero.
 pub fn run<R, F: Fabric<R>>(graph: &TaskGraph<R>, fabric: &mut F) -> Schedule {
-    Executor::new(graph).run(fabric)
+    match Executor::new(graph).run(fabric, u64::MAX) {
+        Ok(schedule) => schedule,
+        Err(stopped) => unreachable!("a run without a bound on its events stopped: {stopped:?}"),
+    }
+}
+
+/// Like [`run`], but stops once the run has handled more than
+/// `most_events` events: a bound on its cost, which grows with them.
+pub fn run_within<R, F: Fabric<R>>(graph: &TaskGraph<R>, fabric: &mut F, most_events: u64) -> Result<Schedule, Stopped> {
+    Executor::new(graph).run(fabric, most_events)
+}
+
+/// A run stopped at its bound on events: how many it had handled, and the
+/// simulated time it had reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped {
+    pub events: u64,
+    pub at: Time,
 }
 
 /// Where a task stands among those ready at one instant: as a graph built
@@ -291,7 +308,7 @@ impl<'g, R> Executor<'g, R> {
         }
     }
 
-    fn run<F: Fabric<R>>(mut self, fabric: &mut F) -> Schedule {
+    fn run<F: Fabric<R>>(mut self, fabric: &mut F, most_events: u64) -> Result<Schedule, Stopped> {
         let mut now = Time::ZERO;
         self.tasks.ready =
             (0..self.graph.len() as u32).filter(|&t| self.waiting[t as usize] == 0).map(|t| (Order::of_graph(t), t)).collect();
@@ -307,6 +324,9 @@ impl<'g, R> Executor<'g, R> {
                 self.complete_finished(now, &mut completed);
             }
             self.retire();
+            if self.events > most_events {
+                return Err(Stopped { events: self.events, at: now });
+            }
             let next_timer = self.timers.next_time();
             let next_fabric = fabric.next_event_time();
             now = match (next_timer, next_fabric) {
@@ -325,7 +345,7 @@ impl<'g, R> Executor<'g, R> {
         }
         assert!(self.waiting.iter().all(|&w| w == 0), "every task of an acyclic graph finishes");
         assert!(self.tasks.live == self.graph.len(), "every generated task finishes");
-        Schedule { start: self.start, end: self.end, events: self.events, peak_tasks: self.tasks.peak }
+        Ok(Schedule { start: self.start, end: self.end, events: self.events, peak_tasks: self.tasks.peak })
     }
 
     fn work(&self, id: u32) -> &Work<R> {

@@ -19,7 +19,7 @@ use std::fmt;
 
 use crate::units::{Bandwidth, Bytes, Time};
 
-pub use executor::run;
+pub use executor::{Stopped, run, run_within};
 pub use graph::{Builder, Generator, Stream, TaskGraph, TaskRef};
 pub use queue::EventQueue;
 

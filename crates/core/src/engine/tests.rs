@@ -194,3 +194,16 @@ fn an_empty_stream_finishes_when_it_starts() {
     let schedule = run(&graph, &mut FixedRate::default());
     assert_eq!(schedule.span(s), (Time(3), Time(3)));
 }
+
+#[test]
+fn a_run_bounded_in_events_stops_past_its_bound_and_is_whole_within_it() {
+    let chains = || Chains { lanes: 2, pieces: 1, hops: 1_000, follow: false };
+    let mut graph = TaskGraph::new();
+    graph.stream(Box::new(chains()), &[]);
+    let whole = run(&graph, &mut FixedRate::default());
+    // 6,001 events (see `a_stream_keeps_only_a_few_batches_alive`).
+    assert_eq!(run_within(&graph, &mut FixedRate::default(), whole.events), Ok(whole.clone()));
+    let stopped = run_within(&graph, &mut FixedRate::default(), 1_000).expect_err("6,001 events are past a bound of 1,000");
+    assert!(stopped.events > 1_000 && stopped.events < 1_010, "stopped at the first instant past the bound: {stopped:?}");
+    assert!(stopped.at > Time::ZERO && stopped.at < whole.makespan(), "{stopped:?}");
+}
