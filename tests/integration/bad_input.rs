@@ -1,6 +1,7 @@
 //! Bad input of every kind, end to end: each gives exit code 2 and one
 //! error line naming the file or flag, the key, and what is allowed; none
 //! panics or runs past a deadline (which bounds its time, and so its memory).
+//! docs/model.md's count of the kinds is what this file's tests try.
 
 use std::path::Path;
 

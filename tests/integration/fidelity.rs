@@ -2,7 +2,8 @@
 //! the runner's 2- and 4-GPU H200 files, the shared torch file, the public
 //! nccl-tests tables (H200 fitted; H100 and B200 predicted from datasheet
 //! differences, never fitted), leave-one-source-out overlays and the public
-//! 8-GPU ring figure. Each test prints its table (`cargo test fidelity --
+//! 8-GPU ring figure, and the runner's copies against the shared file's.
+//! Each test prints its table (`cargo test fidelity --
 //! --nocapture`) and holds every series to the bound. Where the model
 //! misses a bound, the miss is listed beside the series with the figure it
 //! reaches today, held so it cannot grow unseen; the README lists the same
@@ -20,7 +21,9 @@ use icsim::topology::{PresetOptions, Topology, TopologySpec, resolve};
 use icsim::transport::Mode;
 use icsim::units::Bytes;
 
-use crate::common::{extremes, h200_measurements_path, page_quotes, page_says, preset, section_quotes, span};
+use crate::common::{
+    extremes, h200_measurements_path, line, listed, page_quotes, page_says, preset, public_nvls_allreduces, section_quotes, span,
+};
 
 /// A bound on the absolute errors of one series: their median and maximum.
 #[derive(Clone, Copy)]
@@ -514,6 +517,27 @@ fn the_public_h100_b200_and_gb200_tables_are_predicted_within_10_percent_per_gpu
     assert_eq!(b200.len(), 3);
     page_quotes("the same tables for H100", &format!("B200 {}", by_ranks(&b200, &[2, 4, 8])));
     assert_eq!(public_table("gb200", &[], &[], Bound { median: 0.10, max: NO_MAX }).len(), 2);
+}
+
+#[test]
+fn a_line_through_each_public_nvls_table_from_32_mib() {
+    // docs/model.md: each 8-GPU table's float16 allreduces from 32 MiB
+    // (NVLS, in NCCL and in the model) as `time = fixed + size / rate`,
+    // measured and simulated; the GB200 rack's line is scale.rs's.
+    let (mut measured, mut modelled) = (Vec::new(), Vec::new());
+    for gpu in ["h100", "h200", "b200"] {
+        let rows = predict(&board(&format!("hgx-{gpu}"), 8, &[]), &public_nvls_allreduces(gpu));
+        assert!(rows.len() >= 4 && rows.iter().all(|r| r.note.starts_with("nvls/")), "{gpu}: {} rows, each NVLS", rows.len());
+        let fit = |time: fn(&Row) -> f64| line(&rows.iter().map(|r| (r.bytes as f64, time(r) * 1e-6)).collect::<Vec<_>>());
+        let ((fixed, rate), (model_fixed, model_rate)) = (fit(|r| r.measured_us), fit(|r| r.predicted_us.expect("a prediction")));
+        measured.push(format!("{} {:.0} us and {rate:.0} GB/s", gpu.to_uppercase(), fixed * 1e6));
+        modelled.push((format!("{:.0}", model_fixed * 1e6), format!("{model_rate:.0}")));
+    }
+    let (fixed, rates): (Vec<String>, Vec<String>) = modelled.into_iter().unzip();
+    page_says(
+        "docs/model.md",
+        &format!("at 8 GPUs: {}, where the model gives {} us and {} GB/s", measured.join(", "), listed(&fixed), listed(&rates)),
+    );
 }
 
 #[test]

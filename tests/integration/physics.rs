@@ -1,7 +1,9 @@
 //! The collective model's physics, checked against hand arithmetic: bus
 //! bandwidth follows the links where the links bind and the channels where
 //! one channel's rate binds, never a table; latency is a sum of named parts,
-//! each counted once; rows the model cannot predict are listed, not fatal.
+//! each counted once; rows the model cannot predict are listed, not fatal;
+//! and where one H200's probes measured a part (channels' spread, host
+//! reads and writes), the model against them as docs/model.md quotes it.
 
 use icsim::collective::{self, Algorithm, Choice, Element, Op, Protocol, Request, rate};
 use icsim::config::hardware::{HardwareModel, HostShares};

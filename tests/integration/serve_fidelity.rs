@@ -6,7 +6,8 @@
 //! engine's kernels, as its source launches them) and the torch-graph
 //! stack, and their latencies and throughput compared; the engine's
 //! profiled iterations are compared one by one with the simulated forward,
-//! and their kernels kind by kind with the model's. Nothing here was
+//! and their kernels kind by kind with the model's; the products are priced
+//! against the project's own cuBLAS measurements. Nothing here was
 //! fitted to these runs but the host's time an iteration
 //! (`--step-overhead`), the mean the engine logged over its fixed-length
 //! runs: those are in sample for it, the runs of other lengths are not.
