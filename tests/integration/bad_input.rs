@@ -1,14 +1,26 @@
 //! Bad input of every kind, end to end: each gives exit code 2 and one
 //! error line naming the file or flag, the key, and what is allowed; none
 //! panics or runs past a deadline (which bounds its time, and so its memory).
+//! docs/model.md's count of the kinds is what this file's tests try.
 
 use std::path::Path;
 
-use crate::common::{Inputs, run_within};
+use crate::common::{Inputs, page_says, run_within};
+
+/// Set in a run of this file's tests that only counts the kinds of bad
+/// input they try: each is named, none is run.
+const COUNT_ONLY: &str = "ICSIM_BAD_INPUT_COUNT_ONLY";
+
+/// What a counting run prints for each kind it would try.
+const KIND: &str = "bad input kind: ";
 
 /// Checks that `args` is refused as bad input with one error line holding
 /// every one of `expected`.
 pub(crate) fn refused(what: &str, args: &[&str], expected: &[&str]) {
+    if std::env::var_os(COUNT_ONLY).is_some() {
+        println!("{KIND}{what}");
+        return;
+    }
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     let (code, stderr) = run_within(&args);
     assert!(!stderr.contains("panicked"), "{what}: icsim panicked: {stderr}");
@@ -459,4 +471,24 @@ fn folders_and_out_of_range_counts_are_called_what_they_are() {
     refused("four billion GPUs", &["collective", "--gpus", "4294967296"], &["--gpus", "1..=4096"]);
     refused("no GPUs", &["topo", "show", "hgx-h200", "--gpus", "0"], &["--gpus", "1..=4096"]);
     refused("a TP of four billion", &["llm", "--tp", "4294967296"], &["--tp", "1..=4096"]);
+}
+
+#[test]
+fn the_model_page_counts_the_kinds_tried_here() {
+    if std::env::var_os(COUNT_ONLY).is_some() {
+        return;
+    }
+    // This file's tests again, in a process of their own (so that their
+    // input folders are their own), each kind named and none run.
+    let output = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["bad_input::", "--nocapture", "--test-threads", "1", "--skip", "the_model_page_counts_the_kinds_tried_here"])
+        .env(COUNT_ONLY, "1")
+        .output()
+        .expect("the test binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "counting the kinds failed: {stdout}{}", String::from_utf8_lossy(&output.stderr));
+    // (The test harness writes each test's name on the line its first kind starts.)
+    let kinds = stdout.matches(KIND).count();
+    assert!(kinds > 100, "{kinds} kinds counted: {stdout}");
+    page_says("docs/model.md", &format!("(`tests/integration/bad_input.rs` tries {kinds} kinds)"));
 }

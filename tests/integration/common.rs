@@ -1,7 +1,8 @@
 //! Helpers shared by the integration tests: the shared measurement folder,
 //! running the `icsim` binary (also within a deadline, on input files
-//! written for one test), loading presets, and holding docs/validation.md's
-//! summary table to the figures the fidelity tests compute.
+//! written for one test), loading presets, holding docs/validation.md's
+//! summary table and the pages' prose to the figures the tests compute, and
+//! the lines through timings that some of those figures are.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -158,6 +159,26 @@ pub fn section_quotes(section: &str, row_start: &str, figure: &str) {
 /// The smallest and the largest of `values`.
 pub fn extremes(values: impl IntoIterator<Item = f64>) -> (f64, f64) {
     values.into_iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), v| (low.min(v), high.max(v)))
+}
+
+/// The float16 allreduces on 8 GPUs from 32 MiB of the public nccl-tests
+/// table of `gpu` (aiconfigurator): NCCL runs them over NVLS.
+pub fn public_nvls_allreduces(gpu: &str) -> Vec<icsim::calibrate::schema::Measurement> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("models/hardware/measurements/public-aiconfigurator/{gpu}.jsonl"));
+    let rows = icsim::calibrate::read_measurements(&path, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    rows.into_iter()
+        .filter(|m| m.op == "allreduce" && m.ranks == Some(8) && m.dtype.as_deref() == Some("float16") && m.bytes >= 32 << 20)
+        .collect()
+}
+
+/// The least-squares line through `points` (size in bytes, time in
+/// seconds) as `time = fixed + size / rate`: (fixed seconds, rate in GB/s).
+pub fn line(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len() as f64;
+    let (mean_x, mean_y) = (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
+    let slope = points.iter().map(|(x, y)| (x - mean_x) * (y - mean_y)).sum::<f64>()
+        / points.iter().map(|(x, _)| (x - mean_x).powi(2)).sum::<f64>();
+    (mean_y - slope * mean_x, 1.0 / slope / 1e9)
 }
 
 /// The range of `shares` as the page writes it, `decimals` after the point:

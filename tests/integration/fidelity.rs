@@ -2,7 +2,8 @@
 //! the runner's 2- and 4-GPU H200 files, the shared torch file, the public
 //! nccl-tests tables (H200 fitted; H100 and B200 predicted from datasheet
 //! differences, never fitted), leave-one-source-out overlays and the public
-//! 8-GPU ring figure. Each test prints its table (`cargo test fidelity --
+//! 8-GPU ring figure, and the runner's copies against the shared file's.
+//! Each test prints its table (`cargo test fidelity --
 //! --nocapture`) and holds every series to the bound. Where the model
 //! misses a bound, the miss is listed beside the series with the figure it
 //! reaches today, held so it cannot grow unseen; the README lists the same
@@ -20,7 +21,9 @@ use icsim::topology::{PresetOptions, Topology, TopologySpec, resolve};
 use icsim::transport::Mode;
 use icsim::units::Bytes;
 
-use crate::common::{extremes, h200_measurements_path, page_quotes, page_says, preset, section_quotes, span};
+use crate::common::{
+    extremes, h200_measurements_path, line, listed, page_quotes, page_says, preset, public_nvls_allreduces, section_quotes, span,
+};
 
 /// A bound on the absolute errors of one series: their median and maximum.
 #[derive(Clone, Copy)]
@@ -198,9 +201,13 @@ fn the_runners_two_and_four_gpu_files_are_predicted_series_by_series() {
     let two = hold("runner, 2x H200, NCCL choosing, from 8 B", &rows, nccl_choosing, SERIES_BOUND, &misses);
     quote_size_bands(&rows, &two);
     hold("runner, 2x H200, forced protocol or algorithm", &rows, forced, FORCED_BOUND, &[]);
+    quote_small_simple_calls(&rows);
+    let mut medium_shm = shm_medians(&rows, &two);
     let rows = predict(&runner_board("h200x4-runner", 4, &[]), &read(&measurements_dir().join("h200x4-runner/measurements.jsonl")));
     let at_four = ranks(4);
     let four = hold("runner, 4x H200, 4 ranks, NCCL choosing, from 8 B", &rows, |r| at_four(r) && nccl_choosing(r), SERIES_BOUND, &[]);
+    medium_shm.extend(shm_medians(&rows, &four));
+    page_says("docs/model.md", &format!("Medium SHM calls (64 KiB - 16 MiB) are {} off (median a series;", span(medium_shm, 0)));
     let forced_four = hold("runner, 4x H200, 4 ranks, forced protocol or algorithm", &rows, |r| at_four(r) && forced(r), FORCED_BOUND, &[]);
     // NCCL's chain (the tuner's tree) of forced LL128 at 4 ranks, from 2 KiB: slow, each hop moving its piece at the block's rate.
     let chain: Vec<f64> = rows
@@ -242,6 +249,45 @@ fn the_runners_two_and_four_gpu_files_are_predicted_series_by_series() {
     );
 }
 
+/// The absolute errors of `series`' rows of `sizes`.
+fn band_errors(rows: &[Row], series: &str, sizes: std::ops::Range<u64>) -> Vec<f64> {
+    rows.iter().filter(|r| r.series == series && sizes.contains(&r.bytes)).filter_map(|r| r.error.map(f64::abs)).collect()
+}
+
+/// The median absolute error of each SHM series of `held` over its medium
+/// calls, 64 KiB - 16 MiB (docs/model.md, through host memory).
+fn shm_medians(rows: &[Row], held: &[Held]) -> Vec<f64> {
+    named(held, "shm").iter().map(|h| validate::median(&band_errors(rows, &h.series, 64 << 10..(16 << 20) + 1))).collect()
+}
+
+/// docs/model.md on the thread count NCCL gives small calls: the runner's
+/// 2-rank Simple all-gathers over NVSwitch at each warp count NCCL's thread
+/// sizing gives them (enqueue.cc, `topoGetAlgoInfo`: 3 warps at 512 B, 5
+/// at 8 KiB, 17 from 32 KiB), the time a warp adds, and how fast the model,
+/// which leaves the thread count out, runs forced Simple calls of 16-512
+/// KiB.
+fn quote_small_simple_calls(rows: &[Row]) {
+    let simple = |r: &&Row| r.series.ends_with(" nvswitch proto=simple ranks=2");
+    let gather = |bytes: u64| {
+        let found = rows.iter().filter(simple).find(|r| r.series.starts_with("allgather ") && r.bytes == bytes);
+        found.unwrap_or_else(|| panic!("no forced Simple all-gather of {bytes} B")).measured_us
+    };
+    let full: Vec<f64> = [32 << 10, 128 << 10, 512 << 10].into_iter().map(gather).collect();
+    let (low, high) = extremes(full.iter().copied());
+    let per_warp = (full.iter().sum::<f64>() / full.len() as f64 - gather(512)) / (17.0 - 3.0);
+    let fast: Vec<f64> = rows.iter().filter(simple).filter(|r| (16 << 10..=512 << 10).contains(&r.bytes)).filter_map(|r| r.error).collect();
+    assert!(fast.len() >= 6 && fast.iter().all(|e| *e < 0.0), "forced Simple calls of 16-512 KiB come out fast: {fast:?}");
+    page_says(
+        "docs/model.md",
+        &format!(
+            "take about {per_warp:.1} us more a warp: all-gather {:.1} us at 3 warps (512 B), {:.1} at 5 (8 KiB), {low:.1}-{high:.1} at 17 (32-512 KiB)",
+            gather(512),
+            gather(8 << 10)
+        ),
+    );
+    page_says("docs/model.md", &format!("So forced Simple calls of 16-512 KiB come out {} fast", span(fast.iter().map(|e| -e), 0)));
+}
+
 /// docs/validation.md's section (a): each NCCL-choosing series of the 2x
 /// runner file by size band, median / max absolute error, as the test
 /// computes them (`| allreduce NVSwitch | 15 | 1.7% / 4.1% | ...`).
@@ -252,11 +298,7 @@ fn quote_size_bands(rows: &[Row], held: &[Held]) {
         let cells: Vec<String> = bands
             .iter()
             .map(|&(from, to)| {
-                let errors: Vec<f64> = rows
-                    .iter()
-                    .filter(|r| r.series == series.series && (from..to).contains(&r.bytes))
-                    .filter_map(|r| r.error.map(f64::abs))
-                    .collect();
+                let errors = band_errors(rows, &series.series, from..to);
                 let max = errors.iter().copied().fold(0.0, f64::max);
                 format!("{:.1}% / {:.1}%", validate::median(&errors) * 100.0, max * 100.0)
             })
@@ -336,10 +378,56 @@ fn pytorch_adds_no_cost_of_its_own_where_nccl_runs_no_kernel() {
     // (Raw NCCL's rows of that session, 0.89-0.91 us, are 5-7% over the
     // 0.85 us of the session that measured `stack.nccl-graph.copy_launch`.)
     let measured = read(&measurements_dir().join("h200-device-1gpu/torch-caller.jsonl"));
-    let torch: Vec<Measurement> = measured.into_iter().filter(|m| m.stack() == Stack::TorchGraph).collect();
-    let rows = predict(&board("hgx-h200", 1, &["h200-fit".to_string()]), &torch);
+    let (torch, raw): (Vec<Measurement>, Vec<Measurement>) = measured.into_iter().partition(|m| m.stack() == Stack::TorchGraph);
+    let h200 = board("hgx-h200", 1, &["h200-fit".to_string()]);
+    let rows = predict(&h200, &torch);
     let misses = [Miss { series: "allgather auto ranks=1", today: Bound { median: 0.05, max: 0.18 } }];
     assert_eq!(hold("one rank in a graph, 1x H200, torch-graph, 8 B - 2 KiB", &rows, |_| true, SERIES_BOUND, &misses).len(), 2);
+    // docs/model.md: the mean call of each caller, PyTorch's fastest (its
+    // 8 B all-gather), and the torch-graph copy launch as the model holds it.
+    let mean = |rows: &[Measurement]| rows.iter().map(|m| m.time_us).sum::<f64>() / rows.len() as f64;
+    let fastest = torch.iter().min_by(|a, b| a.time_us.total_cmp(&b.time_us)).expect("torch rows");
+    assert_eq!((fastest.op.as_str(), fastest.bytes), ("allgather", 8), "PyTorch's fastest call");
+    let launch = h200.1.stack[Stack::TorchGraph.name()].copy_launch.as_us();
+    assert_eq!(format!("{launch:.2}"), format!("{:.2}", mean(&torch)), "torch-graph's copy launch is PyTorch's mean call");
+    page_says(
+        "docs/model.md",
+        &format!("({:.2} against {:.2} µs; {:.2} at 8 B, `torch-caller.jsonl`)", mean(&torch), mean(&raw), fastest.time_us),
+    );
+}
+
+#[test]
+fn the_runners_copies_on_one_h200_agree_with_the_shared_files() {
+    // The runner's first copies (one H200, 2026-11-29) against the shared
+    // torch file's, of the same machine type on another VM: how far this
+    // machine's time for each path and size is off the shared file's.
+    let shared = read(&h200_measurements_path());
+    let ours = read(&measurements_dir().join("h200-device-1gpu/measurements.jsonl"));
+    let off = |paths: &[&str], from: u64| -> Vec<f64> {
+        let copies = ours.iter().filter(|m| m.op == "copy" && m.bytes >= from && paths.contains(&m.path.as_deref().unwrap_or_default()));
+        let off: Vec<f64> = copies
+            .filter_map(|m| {
+                shared.iter().find(|s| s.op == "copy" && s.path == m.path && s.bytes == m.bytes).map(|s| m.time_us / s.time_us - 1.0)
+            })
+            .collect();
+        assert!(off.len() >= 3, "{paths:?} from {from} B: {} sizes in both files", off.len());
+        off
+    };
+    let pinned = ["h2d_pinned", "d2h_pinned"];
+    let (from_4_mib, device) = (off(&pinned, 4 << 20), off(&["d2d_gpu0"], 16 << 20));
+    assert!(from_4_mib.iter().chain(&device).all(|o| o.abs() <= 0.02), "pinned from 4 MiB {from_4_mib:?}, device from 16 MiB {device:?}");
+    let at_1_mib = off(&pinned, 1 << 20).into_iter().map(f64::abs).fold(0.0, f64::max);
+    let pageable = off(&["h2d_pageable", "d2h_pageable"], 64 << 20);
+    page_says(
+        "docs/calibration.md",
+        &format!(
+            "pinned host copies agree within 2% from 4 MiB up ({}; {:.1}% at 1 MiB) and device copies from 16 MiB up ({}); pageable copies are {} slower here from 64 MiB",
+            span(from_4_mib.iter().map(|o| o.abs()), 1),
+            at_1_mib * 100.0,
+            span(device.iter().map(|o| o.abs()), 1),
+            span(pageable, 0)
+        ),
+    );
 }
 
 #[test]
@@ -357,7 +445,12 @@ fn the_shared_torch_file_is_predicted_with_the_torch_graph_caller() {
 /// GPUs) with `models` after its own (none: the shipped ones), pooled per
 /// GPU count from 512 B.
 fn public_table(gpu: &str, models: &[String], misses: &[Miss], bound: Bound) -> Vec<Held> {
-    let pooled: Vec<Row> = public_rows(gpu, models)
+    pooled_table(gpu, public_rows(gpu, models), misses, bound)
+}
+
+/// `public_table` of rows already predicted.
+fn pooled_table(gpu: &str, rows: Vec<Row>, misses: &[Miss], bound: Bound) -> Vec<Held> {
+    let pooled: Vec<Row> = rows
         .into_iter()
         .filter(|r| is_collective(r) && r.bytes >= 512)
         .map(|r| Row { series: format!("{gpu} {}", r.series.rsplit(' ').next().unwrap_or_default()), ..r })
@@ -414,10 +507,37 @@ fn the_public_h100_b200_and_gb200_tables_are_predicted_within_10_percent_per_gpu
     // (blackwell-latency.toml) is fitted on the GB200 tray's tables, two and
     // four GPUs through the rack's NVLink switches, so HGX B200, eight GPUs
     // included, stays a prediction.
-    let b200 = public_table("b200", &[], &[], Bound { median: 0.10, max: NO_MAX });
+    let rows = public_rows("b200", &[]);
+    // docs/model.md sets the 8 GPUs of two NVL72 trays beside the model's
+    // NVLS run of this table's 8-GPU 128 MiB allreduce.
+    let nvls = rows.iter().find(|r| r.series == "allreduce nvswitch ranks=8" && r.bytes == 128 << 20 && r.note.starts_with("nvls/"));
+    let error = nvls.and_then(|r| r.error).expect("the HGX B200 table's 128 MiB allreduce on 8 GPUs runs NVLS");
+    page_says("docs/model.md", &format!("about as fast as the model runs the HGX B200 table's 128 MiB call ({:+.1}%)", error * 100.0));
+    let b200 = pooled_table("b200", rows, &[], Bound { median: 0.10, max: NO_MAX });
     assert_eq!(b200.len(), 3);
     page_quotes("the same tables for H100", &format!("B200 {}", by_ranks(&b200, &[2, 4, 8])));
     assert_eq!(public_table("gb200", &[], &[], Bound { median: 0.10, max: NO_MAX }).len(), 2);
+}
+
+#[test]
+fn a_line_through_each_public_nvls_table_from_32_mib() {
+    // docs/model.md: each 8-GPU table's float16 allreduces from 32 MiB
+    // (NVLS, in NCCL and in the model) as `time = fixed + size / rate`,
+    // measured and simulated; the GB200 rack's line is scale.rs's.
+    let (mut measured, mut modelled) = (Vec::new(), Vec::new());
+    for gpu in ["h100", "h200", "b200"] {
+        let rows = predict(&board(&format!("hgx-{gpu}"), 8, &[]), &public_nvls_allreduces(gpu));
+        assert!(rows.len() >= 4 && rows.iter().all(|r| r.note.starts_with("nvls/")), "{gpu}: {} rows, each NVLS", rows.len());
+        let fit = |time: fn(&Row) -> f64| line(&rows.iter().map(|r| (r.bytes as f64, time(r) * 1e-6)).collect::<Vec<_>>());
+        let ((fixed, rate), (model_fixed, model_rate)) = (fit(|r| r.measured_us), fit(|r| r.predicted_us.expect("a prediction")));
+        measured.push(format!("{} {:.0} us and {rate:.0} GB/s", gpu.to_uppercase(), fixed * 1e6));
+        modelled.push((format!("{:.0}", model_fixed * 1e6), format!("{model_rate:.0}")));
+    }
+    let (fixed, rates): (Vec<String>, Vec<String>) = modelled.into_iter().unzip();
+    page_says(
+        "docs/model.md",
+        &format!("at 8 GPUs: {}, where the model gives {} us and {} GB/s", measured.join(", "), listed(&fixed), listed(&rates)),
+    );
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! The collective model's physics, checked against hand arithmetic: bus
 //! bandwidth follows the links where the links bind and the channels where
 //! one channel's rate binds, never a table; latency is a sum of named parts,
-//! each counted once; rows the model cannot predict are listed, not fatal.
+//! each counted once; rows the model cannot predict are listed, not fatal;
+//! and where one H200's probes measured a part (channels' spread, host
+//! reads and writes), the model against them as docs/model.md quotes it.
 
 use icsim::collective::{self, Algorithm, Choice, Element, Op, Protocol, Request, rate};
 use icsim::config::hardware::{HardwareModel, HostShares};
@@ -11,7 +13,7 @@ use icsim::topology::{LinkKind, Topology};
 use icsim::transport::Mode;
 use icsim::units::{Bytes, Time};
 
-use crate::common::{icsim, preset, stderr, succeeded};
+use crate::common::{extremes, icsim, page_says, preset, stderr, succeeded};
 
 /// 8x H200 on NVSwitch, NCCL's uncalibrated priors, with every GPU's NVLink
 /// port cut to `links` of its 18 links.
@@ -254,6 +256,87 @@ fn the_slowest_of_a_calls_channels_sets_its_end() {
     println!("8x H200, 256 KiB LL ring on 8 channels: a step spread of 1 us adds {added:.3} us; by hand {by_hand:.3} us");
     assert!((added - by_hand).abs() <= 0.001, "{added:.3} us against {by_hand:.3} us");
     assert_eq!(time(1.0, 1), time(0.0, 1), "one channel lags behind no other");
+}
+
+/// The rows of one of one H200's probe files
+/// (models/hardware/measurements/h200-device-1gpu/), each a JSON object.
+fn probe_rows(name: &str) -> Vec<serde_json::Value> {
+    let path = format!("{}/models/hardware/measurements/h200-device-1gpu/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.lines().map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{path}: {e}"))).collect()
+}
+
+#[test]
+fn two_channel_calls_are_charged_a_spread_one_gpu_does_not_show() {
+    // NCCL runs 2-rank allreduces of a few KiB on 2 channels, each walking
+    // the loop's 2 steps; the model sets the slower apart by the fitted
+    // spread a step, one number for every channel count. One H200's pairs
+    // of blocks passing flags over 2 steps (tools/probes/channel_skew.cu)
+    // end almost together: what the model charges beyond that is
+    // docs/model.md's figure.
+    let (topo, fitted) = preset("hgx-h200", Some(2), &[]);
+    let mut together = fitted.clone();
+    together.skew.step_spread = Time::ZERO;
+    let time = |model: &HardwareModel, kib: u64| {
+        let request = Request::new(Op::AllReduce, Bytes::kib(kib), topo.gpus().to_vec(), Mode::Auto);
+        collective::simulate(&topo, model, request).expect("an allreduce on 2x H200")
+    };
+    let on_two: Vec<u64> = (1..=64).filter(|&kib| time(&fitted, kib).channels == 2).collect();
+    let (first, last) = (on_two[0], on_two[on_two.len() - 1]);
+    assert_eq!(on_two.len() as u64, last - first + 1, "the sizes NCCL runs on 2 channels are one span: {on_two:?}");
+    let probe = probe_rows("channel-skew.jsonl");
+    let pairs = probe.iter().find(|r| r["probe"] == "chain" && r["steps"] == 2 && r["channels"] == 2).expect("2 pairs over 2 steps");
+    let measured = pairs["slowest_after_mean_us"].as_f64().expect("a spread");
+    let too_much: Vec<String> = [first, last]
+        .into_iter()
+        .map(|kib| format!("{:.2}", (time(&fitted, kib).time - time(&together, kib).time).as_us() - measured))
+        .collect();
+    assert_eq!(too_much[0], too_much[1], "every 2-channel call is charged the same spread");
+    page_says(
+        "docs/model.md",
+        &format!("2-channel calls (2-rank allreduces of {first}-{last} KiB) are charged about {} us too much", too_much[0]),
+    );
+}
+
+#[test]
+fn host_reads_and_writes_in_series_give_one_h200s_measured_mixes() {
+    // tools/probes/host_channels.cu on one H200, 4 blocks of 512 threads,
+    // three runs (host-channels.jsonl): reads alone and one-pass reads and
+    // writes give the shares; the rule (rate::host_loop_share) gives what
+    // a slice's alternate write and read and a 2-rank ring allreduce's loop
+    // move, against what the same runs measured.
+    let probe = probe_rows("host-channels.jsonl");
+    let measured = |mode: &str| {
+        let rates = probe.iter().filter(|r| r["mode"] == mode && r["blocks"] == 4 && r.get("run").is_some());
+        let rates: Vec<f64> = rates.map(|r| r["gbps_each_way"].as_f64().expect("a rate")).collect();
+        assert_eq!(rates.len(), 3, "{mode}: three runs");
+        extremes(rates)
+    };
+    let middle = |(low, high): (f64, f64)| (low + high) / 2.0;
+    let gen5 = &HardwareModel::load(&[]).expect("base.toml loads").pcie["gen5"];
+    let link = 16.0 * gen5.lane_rate.as_gbps() * gen5.efficiency;
+    let (read, read_write) = (measured("read_unrolled"), measured("read_write_unrolled"));
+    let shares = HostShares { read: middle(read) / link, read_write: middle(read_write) / link };
+    let mut quoted = Vec::new();
+    let mut worst: f64 = 0.0;
+    for (op, mode) in [(Op::AllGather, "alternate_unrolled"), (Op::AllReduce, "ring_allreduce_unrolled")] {
+        let rule = rate::host_loop_share(rate::HostLoop::Ring { op, ranks: 2 }, &shares) * link;
+        let (low, high) = measured(mode);
+        worst = worst.max((rule / middle((low, high)) - 1.0).abs());
+        quoted.push((rule, low, high));
+    }
+    let [(gather, gather_low, gather_high), (reduce, reduce_low, reduce_high)] = quoted[..] else { unreachable!() };
+    page_says(
+        "docs/model.md",
+        &format!(
+            "moves {link:.1} GB/s copying, {:.1}-{:.1} only reading, {:.1}-{:.1} each way reading and writing back in one pass; the rule gives {gather:.1} GB/s for alternating a slice's write and read (measured {gather_low:.1}-{gather_high:.1}) and {reduce:.1} for a 2-rank ring allreduce's loop (measured {reduce_low:.1}-{reduce_high:.1}), within {:.1}%",
+            read.0,
+            read.1,
+            read_write.0,
+            read_write.1,
+            worst * 100.0
+        ),
+    );
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! engine's kernels, as its source launches them) and the torch-graph
 //! stack, and their latencies and throughput compared; the engine's
 //! profiled iterations are compared one by one with the simulated forward,
-//! and their kernels kind by kind with the model's. Nothing here was
+//! and their kernels kind by kind with the model's; the products are priced
+//! against the project's own cuBLAS measurements. Nothing here was
 //! fitted to these runs but the host's time an iteration
 //! (`--step-overhead`), the mean the engine logged over its fixed-length
 //! runs: those are in sample for it, the runs of other lengths are not.
@@ -18,7 +19,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use icsim::calibrate::compute::measured_kernel;
 use icsim::calibrate::profile::{kind_of, model_kind};
+use icsim::calibrate::read_measurements;
+use icsim::calibrate::schema::Measurement;
 use icsim::config::llm::{LlmModel, Scope};
 use icsim::serve::iteration::SimulatedIterations;
 use icsim::stack::Stack;
@@ -303,6 +307,73 @@ fn the_engines_profiled_iterations_are_predicted_within_todays_errors() {
         let today = if case.starts_with("decode-") { 0.18 } else { 0.10 };
         assert!(error.abs() <= today, "{case}: {:+.1}% is past today's {:.0}%", error * 100.0, today * 100.0);
     }
+}
+
+/// The engine's products against the project's own cuBLAS measurements
+/// (`h200-kernels`: Llama-3.1-8B's four products and its LM head at 1 to
+/// 64 rows), each priced as the served forward prices it (the compute
+/// model alone, no launch gap), and a layer's four at 8 rows beside the
+/// engine's profile of 8 decodes (its products and their split-K
+/// reductions a layer): docs/serving.md, Validation.
+#[test]
+fn the_products_are_priced_as_cublas_runs_them() {
+    let (_, model) = preset("hgx-h200", None, &[]);
+    let gpu = model.gpu("h200").unwrap();
+    let llm = LlmModel::load("llama-3.1-8b").unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/hardware/measurements/h200-kernels/measurements.jsonl");
+    let products: Vec<Measurement> = read_measurements(&path, &Default::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .filter(|m| {
+            m.model.as_deref() == Some("llama-3.1-8b") && m.tp == Some(1) && m.kernel.as_deref().is_some_and(|k| k.starts_with("gemm_"))
+        })
+        .filter(|m| m.m.is_some_and(|rows| (1..=64).contains(&rows)))
+        .collect();
+    assert_eq!(products.len(), 5 * 7, "five products at TP=1 and 1, 2, 4, ... 64 rows");
+    let priced = |m: &Measurement| measured_kernel(m).expect("a product").time(gpu, Clock::Sustained).as_us();
+    // The errors of `kernel`'s rows (every product's where empty) of `rows`.
+    let errors = |kernel: &str, rows: std::ops::RangeInclusive<u64>| -> Vec<f64> {
+        let chosen = products.iter().filter(|m| kernel.is_empty() || m.kernel.as_deref() == Some(kernel));
+        chosen.filter(|m| m.m.is_some_and(|m| rows.contains(&m))).map(|m| priced(m) / m.time_us - 1.0).collect()
+    };
+    let signed = errors("", 1..=64);
+    let all: Vec<f64> = signed.iter().map(|e| e.abs()).collect();
+    let worst = all.iter().copied().fold(0.0, f64::max);
+    let (o, gate_up) = (errors("gemm_o", 1..=32), errors("gemm_gate_up", 1..=32));
+    assert!(o.iter().all(|e| *e < 0.0) && gate_up.iter().all(|e| *e > 0.0), "gemm_o fast {o:?}, gate/up slow {gate_up:?}");
+    let at_64 = |kernel: &str| format!("{:+.0}%", errors(kernel, 64..=64)[0] * 100.0);
+    // A layer's four products at 8 rows, and the weights they read.
+    let layer: Vec<&Measurement> = products.iter().filter(|m| m.m == Some(8) && m.kernel.as_deref() != Some("gemm_lm_head")).collect();
+    assert_eq!(layer.len(), 4, "a layer's four products at 8 rows");
+    let weights: f64 = layer.iter().map(|m| (m.n.unwrap() * m.k.unwrap() * 2) as f64).sum();
+    let (modelled, cublas): (f64, f64) = (layer.iter().map(|m| priced(m)).sum(), layer.iter().map(|m| m.time_us).sum());
+    let decode_8 = rows("profile.jsonl").into_iter().find(|r| r["case"] == "decode-8").expect("the profile of 8 decodes");
+    let engine: f64 = decode_8["kernels"]
+        .as_array()
+        .expect("a kernel list")
+        .iter()
+        .filter(|k| kind_of(k["name"].as_str().unwrap_or_default()) == Some("matmul") && number(k, "calls") >= llm.layers as f64)
+        .map(|k| number(k, "total_us"))
+        .sum::<f64>()
+        / llm.layers as f64;
+    let share = |us: f64| weights / us / 1e3 / gpu.memory_bandwidth.as_gbps();
+    page_says(
+        "docs/serving.md",
+        &format!(
+            "the compute model (a {:.1} us floor, then the weights at {:.3} of the HBM rate) is within {:.1}% of them in the median (signed; {:.1}% absolute) and {:.0}% at worst (`gemm_o` {} fast and gate/up {} slow to 32 rows, {} and {} at 64); a layer's four products at 8 rows take {modelled:.1} us in the model, {cublas:.1} us in cuBLAS and {engine:.1} us in the engine's profile. Bytes over time without the floor read as {:.2} of the HBM rate in cuBLAS and {:.2} in the profile;",
+            gpu.compute.matmul_floor.as_us(),
+            gpu.compute.matmul_memory,
+            median(signed).abs() * 100.0,
+            median(all) * 100.0,
+            worst * 100.0,
+            span(o.iter().map(|e| -e), 0),
+            span(gate_up, 0),
+            at_64("gemm_o"),
+            at_64("gemm_gate_up"),
+            share(cublas),
+            share(engine)
+        ),
+    );
 }
 
 /// docs/serving.md's Validation on the profiled iterations, from
