@@ -460,7 +460,10 @@ mod tests {
         let stopped = simulate_within(&topo, &model, &plan, Symmetry::Channels, whole.events / 2).unwrap_err();
         let CollectiveError::TooManyEvents { ranks: 8, at, .. } = &stopped else { panic!("{stopped:?}") };
         assert!(*at > Time::ZERO && *at < whole.time, "{stopped}");
-        assert!(stopped.to_string().starts_with("allreduce of 96MiB on hgx-h200 (8 GPUs) needs more than 150 million simulated events"), "{stopped}");
+        assert!(
+            stopped.to_string().starts_with("allreduce of 96MiB on hgx-h200 (8 GPUs) needs more than 150 million simulated events"),
+            "{stopped}"
+        );
     }
 
     #[test]
