@@ -43,6 +43,18 @@ impl Stack {
         matches!(self, Stack::NcclGraph | Stack::TorchGraph)
     }
 
+    /// The same framework launching from the host, as engines run the
+    /// iterations their CUDA graphs do not cover (prompt chunks, mixed
+    /// batches): torch-graph's is torch-eager, nccl-graph's eager; a stack
+    /// that launches from the host already is its own.
+    pub fn eager_counterpart(self) -> Stack {
+        match self {
+            Stack::NcclGraph => Stack::Eager,
+            Stack::TorchGraph => Stack::TorchEager,
+            other => other,
+        }
+    }
+
     /// The stack a measurement was made with, from what its `timing` and
     /// `source` fields say, for rows written before the `stack` field
     /// existed: PyTorch (torch.distributed, torch.matmul) or raw calls, in a
@@ -88,6 +100,21 @@ mod tests {
         }
         let error = "torch".parse::<Stack>().unwrap_err();
         assert!(error.contains("nccl-graph") && error.contains("torch-graph") && error.contains("eager"), "{error}");
+    }
+
+    #[test]
+    fn each_graph_stack_has_an_eager_counterpart_of_its_framework() {
+        let pairs: Vec<(Stack, Stack)> = STACKS.into_iter().map(|s| (s, s.eager_counterpart())).collect();
+        assert_eq!(
+            pairs,
+            [
+                (Stack::NcclGraph, Stack::Eager),
+                (Stack::TorchGraph, Stack::TorchEager),
+                (Stack::TorchEager, Stack::TorchEager),
+                (Stack::Eager, Stack::Eager)
+            ]
+        );
+        assert!(STACKS.into_iter().all(|s| !s.eager_counterpart().in_graph()));
     }
 
     #[test]

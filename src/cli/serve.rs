@@ -43,6 +43,13 @@ pub struct ServeArgs {
     /// replay CUDA graphs), torch-graph, torch-eager or eager.
     #[arg(long, default_value = "nccl-graph")]
     stack: String,
+    /// Launch every iteration as --stack does. Without it a graph stack
+    /// replays only iterations of decodes alone from its CUDA graphs, and
+    /// launches prompt chunks and mixed iterations from the host as its
+    /// eager counterpart (nccl-graph: eager, torch-graph: torch-eager), as
+    /// engines capture graphs of decode batches.
+    #[arg(long)]
+    one_stack: bool,
     /// Which of the LLM file's fusions the kernels run as.
     #[arg(long, default_value = "vllm")]
     fusion: String,
@@ -162,6 +169,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         gpu_memory_utilization: args.gpu_memory_utilization,
         swap_space: (args.preemption == "swap").then_some(args.swap_space),
         step_overhead: args.step_overhead,
+        one_stack: args.one_stack,
     };
     let load = Load { count, lengths, burstiness: args.burstiness, seed: args.seed };
     let server = match args.tp {
@@ -378,7 +386,10 @@ pub fn header(s: &Setup, groups: &str, cache: &str, served: &str) -> String {
         s.gpu,
         s.host,
         s.transport,
-        s.stack,
+        match &s.eager_stack {
+            Some(eager) => format!("{} (decodes alone; the other iterations {eager})", s.stack),
+            None => s.stack.clone(),
+        },
         s.prompt,
         s.output,
         s.seed,

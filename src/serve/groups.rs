@@ -153,6 +153,12 @@ pub fn listed(gpus: &[usize]) -> String {
     gpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
 }
 
+/// `setup` launched as `settings` launch the iterations that are not
+/// decodes alone; None where that is `setup`'s own stack.
+pub fn eager_setup<'e>(setup: &TensorParallel<'e>, settings: &EngineSettings) -> Result<Option<TensorParallel<'e>>, TpError> {
+    settings.eager_stack(setup.stack()).map(|stack| setup.clone().with_stack(stack)).transpose()
+}
+
 /// One group set up to serve: its GPUs (by index and as topology nodes,
 /// in rank order), its forward on them, its KV cache and token budget.
 pub struct ServingGroup<'e> {
@@ -160,6 +166,9 @@ pub struct ServingGroup<'e> {
     pub gpus: Vec<usize>,
     pub ranks: Vec<NodeId>,
     pub setup: TensorParallel<'e>,
+    /// The forward of its iterations that are not decodes alone, where
+    /// another stack launches them (`EngineSettings::eager_stack`).
+    pub eager: Option<TensorParallel<'e>>,
     pub kv: KvCapacity,
     pub budget: u64,
 }
@@ -177,8 +186,9 @@ impl<'e> ServingGroup<'e> {
         let ranks: Vec<NodeId> = gpus.iter().map(|&g| all[g]).collect();
         let tp = ranks.len() as u32;
         let setup = setup.on_gpus(ranks.clone())?;
+        let eager = eager_setup(&setup, settings)?;
         let kv = KvCapacity::of(llm, gpu, tp, settings.gpu_memory_utilization, settings.block_size)?;
-        Ok(ServingGroup { tp, gpus, ranks, setup, kv, budget })
+        Ok(ServingGroup { tp, gpus, ranks, setup, eager, kv, budget })
     }
 
     /// Its engine under `settings`, for requests of at most
@@ -191,7 +201,11 @@ impl<'e> ServingGroup<'e> {
     /// (KV blocks of `settings`' size swapped over its host paths).
     pub fn iteration_times(&self, run: &'e ModeRun, settings: &EngineSettings) -> SimulatedIterations<'_> {
         let block_bytes = Bytes(settings.block_size * self.kv.bytes_per_token);
-        SimulatedIterations::new(&self.setup, CollectiveCache::new(&run.topology, &run.hardware), block_bytes)
+        let times = SimulatedIterations::new(&self.setup, CollectiveCache::new(&run.topology, &run.hardware), block_bytes);
+        match &self.eager {
+            Some(eager) => times.with_eager(eager),
+            None => times,
+        }
     }
 
     /// What it puts on the links computing a full prompt chunk, its token
@@ -212,7 +226,7 @@ impl<'e> ServingGroup<'e> {
             attended: self.budget * (self.budget + 1) / 2,
             cached: 0,
         };
-        let time = times.time(chunk)?;
+        let time = times.time(chunk, false)?;
         let allreduces = 2 * llm.layers + 1;
         let compute = Time(time.total.0.saturating_sub(time.comm.0) / allreduces);
         let allreduce = collective::Plan::new(topo, model, request)?;

@@ -10,9 +10,12 @@
 //! key is that one's time. KV blocks swapped to host memory and back
 //! before an iteration move over each GPU's path to its socket's memory,
 //! simulated as the storage workload's host copies are (by block counts
-//! rounded the same way). The source of iteration times is a trait, so
-//! that other sources (a measured table, a group of GPUs split in two) fit
-//! beside this one.
+//! rounded the same way). Under a graph stack, as engines run, only
+//! iterations of decodes alone replay the CUDA graph; the others (prompt
+//! chunks, prompts beside decodes) may be launched by another caller, its
+//! eager counterpart, each caller with its own kept times. The source of
+//! iteration times is a trait, so that other sources (a measured table, a
+//! group of GPUs split in two) fit beside this one.
 
 use std::collections::BTreeMap;
 
@@ -38,8 +41,10 @@ pub struct IterationTime {
 
 /// A source of iteration times.
 pub trait IterationTimes {
-    /// The time of an iteration of `tokens`.
-    fn time(&mut self, tokens: PassTokens) -> Result<IterationTime, ServeError>;
+    /// The time of an iteration of `tokens`; `decodes_only`: whether every
+    /// sequence in it decodes one token (what engines replay from CUDA
+    /// graphs).
+    fn time(&mut self, tokens: PassTokens, decodes_only: bool) -> Result<IterationTime, ServeError>;
     /// The time of copying `blocks` KV blocks out to host memory
     /// (`Direction::Write`) or back in (`Direction::Read`).
     fn swap(&mut self, blocks: u64, direction: Direction) -> Result<Time, ServeError>;
@@ -71,14 +76,36 @@ pub fn rounded(tokens: PassTokens) -> PassTokens {
     }
 }
 
-/// Iteration times from the tensor-parallel forward simulated on a
-/// topology, each distinct rounded iteration once.
-pub struct SimulatedIterations<'a> {
+/// One caller's iterations: its forward, the collectives and layers it
+/// simulated, and its kept times.
+struct Caller<'a> {
     setup: &'a TensorParallel<'a>,
     cache: CollectiveCache<'a>,
     /// Layers already simulated, reused by later passes.
     memo: Memo,
     times: BTreeMap<PassTokens, IterationTime>,
+}
+
+impl<'a> Caller<'a> {
+    fn new(setup: &'a TensorParallel<'a>, cache: CollectiveCache<'a>) -> Self {
+        Caller { setup, cache, memo: Memo::default(), times: BTreeMap::new() }
+    }
+
+    fn simulate(&mut self, tokens: PassTokens) -> Result<IterationTime, CollectiveError> {
+        let program = self.setup.program_of(tokens);
+        let totals = self.setup.simulate_program(&program, &mut self.memo, &mut self.cache)?;
+        Ok(IterationTime { total: totals.total(), comm: totals.comm, swap: Time::ZERO })
+    }
+}
+
+/// Iteration times from the tensor-parallel forward simulated on a
+/// topology, each distinct rounded iteration once.
+pub struct SimulatedIterations<'a> {
+    /// Iterations of decodes alone, and every other one without `eager`.
+    graphed: Caller<'a>,
+    /// The iterations that are not decodes alone, where another caller
+    /// launches them.
+    eager: Option<Caller<'a>>,
     reused: u64,
     /// One GPU's share of a KV block.
     block_bytes: Bytes,
@@ -88,15 +115,29 @@ pub struct SimulatedIterations<'a> {
 impl<'a> SimulatedIterations<'a> {
     /// Iterations of `setup`, whose GPUs each hold `block_bytes` of a KV block.
     pub fn new(setup: &'a TensorParallel<'a>, cache: CollectiveCache<'a>, block_bytes: Bytes) -> Self {
-        SimulatedIterations { setup, cache, memo: Memo::default(), times: BTreeMap::new(), reused: 0, block_bytes, swaps: BTreeMap::new() }
+        SimulatedIterations { graphed: Caller::new(setup, cache), eager: None, reused: 0, block_bytes, swaps: BTreeMap::new() }
+    }
+
+    /// Iterations that are not decodes alone run as `eager` (the same
+    /// forward on the same GPUs, another stack) runs them.
+    pub fn with_eager(mut self, eager: &'a TensorParallel<'a>) -> Self {
+        let replayer = eager.replayer();
+        self.eager = Some(Caller::new(eager, CollectiveCache::new(replayer.topo, replayer.model)));
+        self
+    }
+
+    /// The caller of an iteration.
+    fn caller(&mut self, decodes_only: bool) -> &mut Caller<'a> {
+        match &mut self.eager {
+            Some(eager) if !decodes_only => eager,
+            _ => &mut self.graphed,
+        }
     }
 
     /// An iteration of exactly `tokens`, simulated (no rounding, no reuse of
     /// whole iterations): the reference the kept times are tested against.
-    pub fn simulate(&mut self, tokens: PassTokens) -> Result<IterationTime, CollectiveError> {
-        let program = self.setup.program_of(tokens);
-        let totals = self.setup.simulate_program(&program, &mut self.memo, &mut self.cache)?;
-        Ok(IterationTime { total: totals.total(), comm: totals.comm, swap: Time::ZERO })
+    pub fn simulate(&mut self, tokens: PassTokens, decodes_only: bool) -> Result<IterationTime, CollectiveError> {
+        self.caller(decodes_only).simulate(tokens)
     }
 }
 
@@ -109,7 +150,7 @@ impl IterationTimes for SimulatedIterations<'_> {
         if let Some(&time) = self.swaps.get(&key) {
             return Ok(time);
         }
-        let replayer = self.setup.replayer();
+        let replayer = self.graphed.setup.replayer();
         // Every GPU of the group copies its share at once, through pinned
         // host memory.
         let job = Job {
@@ -124,19 +165,21 @@ impl IterationTimes for SimulatedIterations<'_> {
         Ok(time)
     }
 
-    fn time(&mut self, tokens: PassTokens) -> Result<IterationTime, ServeError> {
+    fn time(&mut self, tokens: PassTokens, decodes_only: bool) -> Result<IterationTime, ServeError> {
         let key = rounded(tokens);
-        if let Some(&time) = self.times.get(&key) {
+        if let Some(&time) = self.caller(decodes_only).times.get(&key) {
             self.reused += 1;
             return Ok(time);
         }
-        let time = self.simulate(key)?;
-        self.times.insert(key, time);
+        let caller = self.caller(decodes_only);
+        let time = caller.simulate(key)?;
+        caller.times.insert(key, time);
         Ok(time)
     }
 
     fn counts(&self) -> (u64, u64) {
-        (self.times.len() as u64, self.reused)
+        let kept = self.graphed.times.len() + self.eager.as_ref().map_or(0, |eager| eager.times.len());
+        (kept as u64, self.reused)
     }
 }
 
@@ -145,6 +188,7 @@ mod tests {
     use super::*;
     use crate::config::hardware::HardwareModel;
     use crate::config::llm::LlmModel;
+    use crate::stack::Stack;
     use crate::topology::{PresetOptions, preset};
     use crate::transport::Mode;
     use proptest::prelude::*;
@@ -167,18 +211,25 @@ mod tests {
         let topo = preset("hgx-h200", &PresetOptions::default(), &model).unwrap();
         let llm = LlmModel::load("llama-3.1-8b").unwrap();
         let setup = TensorParallel::new(&topo, &model, &llm, 4, Mode::Nvswitch).unwrap();
-        let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&topo, &model), Bytes(16 * 32768));
+        let eager = setup.clone().with_stack(Stack::Eager).unwrap();
+        let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&topo, &model), Bytes(16 * 32768)).with_eager(&eager);
         let mut mixed = PassTokens::empty(4);
         mixed.add(700, 300);
         (0..90).for_each(|_| mixed.add(1, 1000));
-        let kept = times.time(mixed).unwrap();
-        assert_eq!(kept, times.simulate(rounded(mixed)).unwrap());
-        assert!(kept.total > times.simulate(mixed).unwrap().total, "rounded up: a little longer");
+        let kept = times.time(mixed, false).unwrap();
+        assert_eq!(kept, times.simulate(rounded(mixed), false).unwrap());
+        assert!(kept.total > times.simulate(mixed, false).unwrap().total, "rounded up: a little longer");
         let mut next = mixed;
         next.add(1, 5);
-        assert_eq!(times.time(next).unwrap(), kept, "the same key");
+        assert_eq!(times.time(next, false).unwrap(), kept, "the same key");
         assert_eq!(times.counts(), (1, 1));
         assert!(kept.comm > Time::ZERO && kept.comm < kept.total);
+        // The same tokens replayed from the graph: the graph's caller, kept
+        // apart, and shorter than launched from the host.
+        let graphed = times.time(mixed, true).unwrap();
+        assert_eq!(graphed, SimulatedIterations::new(&setup, CollectiveCache::new(&topo, &model), Bytes(1)).time(mixed, false).unwrap());
+        assert!(graphed.total < kept.total, "{graphed:?} {kept:?}");
+        assert_eq!(times.counts(), (2, 1));
         // Swaps take time, more for more blocks, and are kept by count.
         let (some, more) = (times.swap(100, Direction::Write).unwrap(), times.swap(1000, Direction::Write).unwrap());
         assert!(Time::ZERO < some && some < more, "{some} {more}");

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::ConfigError;
 use crate::config::hardware::GpuModel;
+use crate::stack::Stack;
 use crate::sweep::cost::PerGpu;
 use crate::topology::NodeId;
 use crate::transport::{self, Mode};
@@ -18,7 +19,7 @@ use crate::units::{Bytes, Time};
 use crate::workload::experiment::{self, Experiment, ModeRun};
 use crate::workload::tp::TensorParallel;
 
-use super::groups::{GroupError, PlanError, Role, ServingGroup, SplitPlan};
+use super::groups::{self, GroupError, PlanError, Role, ServingGroup, SplitPlan};
 use super::handoff::TopologyMoves;
 use super::iteration::IterationTimes;
 use super::requests::{self, Arrivals, Lengths, Request};
@@ -59,6 +60,10 @@ pub struct EngineSettings {
     pub swap_space: Option<Bytes>,
     /// The host's time each iteration adds before its forward.
     pub step_overhead: Time,
+    /// Every iteration launched by the mode's stack; false: under a graph
+    /// stack only iterations of decodes alone replay the graph, the others
+    /// launched by its eager counterpart, as engines run.
+    pub one_stack: bool,
 }
 
 impl EngineSettings {
@@ -72,7 +77,15 @@ impl EngineSettings {
         gpu_memory_utilization: 0.9,
         swap_space: None,
         step_overhead: Time::ZERO,
+        one_stack: false,
     };
+
+    /// The stack that launches the iterations that are not decodes alone
+    /// where it is not `stack`: a graph stack's eager counterpart, unless
+    /// one stack runs them all.
+    pub fn eager_stack(&self, stack: Stack) -> Option<Stack> {
+        (!self.one_stack && stack.in_graph()).then(|| stack.eager_counterpart())
+    }
 }
 
 impl EngineSettings {
@@ -120,6 +133,7 @@ pub fn describe(
         transport,
         tp,
         stack: run.stack.to_string(),
+        eager_stack: settings.eager_stack(run.stack).map(|stack| stack.to_string()),
         arrivals: describe_arrivals(arrivals),
         prompt,
         output,
@@ -168,8 +182,10 @@ impl<'e> Server<'e> {
         let (run, gpu, setup) = Server::parts(experiment)?;
         let kv = KvCapacity::of(&experiment.llm, gpu, run.tp, settings.gpu_memory_utilization, settings.block_size)?;
         let ranks = run.topology.gpus()[..run.tp as usize].to_vec();
-        let group =
-            ServingGroup { tp: run.tp, gpus: (0..run.tp as usize).collect(), ranks, setup, kv, budget: settings.max_num_batched_tokens };
+        let eager = groups::eager_setup(&setup, settings)
+            .map_err(|error| experiment.source.invalid(Some(run.index), "stack", error.to_string()))?;
+        let (gpus, budget) = ((0..run.tp as usize).collect(), settings.max_num_batched_tokens);
+        let group = ServingGroup { tp: run.tp, gpus, ranks, setup, eager, kv, budget };
         Ok(Server { experiment, run, gpu, settings: *settings, decode: group, prefill: None })
     }
 

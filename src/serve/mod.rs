@@ -240,8 +240,11 @@ impl<'t> Group<'t> {
             return Ok(());
         }
         // An iteration that only preempted runs no forward.
-        let mut time =
-            if iteration.scheduled.is_empty() { Default::default() } else { self.times.time(iteration.tokens(self.engine.tp))? };
+        let mut time = if iteration.scheduled.is_empty() {
+            Default::default()
+        } else {
+            self.times.time(iteration.tokens(self.engine.tp), iteration.decodes_only())?
+        };
         // Blocks move to host memory or back before the forward runs.
         time.swap = self.times.swap(iteration.swapped_out, Direction::Write)? + self.times.swap(iteration.swapped_in, Direction::Read)?;
         time.total += time.swap;
@@ -397,13 +400,15 @@ mod tests {
     use super::*;
     use crate::workload::forward::PassTokens;
 
-    /// An iteration takes 1 ms plus 10 us a row: a closed form to check
+    /// An iteration takes 1 ms plus 10 us a row, and 500 us more unless it
+    /// is decodes alone (launched from the host): a closed form to check
     /// the clock against.
     struct LinearTimes;
 
     impl IterationTimes for LinearTimes {
-        fn time(&mut self, tokens: PassTokens) -> Result<IterationTime, ServeError> {
-            Ok(IterationTime { total: Time::from_us(1000 + 10 * tokens.rows), comm: Time::ZERO, swap: Time::ZERO })
+        fn time(&mut self, tokens: PassTokens, decodes_only: bool) -> Result<IterationTime, ServeError> {
+            let eager = if decodes_only { 0 } else { 500 };
+            Ok(IterationTime { total: Time::from_us(1000 + 10 * tokens.rows + eager), comm: Time::ZERO, swap: Time::ZERO })
         }
         fn swap(&mut self, blocks: u64, _: Direction) -> Result<Time, ServeError> {
             Ok(Time::from_us(blocks))
@@ -423,8 +428,9 @@ mod tests {
         let request = Request { arrival: Time::from_us(5_000), prompt: 300, output: 4 };
         let run = simulate(&[request], engine(100), &mut LinearTimes, &|| {}).unwrap();
         let served = run.served[0];
-        // Chunks of 256 and 44 tokens, then three decodes of one row.
-        assert_eq!(served.first_token, Time::from_us(5_000 + (1000 + 2560) + (1000 + 440)));
+        // Chunks of 256 and 44 tokens (not decodes alone), then three
+        // decodes of one row.
+        assert_eq!(served.first_token, Time::from_us(5_000 + (1000 + 2560 + 500) + (1000 + 440 + 500)));
         assert_eq!(served.finished, served.first_token + Time::from_us(3 * 1010));
         assert_eq!(run.token_gaps, vec![Time::from_us(1010); 3]);
         assert_eq!(run.iterations.len(), 5);

@@ -38,6 +38,10 @@ pub struct Setup {
     pub transport: String,
     pub tp: u32,
     pub stack: String,
+    /// The stack that launches the iterations that are not decodes alone,
+    /// where it is not `stack`; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eager_stack: Option<String>,
     pub arrivals: String,
     pub prompt: String,
     pub output: String,
@@ -473,6 +477,7 @@ mod tests {
             transport: "nvswitch".into(),
             tp: 2,
             stack: "nccl-graph".into(),
+            eager_stack: None,
             arrivals: "listed".into(),
             prompt: "10".into(),
             output: "-".into(),

@@ -89,6 +89,13 @@ pub struct Scheduled {
     pub samples: bool,
 }
 
+impl Scheduled {
+    /// Whether it decodes: one new token after cached ones.
+    pub fn decodes(&self) -> bool {
+        self.new_tokens == 1 && self.context > 0
+    }
+}
+
 /// What the next iteration runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Iteration {
@@ -115,9 +122,15 @@ impl Iteration {
     /// Tokens computed for sequences still in their prompt (or computing
     /// it again), and sequences decoding one token.
     pub fn prefill_and_decodes(&self) -> (u64, u64) {
-        let decodes = self.scheduled.iter().filter(|s| s.new_tokens == 1 && s.context > 0).count() as u64;
+        let decodes = self.scheduled.iter().filter(|s| s.decodes()).count() as u64;
         let total: u64 = self.scheduled.iter().map(|s| s.new_tokens).sum();
         (total - decodes, decodes)
+    }
+
+    /// Whether every sequence scheduled decodes one token: the iterations
+    /// engines replay from CUDA graphs.
+    pub fn decodes_only(&self) -> bool {
+        self.scheduled.iter().all(Scheduled::decodes)
     }
 }
 
@@ -354,6 +367,8 @@ mod tests {
         assert_eq!(shapes[3], [(1, 102), (178, 1022)]);
         assert_eq!(shapes[4], [(1, 1200)], "the first finished; the long one decodes its second token");
         assert_eq!(iterations[3].prefill_and_decodes(), (178, 1));
+        let decodes_only: Vec<bool> = iterations[..5].iter().map(Iteration::decodes_only).collect();
+        assert_eq!(decodes_only, [false, false, false, false, true], "a chunk beside a decode is not decode-only");
     }
 
     #[test]

@@ -174,7 +174,7 @@ mod tests {
     }
 
     impl IterationTimes for LinearTimes {
-        fn time(&mut self, tokens: PassTokens) -> Result<IterationTime, ServeError> {
+        fn time(&mut self, tokens: PassTokens, _: bool) -> Result<IterationTime, ServeError> {
             Ok(IterationTime { total: Time::from_us(self.base + 10 * tokens.rows), comm: Time::ZERO, swap: Time::ZERO })
         }
         fn swap(&mut self, blocks: u64, _: Direction) -> Result<Time, ServeError> {

@@ -45,6 +45,10 @@ pub struct RawService {
     pub gpu_memory_utilization: Option<f64>,
     /// Host memory a GPU gives swapped blocks (`"4GiB"`); absent: recompute.
     pub swap_space: Option<String>,
+    /// Every iteration launched by the experiment's stack (`icsim serve
+    /// --one-stack`); absent or false: a graph stack's prompt chunks and
+    /// mixed iterations launched by its eager counterpart.
+    pub one_stack: Option<bool>,
     /// Objectives a request must meet to count towards goodput (`"2s"`).
     pub slo_ttft: Option<String>,
     pub slo_tpot: Option<String>,
@@ -121,6 +125,7 @@ impl Service {
                 gpu_memory_utilization: utilization,
                 swap_space,
                 step_overhead: defaults.step_overhead,
+                one_stack: raw.one_stack.unwrap_or(defaults.one_stack),
             },
             slo: Slo { ttft: time("slo_ttft", &raw.slo_ttft)?, tpot: time("slo_tpot", &raw.slo_tpot)? },
             split: SplitPlan::or_none(raw.split.as_deref().unwrap_or("none"))

@@ -202,9 +202,14 @@ impl<'a> TensorParallel<'a> {
     /// fusion called `fusion`.
     pub fn with_forward(mut self, stack: Stack, scope: Scope, fusion: &str) -> Result<Self, TpError> {
         self.fusion = self.llm.fusion(fusion).map_err(TpError::Forward)?.clone();
+        self.scope = scope;
+        self.with_stack(stack)
+    }
+
+    /// The same forward launched as `stack` launches it.
+    pub fn with_stack(mut self, stack: Stack) -> Result<Self, TpError> {
         self.launch = Launch::of(self.model, stack).map_err(TpError::Forward)?;
         self.stack = stack;
-        self.scope = scope;
         Ok(self)
     }
 
