@@ -234,6 +234,8 @@ pub fn error_line(error: &anyhow::Error) -> String {
         }
     }
     let reason = said.pop().unwrap_or_default();
+    // What was being done, where the reason already names it, is said once.
+    said.retain(|context| !reason.contains(context.as_str()));
     if said.is_empty() {
         return reason;
     }
@@ -316,5 +318,14 @@ mod tests {
         let io = std::io::Error::other("disk on fire");
         let wrapped = anyhow::Error::new(icsim::topology::import::ImportError::Io { path: "x.txt".into(), source: io });
         assert_eq!(super::error_line(&wrapped), "cannot read x.txt: disk on fire", "a cause its wrapper prints is said once");
+        let named = Err::<(), _>(anyhow::anyhow!("allreduce of 1MiB on hgx-h200 (8 GPUs) needs more than 150 million simulated events"))
+            .context("allreduce of 1MiB on hgx-h200")
+            .context("a sweep point")
+            .unwrap_err();
+        assert_eq!(
+            super::error_line(&named),
+            "allreduce of 1MiB on hgx-h200 (8 GPUs) needs more than 150 million simulated events (a sweep point)",
+            "a context the reason names is said once"
+        );
     }
 }
