@@ -161,6 +161,12 @@ pub fn extremes(values: impl IntoIterator<Item = f64>) -> (f64, f64) {
     values.into_iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), v| (low.min(v), high.max(v)))
 }
 
+/// The rows of a JSON Lines file, one object a line.
+pub fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines().map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).collect()
+}
+
 /// The float16 allreduces on 8 GPUs from 32 MiB of the public nccl-tests
 /// table of `gpu` (aiconfigurator): NCCL runs them over NVLS.
 pub fn public_nvls_allreduces(gpu: &str) -> Vec<icsim::calibrate::schema::Measurement> {

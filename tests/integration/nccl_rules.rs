@@ -13,6 +13,8 @@ use icsim::topology::{Topology, TopologySpec, resolve};
 use icsim::transport::{Mode, PathClass};
 use icsim::units::Bytes;
 
+use crate::common::json_lines;
+
 fn folder() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("models/hardware/measurements/h200x4-channels")
 }
@@ -25,8 +27,7 @@ fn board() -> (Topology, HardwareModel) {
 }
 
 fn rows(file: &str) -> Vec<serde_json::Value> {
-    let text = std::fs::read_to_string(folder().join(file)).expect("committed with the measurements");
-    text.lines().map(|line| serde_json::from_str(line).expect("one JSON object a line")).collect()
+    json_lines(&folder().join(file))
 }
 
 /// A runner setting's name ("shm-proto-ll128-channels-4") as what it forced.

@@ -13,7 +13,7 @@ use icsim::topology::{LinkKind, Topology};
 use icsim::transport::Mode;
 use icsim::units::{Bytes, Time};
 
-use crate::common::{extremes, icsim, page_says, preset, stderr, succeeded};
+use crate::common::{extremes, icsim, json_lines, page_says, preset, stderr, succeeded};
 
 /// 8x H200 on NVSwitch, NCCL's uncalibrated priors, with every GPU's NVLink
 /// port cut to `links` of its 18 links.
@@ -261,9 +261,7 @@ fn the_slowest_of_a_calls_channels_sets_its_end() {
 /// The rows of one of one H200's probe files
 /// (models/hardware/measurements/h200-device-1gpu/), each a JSON object.
 fn probe_rows(name: &str) -> Vec<serde_json::Value> {
-    let path = format!("{}/models/hardware/measurements/h200-device-1gpu/{name}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    text.lines().map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{path}: {e}"))).collect()
+    json_lines(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/hardware/measurements/h200-device-1gpu").join(name))
 }
 
 #[test]

@@ -34,7 +34,7 @@ use icsim::workload::compute::Clock;
 use icsim::workload::forward::{PassTokens, Step, pass_program};
 use icsim::workload::tp::{CollectiveCache, TensorParallel};
 
-use crate::common::{Inputs, extremes, icsim_json, listed, page_quotes, page_says, preset, span};
+use crate::common::{Inputs, extremes, icsim_json, json_lines, listed, page_quotes, page_says, preset, span};
 
 /// The host's time before each iteration's forward: the mean over the
 /// 15,783 iterations of the engine's fixed-length runs (wall clock less
@@ -46,9 +46,7 @@ fn folder() -> PathBuf {
 }
 
 fn rows(name: &str) -> Vec<Value> {
-    let path = folder().join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines().map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).collect()
+    json_lines(&folder().join(name))
 }
 
 fn number(row: &Value, path: &str) -> f64 {
