@@ -125,12 +125,17 @@ class Scheduler:
 class Model:
     """One GPU's model: one layer's weights for every layer, a KV slot a sequence."""
 
-    def __init__(self, torch, shape, slots, max_len, device):
+    def __init__(self, torch, shape, slots, max_len, device, token_ids="random"):
         self.torch, self.F = torch, torch.nn.functional
         self.h, self.layers, self.vocab = shape["hidden"], shape["layers"], shape["vocab"]
         self.qh, self.kvh, self.f = shape["heads"], shape["kv_heads"], shape["ffn"]
         self.d = self.h // self.qh
         self.max_len = max_len
+        # Token ids drawn at random give the products operands as varied as
+        # text's; one repeated id (what the first runs fed) makes every row
+        # alike, and products on such predictable operands run about 15%
+        # faster (engine_kernels.py's `prompt_inputs`).
+        self.draw_from = self.vocab if token_ids == "random" else None
         bf16 = torch.bfloat16
 
         def weight(*size):
@@ -181,10 +186,11 @@ class Model:
         return F.linear(last, self.lm_head).argmax(dim=-1)
 
 
-def inputs(torch, device, max_len, parts, pad=None):
+def inputs(torch, device, max_len, parts, pad=None, draw_from=None):
     """The forward's input tensors for `parts` [(slot, context, new tokens)],
     in slot order (the cache's offsets must grow); with `pad` (size, spare
-    slot), padded up to `size` sequences of one token in the spare slot."""
+    slot), padded up to `size` sequences of one token in the spare slot.
+    Token ids are drawn below `draw_from`, or all 1 without it."""
     parts = sorted(parts)
     if pad is not None:
         size, spare = pad
@@ -204,7 +210,8 @@ def inputs(torch, device, max_len, parts, pad=None):
         return torch.tensor(values, dtype=torch.int32, device=device)
 
     return {
-        "token_ids": torch.tensor([1] * len(positions), dtype=torch.int64, device=device),
+        "token_ids": (torch.randint(0, draw_from, (len(positions),), device=device) if draw_from
+                      else torch.tensor([1] * len(positions), dtype=torch.int64, device=device)),
         "positions": tensor(positions).long(),
         "cache_rows": tensor(rows).long(),
         "cu_q": tensor(cu_q),
@@ -236,7 +243,7 @@ class DecodeGraphs:
         """`parts`' inputs padded to the next captured batch size; the spare
         slot is past every slot a sequence can hold."""
         size = next(b for b in self.graphs if b >= len(parts))
-        return inputs(torch, device, model.max_len, parts, pad=(size, self.spare))
+        return inputs(torch, device, model.max_len, parts, pad=(size, self.spare), draw_from=model.draw_from)
 
     def run(self, batch):
         graph, static, out = self.graphs[len(batch["cu_q"]) - 1]
@@ -259,7 +266,8 @@ def profile(torch, model, graphs, device, max_len, label, path):
             graphed = all(new == 1 for _, _, new in parts)
 
             def run():
-                batch = graphs.inputs(torch, device, model, parts) if graphed else inputs(torch, device, model.max_len, parts)
+                batch = (graphs.inputs(torch, device, model, parts) if graphed
+                         else inputs(torch, device, model.max_len, parts, draw_from=model.draw_from))
                 return graphs.run(batch) if graphed else model.forward(batch)
 
             for _ in range(3):
@@ -309,7 +317,8 @@ def serve(torch, args, shape, model, graphs, device, rate, requests, kv_blocks):
         parts = [(s.slot, s.computed, new) for s, new in scheduled]
         decodes_only = all(new == 1 and s.computed > 0 for s, new in scheduled)
         with torch.no_grad():
-            batch = graphs.inputs(torch, device, model, parts) if decodes_only else inputs(torch, device, model.max_len, parts)
+            batch = (graphs.inputs(torch, device, model, parts) if decodes_only
+                     else inputs(torch, device, model.max_len, parts, draw_from=model.draw_from))
             launched = time.perf_counter() - t0
             start_event.record()
             out = graphs.run(batch) if decodes_only else model.forward(batch)
@@ -376,6 +385,8 @@ def main():
     parser.add_argument("--max-len", type=int, default=None, help="tokens a KV slot holds (default: longest prompt + output)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--label", default="", help="a name for this run's rows")
+    parser.add_argument("--token-ids", choices=["random", "repeated"], default="random",
+                        help="the prompt's and decodes' token ids: drawn at random (as text varies) or all 1 (the first runs')")
     parser.add_argument("--profile", action="store_true", help="instead of serving: every kernel of a few iterations (profile.jsonl)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
@@ -395,12 +406,12 @@ def main():
     token_bytes = 2 * shape["layers"] * shape["kv_heads"] * d * 2
     memory = torch.cuda.get_device_properties(0).total_memory
     kv_blocks = int((memory * args.gpu_memory_utilization - 2 * params) // (token_bytes * args.block_size))
-    model = Model(torch, shape, args.max_num_seqs, max_len, device)
+    model = Model(torch, shape, args.max_num_seqs, max_len, device, args.token_ids)
     with torch.no_grad():
         graphs = DecodeGraphs(torch, model, device, args.max_num_seqs)
         # Warm up the eager path's kernels at the shapes a run meets.
         for rows in (args.max_num_batched_tokens, 1000, 100, 7):
-            model.forward(inputs(torch, device, max_len, [(0, 0, min(rows, max_len))]))
+            model.forward(inputs(torch, device, max_len, [(0, 0, min(rows, max_len))], draw_from=model.draw_from))
         torch.cuda.synchronize()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -411,7 +422,7 @@ def main():
         "label": args.label, "model": args.model, "gpu": gpu, "tp": 1, "torch": torch.__version__,
         "prompt": args.prompt, "output": args.output, "requests": args.requests, "max_num_seqs": args.max_num_seqs,
         "max_num_batched_tokens": args.max_num_batched_tokens, "block_size": args.block_size, "kv_blocks": kv_blocks,
-        "max_len": max_len, "seed": args.seed, "graph_batches": [b for b in GRAPH_BATCHES if b <= args.max_num_seqs],
+        "max_len": max_len, "seed": args.seed, "token_ids": args.token_ids, "graph_batches": [b for b in GRAPH_BATCHES if b <= args.max_num_seqs],
         "engine": "tools/serve_engine.py: decode-only iterations from CUDA graphs, the rest eager; "
                   "varlen FlashAttention-2 (aten) over per-sequence KV slots; one layer's weights for all layers",
     }

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""The kernels of tools/serve_engine.py's iterations, each timed alone, so
+that the hardware model can be fitted on them and the engine's profile and
+serving runs stay out of sample.
+
+    python3 tools/engine_kernels.py --out m/
+
+Written to m/engine-kernels.jsonl, one row a measurement (`what` says which):
+- `op`: one of the engine's eager ops at its shapes (Llama-3.1-8B, TP=1) over
+  `rows` new tokens, as a CUDA graph of 20 back-to-back calls replayed 10
+  times (CUDA events): the rotary's multiply, roll and addcmul, the KV cache
+  writes (index_copy_), the copy of Q FlashAttention's varlen entry point
+  makes, SiLU and the multiply on the gate/up halves, and FlashAttention-2's
+  varlen kernel over one prompt of `rows` tokens (causal, no cache).
+- `gemm_burst`: one product after 50 ms idle (the clock recovered), median
+  of five; `gemm_stream`: 300 products back to back, the time of each, to
+  show how the rate falls as matrix work goes on.
+- `prompt_inputs`: the engine's forward over one 1024-token prompt (eager),
+  its token ids all 1 as the engine feeds them or drawn at random: the GPU's
+  time (CUDA events, mean of five) and its products' total under the
+  profiler (products run faster on predictable operands).
+- `graph_gap`: the engine's decode graph at a batch size replayed 50 times
+  back to back (no inputs built) and once under PyTorch's profiler: the
+  GPU's time an iteration, its kernels' total and count.
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve_engine import DecodeGraphs, Model, inputs  # noqa: E402
+from torch_forward import kernel_totals, model_shape  # noqa: E402
+
+ROWS = [1, 8, 64, 256, 1024, 2048, 4096]
+
+
+def graph_time_us(torch, call, calls=20, replays=10):
+    """Per call, from a CUDA graph of `calls` back-to-back calls."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            call()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / (calls * replays)
+
+
+def ops(torch, shape, rows, device):
+    """The engine's eager ops over `rows` new tokens: name -> call."""
+    F = torch.nn.functional
+    bf16 = torch.bfloat16
+    qh, kvh, h, f = shape["heads"], shape["kv_heads"], shape["hidden"], shape["ffn"]
+    d = h // qh
+    qkv = torch.randn(rows, (qh + 2 * kvh) * d, device=device, dtype=bf16)
+    qk, v = qkv.split([(qh + kvh) * d, kvh * d], dim=-1)
+    x = qk.view(rows, qh + kvh, d)
+    cos = torch.randn(rows, 1, d, device=device, dtype=bf16)
+    sin = torch.randn(rows, 1, d, device=device, dtype=bf16)
+    rotated = torch.addcmul(x * cos, x.roll(d // 2, dims=-1), sin)
+    q, k = rotated.split([qh, kvh], dim=1)
+    cache = torch.zeros(rows + 4096, kvh, d, device=device, dtype=bf16)
+    cache_rows = torch.arange(rows, device=device) + 4096
+    gate_up = torch.randn(rows, 2 * f, device=device, dtype=bf16)
+    gate, up = gate_up.chunk(2, dim=-1)
+    silu = F.silu(gate)
+    calls = {
+        "rotary_mul": lambda: x * cos,
+        "rotary_roll": lambda: x.roll(d // 2, dims=-1),
+        "rotary_addcmul": lambda: torch.addcmul(rotated, rotated, sin),
+        "kv_write": lambda: cache.index_copy_(0, cache_rows, k),
+        "q_copy": lambda: q.contiguous(),
+        "silu": lambda: F.silu(gate),
+        "mul": lambda: silu * up,
+    }
+    if rows > 1:
+        whole = torch.zeros(rows, kvh, d, device=device, dtype=bf16)
+        cu = torch.tensor([0, rows], dtype=torch.int32, device=device)
+        qc = q.contiguous()
+        calls["flash_prefill"] = lambda: torch.ops.aten._flash_attention_forward(
+            qc, whole, whole, cu, cu, rows, rows, 0.0, True, False)[0]
+    return calls
+
+
+def products(shape):
+    h, f = shape["hidden"], shape["ffn"]
+    d = h // shape["heads"]
+    return {"gemm_qkv": ((shape["heads"] + 2 * shape["kv_heads"]) * d, h), "gemm_o": (h, h),
+            "gemm_gate_up": (2 * f, h), "gemm_down": (h, f)}
+
+
+def prompt_inputs(torch, model, device, max_len, write):
+    """One 1024-token prompt's forward with repeated and with random token ids."""
+    for ids in ("repeated", "random"):
+        batch = inputs(torch, device, max_len, [(0, 0, 1024)], draw_from=model.vocab if ids == "random" else None)
+        for _ in range(3):
+            model.forward(batch)
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            model.forward(batch)
+        end.record()
+        end.synchronize()
+        kernels = kernel_totals(torch, lambda: model.forward(batch))
+        products = sum(t for name, (_, t) in kernels if name.startswith("nvjet") or "gemm" in name.lower())
+        write({"what": "prompt_inputs", "token_ids": ids, "rows": 1024, "iteration_us": round(start.elapsed_time(end) * 1e3 / 5, 2),
+               "products_us": round(products, 2), "kernel_us": round(sum(t for _, (_, t) in kernels), 2)})
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="llama-3.1-8b")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("error: no CUDA GPU is visible to PyTorch")
+    device = torch.device("cuda", 0)
+    shape = model_shape(args.model)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    common = {"model": args.model, "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+    with open(out_dir / "engine-kernels.jsonl", "w") as out, torch.no_grad():
+        def write(row):
+            out.write(json.dumps(dict(common, **row)) + "\n")
+            out.flush()
+            print(json.dumps(row)[:200], flush=True)
+
+        for rows in ROWS:
+            for name, call in ops(torch, shape, rows, device).items():
+                write({"what": "op", "op": name, "rows": rows, "time_us": round(graph_time_us(torch, call), 3)})
+        for name, (n, k) in products(shape).items():
+            weight = torch.randn(n, k, device=device, dtype=torch.bfloat16) * 0.02
+            for m in (128, 512, 1024, 2048, 4096):
+                a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+                torch.nn.functional.linear(a, weight)
+                times = []
+                for _ in range(5):
+                    torch.cuda.synchronize()
+                    time.sleep(0.05)
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    torch.nn.functional.linear(a, weight)
+                    end.record()
+                    end.synchronize()
+                    times.append(start.elapsed_time(end) * 1e3)
+                write({"what": "gemm_burst", "kernel": name, "m": m, "n": n, "k": k, "time_us": round(statistics.median(times), 3)})
+                if m in (1024, 4096) and name in ("gemm_gate_up", "gemm_qkv"):
+                    torch.cuda.synchronize()
+                    time.sleep(0.2)
+                    events = [torch.cuda.Event(enable_timing=True) for _ in range(301)]
+                    events[0].record()
+                    for i in range(300):
+                        torch.nn.functional.linear(a, weight)
+                        events[i + 1].record()
+                    events[-1].synchronize()
+                    each = [round(events[i].elapsed_time(events[i + 1]) * 1e3, 2) for i in range(300)]
+                    write({"what": "gemm_stream", "kernel": name, "m": m, "n": n, "k": k, "times_us": each})
+        max_len = 1152
+        model = Model(torch, shape, 64, max_len, device)
+        graphs = DecodeGraphs(torch, model, device, 64)
+        prompt_inputs(torch, model, device, max_len, write)
+        for size in (1, 8, 32, 64):
+            batch = graphs.inputs(torch, device, model, [(slot, max_len - 64, 1) for slot in range(size)])
+            graphs.run(batch)
+            graph = graphs.graphs[size][0]
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(50):
+                graph.replay()
+            end.record()
+            end.synchronize()
+            kernels = kernel_totals(torch, graph.replay)
+            write({"what": "graph_gap", "batch": size, "iteration_us": round(start.elapsed_time(end) * 1e3 / 50, 2),
+                   "kernel_us": round(sum(t for _, (_, t) in kernels), 2), "kernels": sum(c for _, (c, _) in kernels)})
+
+
+if __name__ == "__main__":
+    main()
