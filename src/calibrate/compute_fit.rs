@@ -213,7 +213,7 @@ fn starting_point(model: &HardwareModel, gpu: &str, measured: &[(Kernel, &Measur
         let streaming_us = on_gpu(largest.1) - floor;
         (streaming_us > 0.0).then(|| (largest.0.bytes / (streaming_us * 1e-6) / g.memory_bandwidth.bytes_per_sec()).clamp(0.05, 0.99))
     };
-    KernelEfficiency { memory: fraction(false), floor: Some(Time::from_us_f64(floor)), l2: fraction(true), row_rate: None }
+    KernelEfficiency { memory: fraction(false), floor: Some(Time::from_us_f64(floor)), l2: fraction(true), ..Default::default() }
 }
 
 /// d ln(predicted time) / d ln(parameter) at each point (a parameter at
@@ -396,6 +396,7 @@ mod tests {
             floor: Some(Time::from_us(1)),
             l2: Some(1.2),
             row_rate: Some(Bandwidth::from_gbps_f64(15.0)),
+            ..Default::default()
         };
         known.gpu.get_mut("h200").unwrap().compute.kernel.insert("rms_norm".into(), own);
         let mut rows = Vec::new();

@@ -53,6 +53,14 @@ impl Library {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct KernelEfficiency {
+    /// Achieved fraction of the GPU's `bf16_tflops`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute: Option<f64>,
+    /// Thread blocks the kernel keeps at work at once, in effect: the
+    /// kernel's longest block (its `tail_flops`) runs at this share of the
+    /// kernel's rate, after the rest of its work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks_at_once: Option<f64>,
     /// Achieved fraction of the GPU's `memory_bandwidth`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<f64>,
@@ -162,6 +170,12 @@ impl ComputeEfficiency {
                 let key = |field: &str| format!("{prefix}.{}.{kind}.{field}", library.table());
                 if let Some(memory) = own.memory {
                     check_range(path, &key("memory"), memory, 0.01..=1.0)?;
+                }
+                if let Some(compute) = own.compute {
+                    check_range(path, &key("compute"), compute, 0.01..=1.0)?;
+                }
+                if let Some(blocks) = own.blocks_at_once {
+                    check_range(path, &key("blocks_at_once"), blocks, 1.0..=1e6)?;
                 }
                 if let Some(l2) = own.l2 {
                     check_range(path, &key("l2"), l2, 0.01..=10.0)?;

@@ -219,13 +219,8 @@ impl<'e> ServingGroup<'e> {
         (topo, model): (&Topology, &HardwareModel),
     ) -> Result<Option<Background>, ServeError> {
         let Some(request) = self.setup.allreduce(llm.allreduce_bytes(self.budget)) else { return Ok(None) };
-        let chunk = PassTokens {
-            tp: u64::from(self.tp),
-            rows: self.budget,
-            sequences: 1,
-            attended: self.budget * (self.budget + 1) / 2,
-            cached: 0,
-        };
+        let mut chunk = PassTokens::empty(u64::from(self.tp));
+        chunk.add(self.budget, 0);
         let time = times.time(chunk, false)?;
         let allreduces = 2 * llm.layers + 1;
         let compute = Time(time.total.0.saturating_sub(time.comm.0) / allreduces);

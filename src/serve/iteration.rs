@@ -73,6 +73,7 @@ pub fn rounded(tokens: PassTokens) -> PassTokens {
         sequences: round_up(tokens.sequences),
         attended: round_up(tokens.attended),
         cached: round_up(tokens.cached),
+        tail_pairs: round_up(tokens.tail_pairs),
     }
 }
 
@@ -166,7 +167,7 @@ impl IterationTimes for SimulatedIterations<'_> {
     }
 
     fn time(&mut self, tokens: PassTokens, decodes_only: bool) -> Result<IterationTime, ServeError> {
-        let key = rounded(tokens);
+        let key = rounded(self.caller(decodes_only).setup.priced(tokens));
         if let Some(&time) = self.caller(decodes_only).times.get(&key) {
             self.reused += 1;
             return Ok(time);

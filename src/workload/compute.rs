@@ -63,6 +63,9 @@ pub struct Kernel {
     /// Bytes one row moves, for a kernel that gives each row its own thread
     /// block (norms); zero otherwise.
     pub row_bytes: f64,
+    /// Floating-point work of the kernel's longest thread block, for a
+    /// kernel whose blocks differ (causal attention); zero otherwise.
+    pub tail_flops: f64,
 }
 
 /// The parts of a kernel's time on one GPU.
@@ -79,7 +82,7 @@ pub struct Roofline {
 
 impl Kernel {
     fn new(name: &'static str, class: KernelClass, flops: f64, bytes: f64) -> Kernel {
-        Kernel { name, kind: name, library: Library::Fused, class, flops, bytes, row_bytes: 0.0 }
+        Kernel { name, kind: name, library: Library::Fused, class, flops, bytes, row_bytes: 0.0, tail_flops: 0.0 }
     }
 
     /// A product of (m x k) by (k x n) in elements of `element` bytes: it
@@ -108,6 +111,11 @@ impl Kernel {
         Kernel { row_bytes, ..self }
     }
 
+    /// The same kernel with a longest thread block of `tail_flops`.
+    pub fn with_tail(self, tail_flops: f64) -> Kernel {
+        Kernel { tail_flops, ..self }
+    }
+
     /// The kernel's own measured rates on `gpu`, if it has any.
     pub fn own<'g>(&self, gpu: &'g GpuModel) -> Option<&'g KernelEfficiency> {
         gpu.compute.kernels(self.library).get(self.kind)
@@ -122,13 +130,17 @@ impl Kernel {
             KernelClass::Elementwise => (1.0, c.elementwise, c.elementwise_floor),
         };
         let own = self.own(gpu);
+        let compute_fraction = own.and_then(|o| o.compute).unwrap_or(compute_fraction);
         let memory_fraction = own.and_then(|o| o.memory).unwrap_or(class_memory);
         let floor = own.and_then(|o| o.floor).unwrap_or(class_floor);
         let sustained = match clock {
             Clock::Burst => 1.0,
             Clock::Sustained => c.sustained,
         };
-        let compute_s = self.flops / (gpu.bf16_tflops * 1e12 * compute_fraction * sustained);
+        // The longest block ends after the rest: it runs at one block's
+        // share of the kernel's rate (Graham's bound on a list schedule).
+        let tail = own.and_then(|o| o.blocks_at_once).map_or(0.0, |blocks| self.tail_flops * blocks);
+        let compute_s = (self.flops + tail) / (gpu.bf16_tflops * 1e12 * compute_fraction * sustained);
         let in_l2 = gpu.l2_cache.is_some_and(|l2| self.bytes <= l2.0 as f64);
         let fraction = match own.and_then(|o| o.l2) {
             Some(l2) if in_l2 => l2,
@@ -254,7 +266,7 @@ mod tests {
     #[test]
     fn a_measured_kernel_takes_its_own_rates_in_l2_and_by_rows() {
         let mut gpu = h200();
-        let own = KernelEfficiency { memory: Some(0.5), floor: Some(Time::from_us(1)), l2: Some(2.0), row_rate: None };
+        let own = KernelEfficiency { memory: Some(0.5), floor: Some(Time::from_us(1)), l2: Some(2.0), ..Default::default() };
         gpu.compute.aten.insert("rms_norm".into(), own);
         let hbm = gpu.memory_bandwidth.bytes_per_sec();
         // 1 GB does not fit in the 50 MB L2: half the HBM rate.
@@ -270,6 +282,21 @@ mod tests {
         let row = Kernel::elementwise("rms_norm", 32768.0).by_rows(32768.0);
         let expected = gpu.compute.elementwise_floor + Time::from_us_f64(32768.0 / gpu.compute.row_rate.bytes_per_sec() * 1e6);
         assert_eq!(row.time(&gpu, Clock::Burst), expected);
+    }
+
+    #[test]
+    fn a_kernels_longest_block_runs_at_one_blocks_share_after_the_rest() {
+        let mut gpu = h200();
+        let own = KernelEfficiency { compute: Some(0.25), blocks_at_once: Some(100.0), ..Default::default() };
+        gpu.compute.aten.insert("flash_varlen".into(), own);
+        let rate = gpu.bf16_tflops * 1e12 * 0.25;
+        let causal = Kernel::attention(1e10, 0.0).with_tail(1e7).run_as("flash_varlen", Library::Aten);
+        let roofline = causal.roofline(&gpu, Clock::Burst);
+        assert!((roofline.compute_s - (1e10 + 100.0 * 1e7) / rate).abs() < 1e-15, "{roofline:?}");
+        // Without its own entry the class prices the FLOPs alone.
+        let dense = Kernel::attention(1e10, 0.0).with_tail(1e7);
+        let class = dense.roofline(&gpu, Clock::Burst).compute_s;
+        assert!((class - 1e10 / (gpu.bf16_tflops * 1e12 * gpu.compute.attention)).abs() < 1e-15);
     }
 
     #[test]

@@ -54,12 +54,20 @@ pub struct PassTokens {
     pub attended: u64,
     /// Tokens already in the KV cache, summed over the sequences.
     pub cached: u64,
+    /// Query-key pairs of the attention's longest thread block: the last
+    /// [`ATTENTION_ROW_BLOCK`] new tokens of the sequence with the most.
+    pub tail_pairs: u64,
 }
+
+/// New tokens one thread block of FlashAttention-2's forward kernel takes
+/// for 128-wide heads (`Flash_fwd_kernel_traits<128, 128, 64, 4, ...>`: the
+/// kernel the serving engine's profile names; its flash_fwd_launch_template.h).
+pub const ATTENTION_ROW_BLOCK: u64 = 128;
 
 impl PassTokens {
     /// No sequence yet, at TP=`tp`.
     pub fn empty(tp: u64) -> PassTokens {
-        PassTokens { tp, rows: 0, sequences: 0, attended: 0, cached: 0 }
+        PassTokens { tp, rows: 0, sequences: 0, attended: 0, cached: 0, tail_pairs: 0 }
     }
 
     /// Adds a sequence with `tokens` new tokens after `context` cached ones.
@@ -68,6 +76,7 @@ impl PassTokens {
         self.sequences += 1;
         self.attended += tokens * context + tokens * (tokens + 1) / 2;
         self.cached += context;
+        self.tail_pairs = self.tail_pairs.max(tokens.min(ATTENTION_ROW_BLOCK) * (context + tokens));
     }
 }
 
@@ -81,6 +90,7 @@ impl From<Shape> for PassTokens {
             sequences: shape.batch,
             attended: one.attended * shape.batch,
             cached: one.cached * shape.batch,
+            tail_pairs: one.tail_pairs,
         }
     }
 }
@@ -162,6 +172,7 @@ struct Dims {
     sequences: f64,
     attended: f64,
     cached: f64,
+    tail_pairs: f64,
     /// Whose kernels run the norms, adds, activations and copies.
     library: Library,
 }
@@ -180,6 +191,7 @@ impl Dims {
             sequences: shape.sequences as f64,
             attended: shape.attended as f64,
             cached: shape.cached as f64,
+            tail_pairs: shape.tail_pairs as f64,
             library,
         }
     }
@@ -307,7 +319,10 @@ impl Dims {
         let bytes = self.element * self.head_dim * (2.0 * self.rows * (self.q_heads + self.kv_heads) + 2.0 * self.cached * cache_reads);
         match kernel {
             AttentionKernel::Dense => Kernel::attention(flops, bytes),
-            AttentionKernel::FlashVarlen => Kernel::attention(flops, bytes).run_as("flash_varlen", self.library),
+            // Causal row blocks differ: the one with the most keys ends last.
+            AttentionKernel::FlashVarlen => {
+                Kernel::attention(flops, bytes).with_tail(4.0 * self.tail_pairs * self.head_dim).run_as("flash_varlen", self.library)
+            }
         }
     }
 
@@ -466,6 +481,17 @@ mod tests {
                 Step::Collective { .. } => "allgather",
             })
             .collect()
+    }
+
+    #[test]
+    fn the_attentions_longest_block_is_the_last_row_block_with_the_most_keys() {
+        let mut tokens = PassTokens::empty(1);
+        tokens.add(1, 4000);
+        assert_eq!(tokens.tail_pairs, 4001, "a decode's one row against its keys");
+        tokens.add(1024, 0);
+        assert_eq!(tokens.tail_pairs, 128 * 1024, "a prompt's last 128 rows against all its keys");
+        tokens.add(100, 1000);
+        assert_eq!(tokens.tail_pairs, 128 * 1024, "100 rows against 1100 keys are fewer pairs");
     }
 
     #[test]

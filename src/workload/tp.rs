@@ -18,7 +18,7 @@
 
 use crate::collective::{CollectiveError, Op, Plan, Request, Selection};
 use crate::config::hardware::{GpuModel, HardwareModel};
-use crate::config::llm::{Fusion, LlmModel, Scope};
+use crate::config::llm::{AttentionKernel, Fusion, LlmModel, Scope};
 use crate::network::LinkId;
 use crate::stack::Stack;
 use crate::topology::{LinkKind, NodeId, Topology};
@@ -250,6 +250,15 @@ impl<'a> TensorParallel<'a> {
     /// The kernels and collectives of `pass`.
     pub fn program(&self, query: &Query, pass: Pass) -> PassProgram {
         self.program_of(self.shape(query, pass).into())
+    }
+
+    /// What of `tokens` this forward's kernels depend on: the attention's
+    /// longest block only where the fusion's attention prices it.
+    pub fn priced(&self, tokens: PassTokens) -> PassTokens {
+        match self.fusion.attention {
+            AttentionKernel::FlashVarlen => tokens,
+            AttentionKernel::Dense => PassTokens { tail_pairs: 0, ..tokens },
+        }
     }
 
     /// The kernels and collectives of a pass of `tokens`.
@@ -515,6 +524,17 @@ pub(crate) mod tests {
             let c = setup.layer_compute(&query, Pass::Prefill);
             c.attention + c.mlp
         });
+    }
+
+    #[test]
+    fn only_a_varlen_attention_prices_its_longest_block() {
+        let (model, llm, topo) = seventy_b_on_the_h20_board();
+        let setup = TensorParallel::new(&topo, &model, &llm, 8, Mode::Nvswitch).unwrap();
+        let mut tokens = PassTokens::empty(8);
+        tokens.add(1024, 0);
+        let forward = |fusion: &str| setup.clone().with_forward(Stack::TorchEager, Scope::Full, fusion).unwrap();
+        assert_eq!(forward("torch-varlen").priced(tokens), tokens);
+        assert_eq!(forward("vllm").priced(tokens), PassTokens { tail_pairs: 0, ..tokens });
     }
 
     #[test]

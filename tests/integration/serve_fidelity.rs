@@ -154,19 +154,22 @@ type Held = (&'static str, f64, (f64, f64), (f64, f64));
 /// host time came from the repeated-id runs).
 const RANDOM_IDS_TODAY: [Held; 5] = [
     ("throughput", 0.10, (0.01, 0.02), (0.01, 0.01)),
-    ("tpot_p50", 0.10, (0.12, 0.31), (0.13, 0.31)),
-    ("ttft_p50", 0.15, (0.09, 0.25), (0.09, 0.14)),
-    ("ttft_p99", f64::INFINITY, (0.09, 0.32), (0.09, 0.20)),
-    ("tpot_p99", f64::INFINITY, (0.12, 0.33), (0.14, 0.31)),
+    ("tpot_p50", 0.10, (0.10, 0.27), (0.11, 0.27)),
+    ("ttft_p50", 0.15, (0.04, 0.21), (0.03, 0.08)),
+    ("ttft_p99", f64::INFINITY, (0.03, 0.20), (0.03, 0.07)),
+    ("tpot_p99", f64::INFINITY, (0.09, 0.27), (0.09, 0.27)),
 ];
 
 /// The first runs, one token id repeated.
+/// The first runs, one token id repeated: their products ran faster than
+/// the model (fitted on varied operands) prices them, so their TTFT is
+/// held further off than the random-id runs'.
 const REPEATED_ID_TODAY: [Held; 5] = [
     ("throughput", 0.10, (0.01, 0.01), (0.01, 0.01)),
-    ("tpot_p50", 0.10, (0.09, 0.21), (0.09, 0.21)),
-    ("ttft_p50", 0.15, (0.04, 0.05), (0.02, 0.05)),
-    ("ttft_p99", f64::INFINITY, (0.03, 0.12), (0.03, 0.05)),
-    ("tpot_p99", f64::INFINITY, (0.07, 0.14), (0.09, 0.14)),
+    ("tpot_p50", 0.10, (0.07, 0.17), (0.08, 0.17)),
+    ("ttft_p50", 0.15, (0.07, 0.13), (0.08, 0.13)),
+    ("ttft_p99", f64::INFINITY, (0.15, 0.19), (0.16, 0.19)),
+    ("tpot_p99", f64::INFINITY, (0.05, 0.10), (0.05, 0.10)),
 ];
 
 #[test]
@@ -315,6 +318,8 @@ fn kernels_alone_say(iterations: &[(String, f64, f64, f64, f64)]) {
     let gap_range = extremes(gaps);
     let prompt = |ids: &str| of("prompt_inputs").find(|r| r["token_ids"] == ids).expect("a prompt row");
     let (repeated, random) = (prompt("repeated"), prompt("random"));
+    let prompt_simulated = iterations.iter().find(|i| i.0 == "prompt-1024").expect("the profiled prompt").2;
+    assert!((prompt_simulated / (number(random, "iteration_us") / 1e3) - 1.0).abs() <= 0.04, "the prompt fed random ids");
     let flash = |rows_: u64| number(of("op").find(|r| r["op"] == "flash_prefill" && r["rows"] == rows_).expect("a flash row"), "time_us");
     for quoted in [
         format!("a decode-only iteration's GPU time is {} longer than the model's", span(shortfalls, 0)),
@@ -328,6 +333,11 @@ fn kernels_alone_say(iterations: &[(String, f64, f64, f64, f64)]) {
             number(random, "products_us") / 1e3
         ),
         format!("takes {:.0} us at 1,024 tokens and {:.0} us at 4,096", flash(1024), flash(4096)),
+        format!(
+            "the model's 1024-token prompt takes {:.2} ms, {:+.1}% from the prompt fed random ids",
+            prompt_simulated,
+            (prompt_simulated / (number(random, "iteration_us") / 1e3) - 1.0) * 100.0
+        ),
     ] {
         page_says("docs/serving.md", &quoted);
     }
@@ -375,7 +385,15 @@ fn the_engines_profiled_iterations_are_predicted_within_todays_errors() {
     // iteration spends and the model's launch gaps do not
     // (docs/serving.md, Validation).
     for (case, error) in &errors {
-        let today = if case.starts_with("decode-") { 0.18 } else { 0.10 };
+        // The profiled prompt fed one repeated token id, on which its
+        // products ran 15% faster than on varied operands: the model comes
+        // out 16% over it, and within 4% of the same prompt fed random ids
+        // (`kernels_alone_say`).
+        let today = match case.as_str() {
+            decode if decode.starts_with("decode-") => 0.18,
+            "prompt-1024" => 0.16,
+            _ => 0.10,
+        };
         assert!(error.abs() <= today, "{case}: {:+.1}% is past today's {:.0}%", error * 100.0, today * 100.0);
     }
 }
