@@ -43,10 +43,13 @@ pub fn kind_of(name: &str) -> Option<&'static str> {
 
 /// The kind a kernel of the model is counted as beside a profile.
 pub fn model_kind(kernel: &Kernel) -> &'static str {
-    match kernel.class {
-        KernelClass::Matmul => "matmul",
-        KernelClass::Attention => "attention",
-        KernelClass::Elementwise => kernel.kind,
+    match (kernel.class, kernel.kind) {
+        (KernelClass::Matmul, _) => "matmul",
+        (KernelClass::Attention, _) => "attention",
+        // ATen's copies, counted together as the profile's names allow
+        // (`copy` above): into the cache by index, and of a strided Q.
+        (KernelClass::Elementwise, "kv_index_copy" | "q_copy") => "kv_write_k",
+        (KernelClass::Elementwise, kind) => kind,
     }
 }
 

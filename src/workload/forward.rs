@@ -240,7 +240,7 @@ impl Dims {
             // MulFunctor kernel (a broadcast operand keeps it off the
             // vectorized path), the kernel `mul` measures; addcmul is the
             // same ATen elementwise kernel with a third operand, so it runs
-            // at that rate too; roll has no measured rate (the class's).
+            // at that rate too; roll has its own (h200-forward.toml).
             Rotary::RollAddcmul => vec![
                 self.elementwise("rotary_cos", "mul", 2.0 * qk_bytes + angle),
                 self.elementwise("rotary_roll", "roll", 2.0 * qk_bytes),
@@ -261,8 +261,8 @@ impl Dims {
     /// engine's profile (a direct copy a layer in the prompt's and the
     /// chunk's iterations, h200-serve-1gpu/profile.jsonl), the line of
     /// ATen that makes it not pinned down. Each copy reads and writes Q's
-    /// (or O's) rows, with ATen's copy kernel (the one `kv_write_k`
-    /// measures).
+    /// (or O's) rows, with ATen's copy kernel over a strided view (the one
+    /// `q_copy` measures).
     fn flash_varlen_copies(&self) -> Vec<Kernel> {
         let swapped = self.rows == self.sequences && self.q_heads > self.kv_heads;
         let copies = if self.rows <= 1.0 {
@@ -276,21 +276,27 @@ impl Dims {
         ["attention_q_copy", "attention_o_copy", "attention_o_padded_copy", "attention_q_padded_copy"]
             .into_iter()
             .take(copies)
-            .map(|name| self.elementwise(name, "kv_write_k", bytes))
+            .map(|name| self.elementwise(name, "q_copy", bytes))
             .collect()
     }
 
-    /// K and V of the new tokens copied into the cache (read and written).
-    fn kv_write(&self, one_kernel: bool) -> Vec<Kernel> {
+    /// K and V of the new tokens copied into the cache (read and written):
+    /// beside a varlen attention by index into the sequences' slots
+    /// (`index_copy_`, the kernel `kv_index_copy` measures), else into a
+    /// slice (the copy kernel `kv_write_k` measures).
+    fn kv_write(&self, one_kernel: bool, attention: AttentionKernel) -> Vec<Kernel> {
         if one_kernel {
-            vec![self.elementwise("kv_write", "kv_write", self.rows_of(self.kv_width(), 4.0))]
-        } else {
-            // The same copy kernel, once into each cache.
-            vec![
-                self.elementwise("kv_write_k", "kv_write_k", self.rows_of(self.kv_width(), 2.0)),
-                self.elementwise("kv_write_v", "kv_write_k", self.rows_of(self.kv_width(), 2.0)),
-            ]
+            return vec![self.elementwise("kv_write", "kv_write", self.rows_of(self.kv_width(), 4.0))];
         }
+        let copy = match attention {
+            AttentionKernel::FlashVarlen => "kv_index_copy",
+            AttentionKernel::Dense => "kv_write_k",
+        };
+        // The same copy kernel, once into each cache.
+        vec![
+            self.elementwise("kv_write_k", copy, self.rows_of(self.kv_width(), 2.0)),
+            self.elementwise("kv_write_v", copy, self.rows_of(self.kv_width(), 2.0)),
+        ]
     }
 
     fn rope_kv_write(&self) -> Kernel {
@@ -381,7 +387,7 @@ pub fn pass_program(llm: &LlmModel, fusion: &Fusion, scope: Scope, shape: impl I
             layer.extend(d.rotary(fusion.rotary).into_iter().map(|k| kernel(k, Block::Attention)));
         }
         if writes_cache {
-            layer.extend(d.kv_write(fusion.kv_write_one_kernel).into_iter().map(|k| kernel(k, Block::Attention)));
+            layer.extend(d.kv_write(fusion.kv_write_one_kernel, fusion.attention).into_iter().map(|k| kernel(k, Block::Attention)));
         }
     }
     let copies = if fusion.attention == AttentionKernel::FlashVarlen { d.flash_varlen_copies() } else { Vec::new() };
@@ -608,12 +614,13 @@ mod tests {
         let prompt = PassTokens::from(Shape { tp: 1, batch: 1, tokens: 1024, context: 0 });
         assert_eq!(layer(prompt)[7..10], ["attention_q_copy", "attention", "gemm_o"]);
         // 8 decodes: each copy reads and writes 8 rows of 32 heads of 128,
-        // with ATen's copy kernel; the rotary's multiply and addcmul at the
+        // with ATen's copy kernel over a strided view; the rotary's multiply and addcmul at the
         // rates of ATen's strided multiply.
         let pass = pass_program(&llm, varlen, Scope::Full, decodes(8));
         let kernel = |name: &str| pass.kernels().find(|k| k.name == name).unwrap().clone();
         let copy = kernel("attention_o_copy");
-        assert_eq!((copy.kind, copy.library, copy.bytes), ("kv_write_k", Library::Aten, 2.0 * 8.0 * 32.0 * 128.0 * 2.0));
+        assert_eq!((copy.kind, copy.library, copy.bytes), ("q_copy", Library::Aten, 2.0 * 8.0 * 32.0 * 128.0 * 2.0));
+        assert_eq!(kernel("kv_write_v").kind, "kv_index_copy", "the cache written by index");
         assert_eq!((kernel("rotary_cos").kind, kernel("rotary_addcmul").kind, kernel("rotary_roll").kind), ("mul", "mul", "roll"));
         // Q and K of 40 heads: the multiply reads and writes them and reads cos.
         assert_eq!(kernel("rotary_cos").bytes, 2.0 * 8.0 * (2.0 * 40.0 * 128.0 + 128.0));

@@ -154,10 +154,10 @@ type Held = (&'static str, f64, (f64, f64), (f64, f64));
 /// host time came from the repeated-id runs).
 const RANDOM_IDS_TODAY: [Held; 5] = [
     ("throughput", 0.10, (0.01, 0.02), (0.01, 0.01)),
-    ("tpot_p50", 0.10, (0.10, 0.27), (0.11, 0.27)),
-    ("ttft_p50", 0.15, (0.04, 0.21), (0.03, 0.08)),
-    ("ttft_p99", f64::INFINITY, (0.03, 0.20), (0.03, 0.07)),
-    ("tpot_p99", f64::INFINITY, (0.09, 0.27), (0.09, 0.27)),
+    ("tpot_p50", 0.10, (0.10, 0.28), (0.11, 0.28)),
+    ("ttft_p50", 0.15, (0.04, 0.19), (0.03, 0.09)),
+    ("ttft_p99", f64::INFINITY, (0.05, 0.19), (0.05, 0.07)),
+    ("tpot_p99", f64::INFINITY, (0.09, 0.26), (0.09, 0.26)),
 ];
 
 /// The first runs, one token id repeated.
@@ -167,8 +167,8 @@ const RANDOM_IDS_TODAY: [Held; 5] = [
 const REPEATED_ID_TODAY: [Held; 5] = [
     ("throughput", 0.10, (0.01, 0.01), (0.01, 0.01)),
     ("tpot_p50", 0.10, (0.07, 0.17), (0.08, 0.17)),
-    ("ttft_p50", 0.15, (0.07, 0.13), (0.08, 0.13)),
-    ("ttft_p99", f64::INFINITY, (0.15, 0.19), (0.16, 0.19)),
+    ("ttft_p50", 0.15, (0.08, 0.13), (0.08, 0.13)),
+    ("ttft_p99", f64::INFINITY, (0.16, 0.21), (0.16, 0.21)),
     ("tpot_p99", f64::INFINITY, (0.05, 0.10), (0.05, 0.10)),
 ];
 
@@ -319,7 +319,7 @@ fn kernels_alone_say(iterations: &[(String, f64, f64, f64, f64)]) {
     let prompt = |ids: &str| of("prompt_inputs").find(|r| r["token_ids"] == ids).expect("a prompt row");
     let (repeated, random) = (prompt("repeated"), prompt("random"));
     let prompt_simulated = iterations.iter().find(|i| i.0 == "prompt-1024").expect("the profiled prompt").2;
-    assert!((prompt_simulated / (number(random, "iteration_us") / 1e3) - 1.0).abs() <= 0.04, "the prompt fed random ids");
+    assert!((prompt_simulated / (number(random, "iteration_us") / 1e3) - 1.0).abs() <= 0.05, "the prompt fed random ids");
     let flash = |rows_: u64| number(of("op").find(|r| r["op"] == "flash_prefill" && r["rows"] == rows_).expect("a flash row"), "time_us");
     for quoted in [
         format!("a decode-only iteration's GPU time is {} longer than the model's", span(shortfalls, 0)),
@@ -387,11 +387,11 @@ fn the_engines_profiled_iterations_are_predicted_within_todays_errors() {
     for (case, error) in &errors {
         // The profiled prompt fed one repeated token id, on which its
         // products ran 15% faster than on varied operands: the model comes
-        // out 16% over it, and within 4% of the same prompt fed random ids
+        // out 17% over it, and within 5% of the same prompt fed random ids
         // (`kernels_alone_say`).
         let today = match case.as_str() {
             decode if decode.starts_with("decode-") => 0.18,
-            "prompt-1024" => 0.16,
+            "prompt-1024" => 0.17,
             _ => 0.10,
         };
         assert!(error.abs() <= today, "{case}: {:+.1}% is past today's {:.0}%", error * 100.0, today * 100.0);
