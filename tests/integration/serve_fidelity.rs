@@ -30,7 +30,7 @@ use icsim::serve::iteration::SimulatedIterations;
 use icsim::stack::Stack;
 use icsim::transport::Mode;
 use icsim::units::{Bytes, Time};
-use icsim::workload::compute::Clock;
+use icsim::workload::compute::{Clock, KernelClass};
 use icsim::workload::forward::{PassTokens, Step, pass_program};
 use icsim::workload::tp::{CollectiveCache, TensorParallel};
 
@@ -319,6 +319,36 @@ fn kernels_alone_say(iterations: &[(String, f64, f64, f64, f64)]) {
     let prompt = |ids: &str| of("prompt_inputs").find(|r| r["token_ids"] == ids).expect("a prompt row");
     let (repeated, random) = (prompt("repeated"), prompt("random"));
     let prompt_simulated = iterations.iter().find(|i| i.0 == "prompt-1024").expect("the profiled prompt").2;
+    // The model's products of that prompt, at the clock a pass runs.
+    let (_, model) = preset("hgx-h200", None, &[]);
+    let llm = LlmModel::load("llama-3.1-8b").unwrap();
+    let mut tokens = PassTokens::empty(1);
+    tokens.add(1024, 0);
+    let program = pass_program(&llm, llm.fusion("torch-varlen").unwrap(), Scope::Full, tokens);
+    let products: f64 = program
+        .counted()
+        .filter_map(|(step, n)| match step {
+            Step::Kernel { kernel, .. } if kernel.class == KernelClass::Matmul => {
+                Some(n as f64 * kernel.time(model.gpu("h200").unwrap(), Clock::Sustained).as_ms())
+            }
+            _ => None,
+        })
+        .sum();
+    let random_products = number(random, "products_us") / 1e3;
+    // Products 300 back to back: how long they keep their first calls' rate
+    // (until ten calls' median is 5% slower) and, where it fell, the rate
+    // of the last 50.
+    let (mut onsets, mut late) = (Vec::new(), Vec::new());
+    for row in of("gemm_stream") {
+        let times: Vec<f64> = row["times_us"].as_array().expect("times").iter().map(|t| t.as_f64().expect("a time")).collect();
+        let first = median(times[1..30].to_vec());
+        let slowed = (10..times.len()).find(|&i| median(times[i - 9..=i].to_vec()) > 1.05 * first);
+        if let Some(i) = slowed {
+            onsets.push(times[..=i].iter().sum::<f64>() / 1e3);
+            late.push(first / median(times[times.len() - 50..].to_vec()));
+        }
+    }
+    let (onset, late) = (extremes(onsets), extremes(late));
     assert!((prompt_simulated / (number(random, "iteration_us") / 1e3) - 1.0).abs() <= 0.05, "the prompt fed random ids");
     let flash = |rows_: u64| number(of("op").find(|r| r["op"] == "flash_prefill" && r["rows"] == rows_).expect("a flash row"), "time_us");
     for quoted in [
@@ -333,6 +363,9 @@ fn kernels_alone_say(iterations: &[(String, f64, f64, f64, f64)]) {
             number(random, "products_us") / 1e3
         ),
         format!("takes {:.0} us at 1,024 tokens and {:.0} us at 4,096", flash(1024), flash(4096)),
+        format!("products at the burst rate ({random_products:.1} ms with random ids, where the model gives {products:.1})"),
+        format!("the products' {:+.0}% less the kernels still short", (products / random_products - 1.0) * 100.0),
+        format!("kept their first rate for {:.0}-{:.0} ms and then ran at {:.2}-{:.2} of it", onset.0, onset.1, late.0, late.1),
         format!(
             "the model's 1024-token prompt takes {:.2} ms, {:+.1}% from the prompt fed random ids",
             prompt_simulated,
