@@ -19,6 +19,11 @@ Written to m/engine-kernels.jsonl, one row a measurement (`what` says which):
   its token ids all 1 as the engine feeds them or drawn at random: the GPU's
   time (CUDA events, mean of five) and its products' total under the
   profiler (products run faster on predictable operands).
+- `duty`: the gate/up product at 1024 rows between device copies (memory
+  bound) that take the rest of each cycle, at shares of products from 1.0
+  to 0.4, for about 400 ms each after 300 ms idle: each product's time, to
+  show how the clock follows the mix of work (`--only duty` runs this
+  alone).
 - `graph_gap`: the engine's decode graph at a batch size replayed 50 times
   back to back (no inputs built) and once under PyTorch's profiler: the
   GPU's time an iteration, its kernels' total and count.
@@ -121,10 +126,52 @@ def prompt_inputs(torch, model, device, max_len, write):
                "products_us": round(products, 2), "kernel_us": round(sum(t for _, (_, t) in kernels), 2)})
 
 
+def duty_cycles(torch, shape, device, write):
+    """Products between memory-bound copies, at several shares of products."""
+    h, f = shape["hidden"], shape["ffn"]
+    weight = torch.randn(2 * f, h, device=device, dtype=torch.bfloat16) * 0.02
+    a = torch.randn(1024, h, device=device, dtype=torch.bfloat16)
+    src = torch.randn(32 << 20, device=device, dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def elapsed_us(call):
+        call()
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(20):
+            call()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e3 / 20
+
+    product_us = elapsed_us(lambda: torch.nn.functional.linear(a, weight))
+    copy_us = elapsed_us(lambda: dst.copy_(src))
+    for share in (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4):
+        copies = round(product_us * (1 - share) / share / copy_us)
+        cycles = int(400e3 / (product_us + copies * copy_us))
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(2 * cycles)]
+        torch.cuda.synchronize()
+        time.sleep(0.3)
+        for i in range(cycles):
+            events[2 * i].record()
+            torch.nn.functional.linear(a, weight)
+            events[2 * i + 1].record()
+            for _ in range(copies):
+                dst.copy_(src)
+        events[-1].synchronize()
+        times = [round(events[2 * i].elapsed_time(events[2 * i + 1]) * 1e3, 2) for i in range(cycles)]
+        cycle_us = events[0].elapsed_time(events[-1]) * 1e3 / cycles
+        write({"what": "duty", "kernel": "gemm_gate_up", "m": 1024, "n": 2 * f, "k": h, "share": share, "copies": copies,
+               "copy_us": round(copy_us, 2), "cycle_us": round(cycle_us, 2),
+               "products_share": round(statistics.fmean(times) / cycle_us, 3), "times_us": times})
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="llama-3.1-8b")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--only", choices=["duty"], help="one measurement alone, appended to the file")
     args = parser.parse_args()
     import torch
 
@@ -135,11 +182,15 @@ def main():
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     common = {"model": args.model, "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
-    with open(out_dir / "engine-kernels.jsonl", "w") as out, torch.no_grad():
+    with open(out_dir / "engine-kernels.jsonl", "a" if args.only else "w") as out, torch.no_grad():
         def write(row):
             out.write(json.dumps(dict(common, **row)) + "\n")
             out.flush()
             print(json.dumps(row)[:200], flush=True)
+
+        if args.only == "duty":
+            duty_cycles(torch, shape, device, write)
+            return
 
         for rows in ROWS:
             for name, call in ops(torch, shape, rows, device).items():
@@ -189,6 +240,7 @@ def main():
             kernels = kernel_totals(torch, graph.replay)
             write({"what": "graph_gap", "batch": size, "iteration_us": round(start.elapsed_time(end) * 1e3 / 50, 2),
                    "kernel_us": round(sum(t for _, (_, t) in kernels), 2), "kernels": sum(c for _, (c, _) in kernels)})
+        duty_cycles(torch, shape, device, write)
 
 
 if __name__ == "__main__":

@@ -349,6 +349,15 @@ fn kernels_alone_say(iterations: &[(String, f64, f64, f64, f64)]) {
         }
     }
     let (onset, late) = (extremes(onsets), extremes(late));
+    // The product between copies: the rate it keeps at each mix.
+    let kept = |share: f64| {
+        let row = of("duty").find(|r| number(r, "share") == share).expect("a duty row");
+        let times: Vec<f64> = row["times_us"].as_array().expect("times").iter().map(|t| t.as_f64().expect("a time")).collect();
+        let first = median(times[1..20].to_vec());
+        (first / median(times[times.len() - 50..].to_vec()), number(row, "products_share") * 100.0)
+    };
+    let mixes: Vec<String> =
+        [0.8, 0.7, 0.5, 0.4].into_iter().map(kept).map(|(rate, percent)| format!("{rate:.3} at {percent:.0}%")).collect();
     assert!((prompt_simulated / (number(random, "iteration_us") / 1e3) - 1.0).abs() <= 0.05, "the prompt fed random ids");
     let flash = |rows_: u64| number(of("op").find(|r| r["op"] == "flash_prefill" && r["rows"] == rows_).expect("a flash row"), "time_us");
     for quoted in [
@@ -366,6 +375,7 @@ fn kernels_alone_say(iterations: &[(String, f64, f64, f64, f64)]) {
         format!("products at the burst rate ({random_products:.1} ms with random ids, where the model gives {products:.1})"),
         format!("the products' {:+.0}% less the kernels still short", (products / random_products - 1.0) * 100.0),
         format!("kept their first rate for {:.0}-{:.0} ms and then ran at {:.2}-{:.2} of it", onset.0, onset.1, late.0, late.1),
+        format!("kept {:.3} of its first rate with products alone, {} of the GPU's time", kept(1.0).0, listed(&mixes)),
         format!(
             "the model's 1024-token prompt takes {:.2} ms, {:+.1}% from the prompt fed random ids",
             prompt_simulated,
