@@ -37,23 +37,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serve_engine import DecodeGraphs, Model, inputs  # noqa: E402
-from torch_forward import kernel_totals, model_shape  # noqa: E402
+from torch_forward import captured, kernel_totals, model_shape  # noqa: E402
 
 ROWS = [1, 8, 64, 256, 1024, 2048, 4096]
 
 
 def graph_time_us(torch, call, calls=20, replays=10):
     """Per call, from a CUDA graph of `calls` back-to-back calls."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+
+    def calls_in_a_row():
         for _ in range(calls):
             call()
-    graph.replay()
+
+    graph = captured(torch, calls_in_a_row)
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()

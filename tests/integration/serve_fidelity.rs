@@ -160,7 +160,6 @@ const RANDOM_IDS_TODAY: [Held; 5] = [
     ("tpot_p99", f64::INFINITY, (0.09, 0.26), (0.09, 0.26)),
 ];
 
-/// The first runs, one token id repeated.
 /// The first runs, one token id repeated: their products ran faster than
 /// the model (fitted on varied operands) prices them, so their TTFT is
 /// held further off than the random-id runs'.
