@@ -171,6 +171,10 @@ const REPEATED_ID_TODAY: [Held; 5] = [
     ("tpot_p99", f64::INFINITY, (0.05, 0.10), (0.05, 0.10)),
 ];
 
+/// Runs past the knee whose predicted rate misses the issue's 15%: label,
+/// rate, and the error held today.
+const KNEE_MISSES: [(&str, f64, f64); 1] = [("uniform-long-budget4096-random-ids", 8.0, 0.16)];
+
 #[test]
 fn a_measured_engine_is_served_again_within_todays_errors_and_the_issue_says_how_far_that_is() {
     let runs = compared();
@@ -226,6 +230,29 @@ fn a_measured_engine_is_served_again_within_todays_errors_and_the_issue_says_how
             println!("past the knee: {} at {}/s serves {:+.1}% of the measured rate", c.label, c.rate, c.error("throughput") * 100.0);
         }
         let knee: Vec<f64> = past.iter().map(|c| c.error("throughput").abs()).collect();
+        // The issue's 15% on the knee's rate, but for the runs listed in
+        // KNEE_MISSES at the figure they reach today; a listed run that
+        // meets the bound again fails too, so that the list stays true.
+        for c in &past {
+            let error = c.error("throughput").abs();
+            match KNEE_MISSES.iter().find(|m| m.0 == c.label && m.1 == c.rate) {
+                Some(&(_, _, today)) => assert!(
+                    error > 0.15 && error <= today,
+                    "{} at {}/s: the knee's rate {:.1}% off, listed as missing the issue's 15% at {:.0}%",
+                    c.label,
+                    c.rate,
+                    error * 100.0,
+                    today * 100.0
+                ),
+                None => assert!(
+                    error <= 0.15,
+                    "{} at {}/s: the knee's rate is {:.1}% off, past the issue's 15%",
+                    c.label,
+                    c.rate,
+                    error * 100.0
+                ),
+            }
+        }
         let median = |metric: &str| spread(&below, metric).0 * 100.0;
         let worst = |metric: &str| spread(&below, metric).1 * 100.0;
         for quoted in [
