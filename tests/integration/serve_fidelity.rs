@@ -294,7 +294,7 @@ fn largest_shortfall(below: &[&Compared]) -> String {
         let highest = below.iter().filter(|o| o.label == c.label).map(|o| o.rate).fold(0.0, f64::max);
         assert_eq!(c.rate, highest, "{} at {}/s: the page says the largest TPOT errors are just below the knee", c.label, c.rate);
     }
-    format!("The shortfall is largest ({:.0}-{:.0}% of p50 TPOT) just below the knee", errors[1].1 * 100.0, errors[0].1 * 100.0)
+    format!("the shortfall is largest ({:.0}-{:.0}% of p50 TPOT) just below the knee", errors[1].1 * 100.0, errors[0].1 * 100.0)
 }
 
 /// docs/serving.md's sentence on the runs past the knee: by how much the
@@ -319,7 +319,7 @@ fn past_the_knee(past: &[&Compared]) -> String {
     }
     let parts: Vec<String> =
         groups.iter().map(|(lengths, errors, rates)| format!("{} ({lengths}, at {} a second)", listed(errors), listed(rates))).collect();
-    format!("Past the knee the predicted rate the engine sustains is above the measured by {}", listed(&parts))
+    format!("the predicted rate the engine sustains is above the measured by {}", listed(&parts))
 }
 
 /// docs/serving.md's figures from the engine's kernels timed alone
