@@ -325,10 +325,15 @@ impl Dims {
         let bytes = self.element * self.head_dim * (2.0 * self.rows * (self.q_heads + self.kv_heads) + 2.0 * self.cached * cache_reads);
         match kernel {
             AttentionKernel::Dense => Kernel::attention(flops, bytes),
-            // Causal row blocks differ: the one with the most keys ends last.
-            AttentionKernel::FlashVarlen => {
+            // Decodes alone run FlashAttention's split-KV kernel, which
+            // splits each sequence's keys over thread blocks; any prompt
+            // rows make it run its forward kernel over every sequence, a
+            // block a row block, whose causal row blocks differ: the one
+            // with the most keys ends last.
+            AttentionKernel::FlashVarlen if self.rows > self.sequences => {
                 Kernel::attention(flops, bytes).with_tail(4.0 * self.tail_pairs * self.head_dim).run_as("flash_varlen", self.library)
             }
+            AttentionKernel::FlashVarlen => Kernel::attention(flops, bytes).run_as("flash_varlen_splitkv", self.library),
         }
     }
 
