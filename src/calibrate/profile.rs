@@ -49,6 +49,8 @@ pub fn model_kind(kernel: &Kernel) -> &'static str {
         // ATen's copies, counted together as the profile's names allow
         // (`copy` above): into the cache by index, and of a strided Q.
         (KernelClass::Elementwise, "kv_index_copy" | "q_copy") => "kv_write_k",
+        // ATen's multiplies: the rotary's broadcast multiply and addcmul.
+        (KernelClass::Elementwise, "rotary_mul" | "addcmul") => "mul",
         (KernelClass::Elementwise, kind) => kind,
     }
 }

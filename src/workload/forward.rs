@@ -236,15 +236,13 @@ impl Dims {
             Rotary::OneKernel => vec![self.elementwise("rotary", "rotary", 2.0 * qk_bytes + angle)],
             // PyTorch's operators, each writing a new tensor of Q and K:
             // x * cos (the cos row broadcast over the heads), roll(x), and
-            // addcmul(x * cos, rolled, sin). The multiply is ATen's strided
-            // MulFunctor kernel (a broadcast operand keeps it off the
-            // vectorized path), the kernel `mul` measures; addcmul is the
-            // same ATen elementwise kernel with a third operand, so it runs
-            // at that rate too; roll has its own (h200-forward.toml).
+            // addcmul(x * cos, rolled, sin): ATen's strided kernels (a
+            // broadcast operand keeps them off the vectorized path), each
+            // with its own measured rate (h200-forward.toml).
             Rotary::RollAddcmul => vec![
-                self.elementwise("rotary_cos", "mul", 2.0 * qk_bytes + angle),
+                self.elementwise("rotary_cos", "rotary_mul", 2.0 * qk_bytes + angle),
                 self.elementwise("rotary_roll", "roll", 2.0 * qk_bytes),
-                self.elementwise("rotary_addcmul", "mul", 3.0 * qk_bytes + angle),
+                self.elementwise("rotary_addcmul", "addcmul", 3.0 * qk_bytes + angle),
             ],
         }
     }
@@ -626,7 +624,10 @@ mod tests {
         let copy = kernel("attention_o_copy");
         assert_eq!((copy.kind, copy.library, copy.bytes), ("q_copy", Library::Aten, 2.0 * 8.0 * 32.0 * 128.0 * 2.0));
         assert_eq!(kernel("kv_write_v").kind, "kv_index_copy", "the cache written by index");
-        assert_eq!((kernel("rotary_cos").kind, kernel("rotary_addcmul").kind, kernel("rotary_roll").kind), ("mul", "mul", "roll"));
+        assert_eq!(
+            (kernel("rotary_cos").kind, kernel("rotary_addcmul").kind, kernel("rotary_roll").kind),
+            ("rotary_mul", "addcmul", "roll")
+        );
         // Q and K of 40 heads: the multiply reads and writes them and reads cos.
         assert_eq!(kernel("rotary_cos").bytes, 2.0 * 8.0 * (2.0 * 40.0 * 128.0 + 128.0));
         // The other fusions keep one rotary kernel and no copies.
