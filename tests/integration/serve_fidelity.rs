@@ -303,7 +303,7 @@ fn past_the_knee(past: &[&Compared]) -> String {
 /// the prompt fed one repeated id and random ids, and FlashAttention-2's
 /// causal kernel over one prompt against the model's attention of the
 /// simulated prompt (`prompt-1024`'s attention kind, 32 layers).
-fn kernels_alone_say(iterations: &[(String, f64, f64, f64, f64)]) {
+fn kernels_alone_say(iterations: &[(String, f64, f64, f64, f64)], llm: &LlmModel, gpu: &icsim::config::hardware::GpuModel) {
     let rows = rows("engine-kernels.jsonl");
     let of = |what: &'static str| rows.iter().filter(move |r| r["what"] == what);
     let mut shortfalls = Vec::new();
@@ -321,16 +321,14 @@ fn kernels_alone_say(iterations: &[(String, f64, f64, f64, f64)]) {
     let (repeated, random) = (prompt("repeated"), prompt("random"));
     let prompt_simulated = iterations.iter().find(|i| i.0 == "prompt-1024").expect("the profiled prompt").2;
     // The model's products of that prompt, at the clock a pass runs.
-    let (_, model) = preset("hgx-h200", None, &[]);
-    let llm = LlmModel::load("llama-3.1-8b").unwrap();
     let mut tokens = PassTokens::empty(1);
     tokens.add(1024, 0);
-    let program = pass_program(&llm, llm.fusion("torch-varlen").unwrap(), Scope::Full, tokens);
+    let program = pass_program(llm, llm.fusion("torch-varlen").unwrap(), Scope::Full, tokens);
     let products: f64 = program
         .counted()
         .filter_map(|(step, n)| match step {
             Step::Kernel { kernel, .. } if kernel.class == KernelClass::Matmul => {
-                Some(n as f64 * kernel.time(model.gpu("h200").unwrap(), Clock::Sustained).as_ms())
+                Some(n as f64 * kernel.time(gpu, Clock::Sustained).as_ms())
             }
             _ => None,
         })
@@ -341,21 +339,19 @@ fn kernels_alone_say(iterations: &[(String, f64, f64, f64, f64)]) {
     // of the last 50.
     let (mut onsets, mut late) = (Vec::new(), Vec::new());
     for row in of("gemm_stream") {
-        let times: Vec<f64> = row["times_us"].as_array().expect("times").iter().map(|t| t.as_f64().expect("a time")).collect();
-        let first = median(times[1..30].to_vec());
+        let times = times_us(row);
+        let (first, kept) = rate_kept(&times, 30);
         let slowed = (10..times.len()).find(|&i| median(times[i - 9..=i].to_vec()) > 1.05 * first);
         if let Some(i) = slowed {
             onsets.push(times[..=i].iter().sum::<f64>() / 1e3);
-            late.push(first / median(times[times.len() - 50..].to_vec()));
+            late.push(kept);
         }
     }
     let (onset, late) = (extremes(onsets), extremes(late));
     // The product between copies: the rate it keeps at each mix.
     let kept = |share: f64| {
         let row = of("duty").find(|r| number(r, "share") == share).expect("a duty row");
-        let times: Vec<f64> = row["times_us"].as_array().expect("times").iter().map(|t| t.as_f64().expect("a time")).collect();
-        let first = median(times[1..20].to_vec());
-        (first / median(times[times.len() - 50..].to_vec()), number(row, "products_share") * 100.0)
+        (rate_kept(&times_us(row), 20).1, number(row, "products_share") * 100.0)
     };
     let mixes: Vec<String> =
         [0.8, 0.7, 0.5, 0.4].into_iter().map(kept).map(|(rate, percent)| format!("{rate:.3} at {percent:.0}%")).collect();
@@ -385,6 +381,18 @@ fn kernels_alone_say(iterations: &[(String, f64, f64, f64, f64)]) {
     ] {
         page_says("docs/serving.md", &quoted);
     }
+}
+
+/// A row's product times, us.
+fn times_us(row: &Value) -> Vec<f64> {
+    row["times_us"].as_array().expect("times").iter().map(|t| t.as_f64().expect("a time")).collect()
+}
+
+/// Of products timed one after another: the first `calls`' median time
+/// (after the first call) and the share of that rate the last 50 keep.
+fn rate_kept(times: &[f64], calls: usize) -> (f64, f64) {
+    let first = median(times[1..calls].to_vec());
+    (first, first / median(times[times.len() - 50..].to_vec()))
 }
 
 /// The engine's profiled iterations, each simulated as the pass it ran.
@@ -423,7 +431,7 @@ fn the_engines_profiled_iterations_are_predicted_within_todays_errors() {
         iterations.push((case, measured.as_ms(), simulated.as_ms(), kernels_measured, kernels_modelled));
     }
     profile_prose_says(&iterations);
-    kernels_alone_say(&iterations);
+    kernels_alone_say(&iterations, &llm, model.gpu("h200").unwrap());
     // Decodes come out 8-17% short (held at 18%): their kernels add up within 3-5% of
     // the profile's, and the rest is time between kernels the engine's
     // iteration spends and the model's launch gaps do not
