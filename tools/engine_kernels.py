@@ -27,6 +27,16 @@ Written to m/engine-kernels.jsonl, one row a measurement (`what` says which):
 - `graph_gap`: the engine's decode graph at a batch size replayed 50 times
   back to back (no inputs built) and once under PyTorch's profiler: the
   GPU's time an iteration, its kernels' total and count.
+- `decode_attention` (`--only decode`): FlashAttention-2's varlen kernel as
+  a decode-only iteration calls it (one new token a sequence, each reading
+  `context` cached tokens of its slot, `max_len` the slots' length) at
+  1-128 sequences, timed as `op` is, with the kernel's name.
+- `decode_graph` (`--only decode`): the engine's decode graph as a serving
+  run replays it (inputs built and copied in, random token ids, the batch
+  padded to the next captured size) at 1-64 sequences of one context, one
+  iteration at a time with 0.5 ms idle between (as the host leaves it): the
+  GPU's time an iteration (mean of 30) and every kernel kind's total under
+  the profiler.
 """
 import argparse
 import json
@@ -163,11 +173,61 @@ def duty_cycles(torch, shape, device, write):
                "products_share": round(statistics.fmean(times) / cycle_us, 3), "times_us": times})
 
 
+DECODE_BATCHES = [1, 2, 4, 8, 12, 13, 14, 16, 20, 24, 25, 28, 32, 40, 48, 64, 96, 128]
+
+
+def decode_attention(torch, shape, device, write):
+    """FlashAttention-2's varlen kernel over decodes alone, as the engine calls it."""
+    qh, kvh, d = shape["heads"], shape["kv_heads"], shape["hidden"] // shape["heads"]
+    for max_len, contexts in ((1152, (512, 1100)), (2304, (512, 1100, 2300)), (4608, (1100, 2300, 4500))):
+        for context in contexts:
+            for batch in DECODE_BATCHES:
+                cache = torch.randn((batch + 1) * max_len, kvh, d, device=device, dtype=torch.bfloat16)
+                q = torch.randn(batch, qh, d, device=device, dtype=torch.bfloat16)
+                cu_q = torch.arange(batch + 1, dtype=torch.int32, device=device)
+                cu_k = torch.arange(batch + 1, dtype=torch.int32, device=device) * max_len
+                used = torch.full((batch,), context + 1, dtype=torch.int32, device=device)
+
+                def call():
+                    return torch.ops.aten._flash_attention_forward(q, cache, cache, cu_q, cu_k, 1, max_len, 0.0, True, False,
+                                                                   seqused_k=used)[0]
+
+                name = kernel_totals(torch, call)[0][0]
+                write({"what": "decode_attention", "batch": batch, "context": context, "max_len": max_len,
+                       "time_us": round(graph_time_us(torch, call), 3), "kernel": name[:120]})
+
+
+def decode_graphs_served(torch, shape, device, write):
+    """The engine's decode graph replayed as a serving run replays it."""
+    for max_len, context in ((2304, 1100), (2304, 2200), (4608, 2400)):
+        model = Model(torch, shape, 64, max_len, device)
+        graphs = DecodeGraphs(torch, model, device, 64)
+        for batch in (1, 8, 16, 24, 25, 32, 40, 48, 64):
+            parts = [(slot, context + slot % 17, 1) for slot in range(batch)]
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            times = []
+            for _ in range(33):
+                batch_inputs = graphs.inputs(torch, device, model, parts)
+                torch.cuda.synchronize()
+                time.sleep(0.0005)
+                start.record()
+                graphs.run(batch_inputs)
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end) * 1e3)
+            kernels = kernel_totals(torch, lambda: graphs.run(graphs.inputs(torch, device, model, parts)))
+            write({"what": "decode_graph", "batch": batch, "context": context, "max_len": max_len,
+                   "iteration_us": round(statistics.fmean(times[3:]), 2),
+                   "kernels": [[name[:120], calls, round(total, 2)] for name, (calls, total) in kernels]})
+        del graphs, model
+        torch.cuda.empty_cache()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="llama-3.1-8b")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--only", choices=["duty"], help="one measurement alone, appended to the file")
+    parser.add_argument("--only", choices=["duty", "decode"], help="one measurement alone, appended to the file")
     args = parser.parse_args()
     import torch
 
@@ -186,6 +246,10 @@ def main():
 
         if args.only == "duty":
             duty_cycles(torch, shape, device, write)
+            return
+        if args.only == "decode":
+            decode_attention(torch, shape, device, write)
+            decode_graphs_served(torch, shape, device, write)
             return
 
         for rows in ROWS:

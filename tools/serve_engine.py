@@ -38,8 +38,9 @@ What is written (--out DIR):
 - requests.jsonl: one row a request: rate, arrival, prompt and output
   tokens, the time of each output token (seconds from the run's start).
 - iterations.jsonl: one row an iteration: rate, start and end (s), rows,
-  sequences, decodes, cached tokens, whether a graph ran, the GPU's time
-  (CUDA events) and the host's time before launch (scheduling, inputs).
+  sequences, decodes, cached tokens, each sequence's new and cached tokens
+  (`parts`), whether a graph ran, the GPU's time (CUDA events) and the
+  host's time before launch (scheduling, inputs).
 - runs.jsonl: one row a rate: the settings, the engine's versions, and the
   measured summary (TTFT, TPOT, E2E percentiles, throughput).
 
@@ -330,6 +331,7 @@ def serve(torch, args, shape, model, graphs, device, rate, requests, kv_blocks):
             "gpu_ms": round(start_event.elapsed_time(end_event), 4), "graph": decodes_only,
             "rows": sum(p[2] for p in parts), "sequences": len(parts),
             "decodes": sum(1 for p in parts if p[2] == 1 and p[1] > 0), "cached": sum(p[1] for p in parts),
+            "parts": [[p[2], p[1]] for p in parts],
         })
         sampled, finished = scheduler.complete(scheduled)
         for sequence in sampled:

@@ -52,7 +52,7 @@ enum Command {
     /// Serve requests arriving at a rate (or from a trace) on one
     /// tensor-parallel group, batched continuously as vLLM does: latency
     /// percentiles, throughput, goodput at an SLO, KV-cache use and cost.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Run a sweep file: a base experiment over axes or listed points, in
     /// parallel, ranked by a goal and a cost (or merge a sweep's shards).
     Sweep(sweep::SweepArgs),
@@ -293,7 +293,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Some(Command::Collective(args)) => collective::run(args),
         Some(Command::Topo(command)) => topo::run(command),
         Some(Command::Calibrate(command)) => calibrate::run(command),
-        Some(Command::Serve(args)) => serve::run(args),
+        Some(Command::Serve(args)) => serve::run(*args),
         Some(Command::Sweep(args)) => sweep::run(args),
         Some(Command::Diff(args)) => diff::run(args),
     }

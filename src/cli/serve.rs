@@ -12,6 +12,7 @@ use super::llm::emit;
 use super::{BadInput, TopologyArgs, checks, notices, parse_format, progress_bar};
 use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::{self, Format, Record};
+use icsim::serve::iteration::DecodeGraphs;
 use icsim::serve::load::{EngineSettings, Load, Server, Terms};
 use icsim::serve::requests::{self, Arrivals, Length, Lengths, TimeUnit};
 use icsim::serve::results::{self, ServeReport, Setup, Slo};
@@ -99,6 +100,18 @@ pub struct ServeArgs {
     /// Tokens a KV-cache block holds.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=4096))]
     block_size: u64,
+    /// Batch sizes the engine captured decode graphs for (as vLLM's
+    /// --cuda-graph-sizes): a batch of decodes alone runs the graph of the
+    /// next size up, padded. Default: each batch as it is.
+    #[arg(long, value_delimiter = ',', num_args = 1.., value_name = "N1,N2,...",
+          value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    cuda_graph_sizes: Vec<u64>,
+    /// Keys the decode graphs' attention was told at capture
+    /// (FlashAttention's max_seqlen_k: the slot length an engine gives a
+    /// sequence), which decide how it splits a batch's keys. Default: each
+    /// batch's longest sequence, as attention launched outside a graph.
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..=16_777_216))]
+    graph_keys: Option<u64>,
     /// Host time each iteration adds before its forward (the engine's
     /// scheduling, inputs and output processing; 500us).
     #[arg(long, value_name = "TIME", default_value = "0s")]
@@ -170,6 +183,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         swap_space: (args.preemption == "swap").then_some(args.swap_space),
         step_overhead: args.step_overhead,
         one_stack: args.one_stack,
+        graphs: DecodeGraphs::new(args.cuda_graph_sizes.clone(), args.graph_keys),
     };
     let load = Load { count, lengths, burstiness: args.burstiness, seed: args.seed };
     let server = match args.tp {

@@ -76,6 +76,15 @@ pub struct KernelEfficiency {
     /// block (norms): with few rows, a row's bytes at this rate bound it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub row_rate: Option<Bandwidth>,
+    /// What one thread block streams while a full wave of them runs, for a
+    /// kernel priced as waves of blocks over the SMs (FlashAttention over
+    /// decodes alone): each wave lasts its longest block's bytes at this rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_rate: Option<Bandwidth>,
+    /// Thread blocks of the kernel an SM runs at once: a wave's size is this
+    /// times the GPU's `sms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks_per_sm: Option<f64>,
 }
 
 /// How close real kernels come to the roofline, per kind of kernel; fitted
@@ -180,8 +189,13 @@ impl ComputeEfficiency {
                 if let Some(l2) = own.l2 {
                     check_range(path, &key("l2"), l2, 0.01..=10.0)?;
                 }
-                if own.row_rate.is_some_and(|rate| rate.0 == 0) {
-                    return Err(ConfigError::invalid(path, key("row_rate"), "must be positive"));
+                for (field, rate) in [("row_rate", own.row_rate), ("block_rate", own.block_rate)] {
+                    if rate.is_some_and(|rate| rate.0 == 0) {
+                        return Err(ConfigError::invalid(path, key(field), "must be positive"));
+                    }
+                }
+                if let Some(blocks) = own.blocks_per_sm {
+                    check_range(path, &key("blocks_per_sm"), blocks, 1.0..=64.0)?;
                 }
             }
         }

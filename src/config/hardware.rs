@@ -86,6 +86,11 @@ pub struct GpuModel {
     /// The L2 cache: a kernel whose working set fits streams it from there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub l2_cache: Option<Bytes>,
+    /// Streaming multiprocessors: how many thread blocks a wave holds, with a
+    /// kernel's `blocks_per_sm`; absent, kernels priced in waves stream at
+    /// their roofline rates instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sms: Option<u32>,
     /// A PCIe card whose NVLink links go to an NVLink bridge to its
     /// neighbouring card (not to an SXM board's switches or mesh).
     #[serde(default)]
@@ -337,6 +342,11 @@ pub struct StackModel {
     /// collective is one): a copy node's start in a graph, the host's
     /// cudaMemcpyAsync when eager.
     pub copy_launch: Time,
+    /// A graph stack only: what a serving engine's replay of a decode graph
+    /// waits before its first kernel runs, once its inputs are built (the
+    /// inputs copied in and the graph launched from the host, the GPU idle).
+    #[serde(default)]
+    pub graph_launch: Time,
 }
 
 /// Where a calibrated model's numbers came from.

@@ -56,6 +56,7 @@ impl HardwareModel {
             out.push((format!("stack.{name}.kernel_launch"), stack.kernel_launch));
             out.push((format!("stack.{name}.kernel_gap"), stack.kernel_gap));
             out.push((format!("stack.{name}.copy_launch"), stack.copy_launch));
+            out.push((format!("stack.{name}.graph_launch"), stack.graph_launch));
         }
         for (arch, cta) in &self.cta {
             out.push((format!("cta.{arch}.call_latency"), cta.call_latency));

@@ -201,7 +201,8 @@ impl<'e> ServingGroup<'e> {
     /// (KV blocks of `settings`' size swapped over its host paths).
     pub fn iteration_times(&self, run: &'e ModeRun, settings: &EngineSettings) -> SimulatedIterations<'_> {
         let block_bytes = Bytes(settings.block_size * self.kv.bytes_per_token);
-        let times = SimulatedIterations::new(&self.setup, CollectiveCache::new(&run.topology, &run.hardware), block_bytes);
+        let times = SimulatedIterations::new(&self.setup, CollectiveCache::new(&run.topology, &run.hardware), block_bytes)
+            .with_graphs(settings.graphs.clone());
         match &self.eager {
             Some(eager) => times.with_eager(eager),
             None => times,

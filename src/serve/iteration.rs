@@ -74,6 +74,41 @@ pub fn rounded(tokens: PassTokens) -> PassTokens {
         attended: round_up(tokens.attended),
         cached: round_up(tokens.cached),
         tail_pairs: round_up(tokens.tail_pairs),
+        key_limit: round_up(tokens.key_limit),
+    }
+}
+
+/// How an engine replays its iterations of decodes alone from CUDA graphs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DecodeGraphs {
+    /// Batch sizes captured, rising: a batch replays the graph of the next
+    /// size up, padded with sequences of no cached token; empty, or a batch
+    /// past the largest: the batch as it is.
+    pub sizes: Vec<u64>,
+    /// Keys the graphs' attention was told at capture (FlashAttention's
+    /// `max_seqlen_k`, fixed in the graph: the slot length the engine gives
+    /// a sequence); None: each batch's longest sequence.
+    pub keys: Option<u64>,
+}
+
+impl DecodeGraphs {
+    /// Batches replayed as they are.
+    pub const NONE: DecodeGraphs = DecodeGraphs { sizes: Vec::new(), keys: None };
+
+    /// Graphs of the batch `sizes`, in any order, told `keys` keys.
+    pub fn new(mut sizes: Vec<u64>, keys: Option<u64>) -> DecodeGraphs {
+        sizes.sort_unstable();
+        sizes.dedup();
+        DecodeGraphs { sizes, keys }
+    }
+
+    /// The pass a batch of decodes `tokens` replays.
+    pub fn replayed(&self, mut tokens: PassTokens) -> PassTokens {
+        if let Some(&size) = self.sizes.iter().find(|&&size| size >= tokens.sequences) {
+            (tokens.sequences..size).for_each(|_| tokens.add(1, 0));
+        }
+        tokens.key_limit = tokens.key_limit.max(self.keys.unwrap_or(0));
+        tokens
     }
 }
 
@@ -95,7 +130,8 @@ impl<'a> Caller<'a> {
     fn simulate(&mut self, tokens: PassTokens) -> Result<IterationTime, CollectiveError> {
         let program = self.setup.program_of(tokens);
         let totals = self.setup.simulate_program(&program, &mut self.memo, &mut self.cache)?;
-        Ok(IterationTime { total: totals.total(), comm: totals.comm, swap: Time::ZERO })
+        let launch = self.setup.graph_launch().map_err(CollectiveError::Model)?;
+        Ok(IterationTime { total: launch + totals.total(), comm: totals.comm, swap: Time::ZERO })
     }
 }
 
@@ -107,6 +143,7 @@ pub struct SimulatedIterations<'a> {
     /// The iterations that are not decodes alone, where another caller
     /// launches them.
     eager: Option<Caller<'a>>,
+    graphs: DecodeGraphs,
     reused: u64,
     /// One GPU's share of a KV block.
     block_bytes: Bytes,
@@ -116,7 +153,19 @@ pub struct SimulatedIterations<'a> {
 impl<'a> SimulatedIterations<'a> {
     /// Iterations of `setup`, whose GPUs each hold `block_bytes` of a KV block.
     pub fn new(setup: &'a TensorParallel<'a>, cache: CollectiveCache<'a>, block_bytes: Bytes) -> Self {
-        SimulatedIterations { graphed: Caller::new(setup, cache), eager: None, reused: 0, block_bytes, swaps: BTreeMap::new() }
+        SimulatedIterations {
+            graphed: Caller::new(setup, cache),
+            eager: None,
+            graphs: DecodeGraphs::NONE,
+            reused: 0,
+            block_bytes,
+            swaps: BTreeMap::new(),
+        }
+    }
+
+    /// Iterations of decodes alone replay `graphs`.
+    pub fn with_graphs(self, graphs: DecodeGraphs) -> Self {
+        SimulatedIterations { graphs, ..self }
     }
 
     /// Iterations that are not decodes alone run as `eager` (the same
@@ -167,6 +216,7 @@ impl IterationTimes for SimulatedIterations<'_> {
     }
 
     fn time(&mut self, tokens: PassTokens, decodes_only: bool) -> Result<IterationTime, ServeError> {
+        let tokens = if decodes_only { self.graphs.replayed(tokens) } else { tokens };
         let key = rounded(self.caller(decodes_only).setup.priced(tokens));
         if let Some(&time) = self.caller(decodes_only).times.get(&key) {
             self.reused += 1;
@@ -193,6 +243,21 @@ mod tests {
     use crate::topology::{PresetOptions, preset};
     use crate::transport::Mode;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_batch_replays_the_next_captured_size_padded_with_empty_sequences() {
+        let graphs = DecodeGraphs::new(vec![32, 8, 16, 8], Some(2304));
+        assert_eq!(graphs.sizes, [8, 16, 32], "sizes in any order, once each");
+        let mut batch = PassTokens::empty(1);
+        (0..9).for_each(|_| batch.add(1, 1000));
+        let replayed = graphs.replayed(batch);
+        assert_eq!((replayed.sequences, replayed.rows, replayed.cached), (16, 16, 9000), "seven empty sequences");
+        assert_eq!((replayed.key_limit, replayed.tail_pairs), (2304, 1001), "told the slot length; its longest unchanged");
+        let mut beyond = PassTokens::empty(1);
+        (0..40).for_each(|_| beyond.add(1, 10));
+        assert_eq!(graphs.replayed(beyond).sequences, 40, "past the largest graph: as it is");
+        assert_eq!(DecodeGraphs::NONE.replayed(batch), batch);
+    }
 
     proptest! {
         #[test]

@@ -21,7 +21,7 @@ use crate::workload::tp::TensorParallel;
 
 use super::groups::{self, GroupError, PlanError, Role, ServingGroup, SplitPlan};
 use super::handoff::TopologyMoves;
-use super::iteration::IterationTimes;
+use super::iteration::{DecodeGraphs, IterationTimes};
 use super::requests::{self, Arrivals, Lengths, Request};
 use super::results::{self, MoveLinks, ServeReport, Setup, Slo, SplitGroups};
 use super::scheduler::{Limits, Preemption};
@@ -50,7 +50,7 @@ impl From<requests::RequestError> for LoadError {
 }
 
 /// How the engine runs, apart from what the GPUs' memory decides.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EngineSettings {
     pub max_num_seqs: u64,
     pub max_num_batched_tokens: u64,
@@ -64,6 +64,8 @@ pub struct EngineSettings {
     /// stack only iterations of decodes alone replay the graph, the others
     /// launched by its eager counterpart, as engines run.
     pub one_stack: bool,
+    /// How iterations of decodes alone replay the engine's CUDA graphs.
+    pub graphs: DecodeGraphs,
 }
 
 impl EngineSettings {
@@ -78,6 +80,7 @@ impl EngineSettings {
         swap_space: None,
         step_overhead: Time::ZERO,
         one_stack: false,
+        graphs: DecodeGraphs::NONE,
     };
 
     /// The stack that launches the iterations that are not decodes alone
@@ -186,7 +189,7 @@ impl<'e> Server<'e> {
             .map_err(|error| experiment.source.invalid(Some(run.index), "stack", error.to_string()))?;
         let (gpus, budget) = ((0..run.tp as usize).collect(), settings.max_num_batched_tokens);
         let group = ServingGroup { tp: run.tp, gpus, ranks, setup, eager, kv, budget };
-        Ok(Server { experiment, run, gpu, settings: *settings, decode: group, prefill: None })
+        Ok(Server { experiment, run, gpu, settings: settings.clone(), decode: group, prefill: None })
     }
 
     /// The engine of `settings` on `experiment`'s first mode split as
@@ -207,7 +210,7 @@ impl<'e> Server<'e> {
         };
         let prefill = group(Role::Prefill, setup.clone(), prefill_gpus, prefill_budget)?;
         let decode = group(Role::Decode, setup, decode_gpus, settings.max_num_batched_tokens)?;
-        Ok(Server { experiment, run, gpu, settings: *settings, decode, prefill: Some(Box::new(prefill)) })
+        Ok(Server { experiment, run, gpu, settings: settings.clone(), decode, prefill: Some(Box::new(prefill)) })
     }
 
     /// `experiment`'s first mode, its GPU and its forward.

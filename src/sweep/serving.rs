@@ -126,6 +126,7 @@ impl Service {
                 swap_space,
                 step_overhead: defaults.step_overhead,
                 one_stack: raw.one_stack.unwrap_or(defaults.one_stack),
+                graphs: defaults.graphs,
             },
             slo: Slo { ttft: time("slo_ttft", &raw.slo_ttft)?, tpot: time("slo_tpot", &raw.slo_tpot)? },
             split: SplitPlan::or_none(raw.split.as_deref().unwrap_or("none"))
@@ -136,7 +137,7 @@ impl Service {
     /// The service with a point's `serve.*` changes: its rate, engine and
     /// split.
     fn changed(&self, changes: &[&Change]) -> (Option<f64>, EngineSettings, Option<SplitPlan>) {
-        let (mut rate, mut engine, mut split) = (self.rate, self.engine, self.split.clone());
+        let (mut rate, mut engine, mut split) = (self.rate, self.engine.clone(), self.split.clone());
         for change in changes {
             match (&change.key, &change.value) {
                 (Key::Serve(ServeKey::Rate), Changed::Number(r)) => rate = Some(*r),

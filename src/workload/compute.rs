@@ -13,6 +13,7 @@
 use crate::config::hardware::{GpuModel, HardwareModel, KernelEfficiency, Library};
 use crate::stack::Stack;
 use crate::units::Time;
+use crate::workload::flash::{Blocks, DecodeLaunch};
 
 /// Which achieved rates and floor bound a kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -66,6 +67,9 @@ pub struct Kernel {
     /// Floating-point work of the kernel's longest thread block, for a
     /// kernel whose blocks differ (causal attention); zero otherwise.
     pub tail_flops: f64,
+    /// FlashAttention's launch over decodes alone, for a kernel priced as
+    /// waves of its thread blocks where the GPU's SM count is known.
+    pub decode: Option<DecodeLaunch>,
 }
 
 /// The parts of a kernel's time on one GPU.
@@ -82,7 +86,7 @@ pub struct Roofline {
 
 impl Kernel {
     fn new(name: &'static str, class: KernelClass, flops: f64, bytes: f64) -> Kernel {
-        Kernel { name, kind: name, library: Library::Fused, class, flops, bytes, row_bytes: 0.0, tail_flops: 0.0 }
+        Kernel { name, kind: name, library: Library::Fused, class, flops, bytes, row_bytes: 0.0, tail_flops: 0.0, decode: None }
     }
 
     /// A product of (m x k) by (k x n) in elements of `element` bytes: it
@@ -116,9 +120,23 @@ impl Kernel {
         Kernel { tail_flops, ..self }
     }
 
-    /// The kernel's own measured rates on `gpu`, if it has any.
+    /// The same kernel launched as FlashAttention launches decodes alone.
+    pub fn decoding(self, launch: DecodeLaunch) -> Kernel {
+        Kernel { decode: Some(launch), ..self }
+    }
+
+    /// The library's blocks of a decode launch on `gpu`, and the GPU's SMs,
+    /// where their count is known.
+    fn blocks(&self, gpu: &GpuModel) -> Option<(Blocks, f64)> {
+        let sms = gpu.sms?;
+        Some((self.decode?.blocks(u64::from(sms)), f64::from(sms)))
+    }
+
+    /// The kernel's own measured rates on `gpu`, if it has any: those of the
+    /// kernel the library chooses, for a decode launch.
     pub fn own<'g>(&self, gpu: &'g GpuModel) -> Option<&'g KernelEfficiency> {
-        gpu.compute.kernels(self.library).get(self.kind)
+        let kind = self.blocks(gpu).map_or(self.kind, |(blocks, _)| blocks.kernel.kind());
+        gpu.compute.kernels(self.library).get(kind)
     }
 
     /// The parts of this kernel's time on `gpu` at `clock`.
@@ -149,7 +167,15 @@ impl Kernel {
         let streaming_s = self.bytes / (gpu.memory_bandwidth.bytes_per_sec() * fraction);
         let row_rate = own.and_then(|o| o.row_rate).unwrap_or(c.row_rate);
         let row_s = self.row_bytes / row_rate.bytes_per_sec();
-        let memory_s = streaming_s.max(row_s);
+        // In waves of blocks, each slot streaming at one block's rate.
+        let waves_s = match (self.blocks(gpu), own.and_then(|o| o.block_rate)) {
+            (Some((blocks, sms)), Some(rate)) => {
+                let slots = sms * own.and_then(|o| o.blocks_per_sm).unwrap_or(1.0);
+                Some(blocks.bytes_a_slot(slots) / rate.bytes_per_sec())
+            }
+            _ => None,
+        };
+        let memory_s = waves_s.unwrap_or(streaming_s).max(row_s);
         Roofline { compute_s, memory_s, blended_s: blend(compute_s, memory_s, c.blend), floor }
     }
 

@@ -16,6 +16,7 @@ use crate::config::llm::{AttentionKernel, Fusion, LlmModel, Rotary, Scope};
 use crate::units::Bytes;
 
 use super::compute::Kernel;
+use super::flash::DecodeLaunch;
 
 /// The tokens a pass pushes through the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +58,11 @@ pub struct PassTokens {
     /// Query-key pairs of the attention's longest thread block: the last
     /// [`ATTENTION_ROW_BLOCK`] new tokens of the sequence with the most.
     pub tail_pairs: u64,
+    /// Keys the attention kernel is told a sequence may have (FlashAttention's
+    /// `max_seqlen_k`), which decide how it splits decodes' keys: the longest
+    /// sequence's, or more where an engine captured its decode graphs for
+    /// longer ones.
+    pub key_limit: u64,
 }
 
 /// New tokens one thread block of FlashAttention-2's forward kernel takes
@@ -67,7 +73,7 @@ pub const ATTENTION_ROW_BLOCK: u64 = 128;
 impl PassTokens {
     /// No sequence yet, at TP=`tp`.
     pub fn empty(tp: u64) -> PassTokens {
-        PassTokens { tp, rows: 0, sequences: 0, attended: 0, cached: 0, tail_pairs: 0 }
+        PassTokens { tp, rows: 0, sequences: 0, attended: 0, cached: 0, tail_pairs: 0, key_limit: 0 }
     }
 
     /// Adds a sequence with `tokens` new tokens after `context` cached ones.
@@ -77,6 +83,7 @@ impl PassTokens {
         self.attended += tokens * context + tokens * (tokens + 1) / 2;
         self.cached += context;
         self.tail_pairs = self.tail_pairs.max(tokens.min(ATTENTION_ROW_BLOCK) * (context + tokens));
+        self.key_limit = self.key_limit.max(context + tokens);
     }
 }
 
@@ -91,6 +98,7 @@ impl From<Shape> for PassTokens {
             attended: one.attended * shape.batch,
             cached: one.cached * shape.batch,
             tail_pairs: one.tail_pairs,
+            key_limit: one.key_limit,
         }
     }
 }
@@ -173,6 +181,7 @@ struct Dims {
     attended: f64,
     cached: f64,
     tail_pairs: f64,
+    key_limit: f64,
     /// Whose kernels run the norms, adds, activations and copies.
     library: Library,
 }
@@ -192,6 +201,7 @@ impl Dims {
             attended: shape.attended as f64,
             cached: shape.cached as f64,
             tail_pairs: shape.tail_pairs as f64,
+            key_limit: shape.key_limit as f64,
             library,
         }
     }
@@ -331,7 +341,23 @@ impl Dims {
             AttentionKernel::FlashVarlen if self.rows > self.sequences => {
                 Kernel::attention(flops, bytes).with_tail(4.0 * self.tail_pairs * self.head_dim).run_as("flash_varlen", self.library)
             }
-            AttentionKernel::FlashVarlen => Kernel::attention(flops, bytes).run_as("flash_varlen_splitkv", self.library),
+            AttentionKernel::FlashVarlen => {
+                Kernel::attention(flops, bytes).decoding(self.decode_launch()).run_as("flash_varlen_splitkv", self.library)
+            }
+        }
+    }
+
+    /// FlashAttention's launch over decodes alone: each sequence reads its
+    /// cached keys and its new one, the longest `tail_pairs` of them (a
+    /// decode's one row against its keys), and the library divides
+    /// `key_limit` keys among its splits.
+    fn decode_launch(&self) -> DecodeLaunch {
+        DecodeLaunch {
+            units: (self.sequences * self.kv_heads) as u64,
+            mean_keys: self.cached / self.sequences.max(1.0) + 1.0,
+            longest_keys: self.tail_pairs as u64,
+            key_limit: self.key_limit as u64,
+            key_bytes: 2.0 * self.head_dim * self.element,
         }
     }
 

@@ -9,6 +9,7 @@
 pub mod cache;
 pub mod compute;
 pub mod experiment;
+pub mod flash;
 pub mod forward;
 pub mod layer;
 pub mod replay;

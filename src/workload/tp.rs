@@ -233,6 +233,13 @@ impl<'a> TensorParallel<'a> {
         self.stack
     }
 
+    /// What replaying a pass from its CUDA graph waits before the first
+    /// kernel, once a serving engine has built its inputs: the stack's
+    /// `graph_launch`; nothing for a stack launching from the host.
+    pub fn graph_launch(&self) -> Result<Time, String> {
+        Ok(if self.stack.in_graph() { self.model.stack(self.stack)?.graph_launch } else { Time::ZERO })
+    }
+
     pub fn scope(&self) -> Scope {
         self.scope
     }
@@ -253,11 +260,11 @@ impl<'a> TensorParallel<'a> {
     }
 
     /// What of `tokens` this forward's kernels depend on: the attention's
-    /// longest block only where the fusion's attention prices it.
+    /// longest block and key limit only where the fusion's attention prices them.
     pub fn priced(&self, tokens: PassTokens) -> PassTokens {
         match self.fusion.attention {
             AttentionKernel::FlashVarlen => tokens,
-            AttentionKernel::Dense => PassTokens { tail_pairs: 0, ..tokens },
+            AttentionKernel::Dense => PassTokens { tail_pairs: 0, key_limit: 0, ..tokens },
         }
     }
 
@@ -534,7 +541,7 @@ pub(crate) mod tests {
         tokens.add(1024, 0);
         let forward = |fusion: &str| setup.clone().with_forward(Stack::TorchEager, Scope::Full, fusion).unwrap();
         assert_eq!(forward("torch-varlen").priced(tokens), tokens);
-        assert_eq!(forward("vllm").priced(tokens), PassTokens { tail_pairs: 0, ..tokens });
+        assert_eq!(forward("vllm").priced(tokens), PassTokens { tail_pairs: 0, key_limit: 0, ..tokens });
     }
 
     #[test]

@@ -177,6 +177,8 @@ fn bad_serving_input_is_refused_by_flag() {
         &["--gpu-memory-utilization 0.3", "raise it or --tp"],
     );
     refused("an unknown preemption", &with(&["--rate", "1", "--preemption", "drop"]), &["--preemption", "drop"]);
+    refused("a graph of no sequences", &with(&["--rate", "1", "--cuda-graph-sizes", "8,0"]), &["--cuda-graph-sizes"]);
+    refused("graphs told no keys", &with(&["--rate", "1", "--graph-keys", "0"]), &["--graph-keys"]);
     refused("an SLO of 0", &with(&["--rate", "1", "--slo-ttft", "0s"]), &["--slo-ttft"]);
     refused("a transport the board lacks", &with(&["--rate", "1", "--transport", "nvlink"]), &["--transport"]);
     refused("arrivals beyond the clock", &with(&["--rate", "0.000001", "--requests", "100"]), &["--requests 100", "days"]);
@@ -341,4 +343,24 @@ fn bad_splits_are_refused_by_flag() {
         &["serve", "--model", "llama-3.1-70b", "--rate", "1", "--prefill-tp", "1", "--decode-tp", "4"],
         &["prefill", "--prefill-tp 1"],
     );
+}
+
+#[test]
+fn decode_graphs_pad_their_batches_and_a_longer_capture_splits_keys_differently() {
+    // Llama-3.1-8B at TP=1 as the validation's engine runs it: its varlen
+    // attention over decodes is priced as FlashAttention launches it.
+    let engine = |extra: &[&str]| {
+        let mut args = vec!["serve", "--model", "llama-3.1-8b", "--tp", "1", "--fusion", "torch-varlen", "--stack", "torch-graph"];
+        args.extend(["--rate", "4", "--requests", "60", "--prompt", "512", "--output", "64", "--json"]);
+        args.extend(extra);
+        icsim_json(&args)
+    };
+    let plain = ms(&engine(&[]), "tpot", "p50_ms");
+    // Every batch padded to 64 sequences: each decode iteration does more work.
+    let padded = ms(&engine(&["--cuda-graph-sizes", "64"]), "tpot", "p50_ms");
+    assert!(padded > plain, "padding to 64 sequences: {padded} ms against {plain} ms");
+    // Told 131072 keys, the library divides them into splits longer than
+    // any sequence, so a split takes a whole sequence.
+    let told_more = ms(&engine(&["--graph-keys", "131072"]), "tpot", "p50_ms");
+    assert!(told_more > plain, "told 131072 keys: {told_more} ms against {plain} ms");
 }

@@ -26,7 +26,7 @@ use icsim::calibrate::profile::{kind_of, model_kind};
 use icsim::calibrate::read_measurements;
 use icsim::calibrate::schema::Measurement;
 use icsim::config::llm::{LlmModel, Scope};
-use icsim::serve::iteration::SimulatedIterations;
+use icsim::serve::iteration::{DecodeGraphs, IterationTimes, SimulatedIterations};
 use icsim::stack::Stack;
 use icsim::transport::Mode;
 use icsim::units::{Bytes, Time};
@@ -97,6 +97,11 @@ fn compared() -> Vec<Compared> {
                 .collect();
             let trace = inputs.file(&format!("{label}-{rate}.jsonl"), &trace);
             let (seqs, budget) = (run["max_num_seqs"].to_string(), run["max_num_batched_tokens"].to_string());
+            // The engine's decode graphs: the sizes it captured, and the
+            // slot length its attention was told at capture.
+            let sizes =
+                run["graph_batches"].as_array().expect("the graphs' sizes").iter().map(Value::to_string).collect::<Vec<_>>().join(",");
+            let keys = run["max_len"].to_string();
             let args = [
                 "serve",
                 "--model",
@@ -115,6 +120,10 @@ fn compared() -> Vec<Compared> {
                 "torch-graph",
                 "--step-overhead",
                 STEP_OVERHEAD,
+                "--cuda-graph-sizes",
+                &sizes,
+                "--graph-keys",
+                &keys,
                 "--json",
             ];
             let predicted = icsim_json(&args);
@@ -153,22 +162,22 @@ type Held = (&'static str, f64, (f64, f64), (f64, f64));
 /// The runs with token ids drawn at random: every one out of sample (the
 /// host time came from the repeated-id runs).
 const RANDOM_IDS_TODAY: [Held; 5] = [
-    ("throughput", 0.10, (0.01, 0.02), (0.01, 0.01)),
-    ("tpot_p50", 0.10, (0.10, 0.26), (0.11, 0.26)),
-    ("ttft_p50", 0.15, (0.05, 0.09), (0.05, 0.07)),
-    ("ttft_p99", f64::INFINITY, (0.04, 0.14), (0.04, 0.14)),
-    ("tpot_p99", f64::INFINITY, (0.09, 0.24), (0.10, 0.24)),
+    ("throughput", 0.10, (0.01, 0.01), (0.01, 0.01)),
+    ("tpot_p50", 0.10, (0.06, 0.07), (0.06, 0.07)),
+    ("ttft_p50", 0.15, (0.03, 0.09), (0.02, 0.06)),
+    ("ttft_p99", f64::INFINITY, (0.05, 0.11), (0.05, 0.11)),
+    ("tpot_p99", f64::INFINITY, (0.05, 0.08), (0.07, 0.08)),
 ];
 
 /// The first runs, one token id repeated: their products ran faster than
-/// the model (fitted on varied operands) prices them, so their TTFT is
-/// held further off than the random-id runs'.
+/// the model (fitted on varied operands) prices them, so they are held
+/// further off than the random-id runs, on the long side.
 const REPEATED_ID_TODAY: [Held; 5] = [
     ("throughput", 0.10, (0.01, 0.01), (0.01, 0.01)),
-    ("tpot_p50", 0.10, (0.07, 0.15), (0.08, 0.15)),
-    ("ttft_p50", 0.15, (0.10, 0.16), (0.08, 0.15)),
-    ("ttft_p99", f64::INFINITY, (0.16, 0.28), (0.16, 0.28)),
-    ("tpot_p99", f64::INFINITY, (0.05, 0.08), (0.05, 0.08)),
+    ("tpot_p50", 0.10, (0.07, 0.10), (0.07, 0.10)),
+    ("ttft_p50", 0.15, (0.13, 0.22), (0.13, 0.17)),
+    ("ttft_p99", f64::INFINITY, (0.20, 0.42), (0.20, 0.25)),
+    ("tpot_p99", f64::INFINITY, (0.09, 0.22), (0.11, 0.16)),
 ];
 
 #[test]
@@ -241,10 +250,9 @@ fn a_measured_engine_is_served_again_within_todays_errors_and_the_issue_says_how
                 worst("ttft_p50"),
                 median("tpot_p50"),
             ),
-            format!("{:.0}% short at worst", worst("tpot_p50")),
+            format!("{:.0}% at worst", worst("tpot_p50")),
             format!("the knee's rate within {:.1}%", knee.iter().cloned().fold(0.0, f64::max) * 100.0),
             past_the_knee(&past),
-            largest_shortfall(&below),
         ] {
             page_says("docs/serving.md", &quoted);
         }
@@ -259,18 +267,6 @@ fn a_measured_engine_is_served_again_within_todays_errors_and_the_issue_says_how
             span(knee, 1)
         ),
     );
-}
-
-/// docs/serving.md's sentence on the largest p50 TPOT errors below the
-/// knee: the two largest, each at the highest rate of its lengths that kept up.
-fn largest_shortfall(below: &[&Compared]) -> String {
-    let mut errors: Vec<(&Compared, f64)> = below.iter().map(|c| (*c, c.error("tpot_p50").abs())).collect();
-    errors.sort_by(|a, b| b.1.total_cmp(&a.1));
-    for (c, _) in &errors[..2] {
-        let highest = below.iter().filter(|o| o.label == c.label).map(|o| o.rate).fold(0.0, f64::max);
-        assert_eq!(c.rate, highest, "{} at {}/s: the page says the largest TPOT errors are just below the knee", c.label, c.rate);
-    }
-    format!("the shortfall is largest ({:.0}-{:.0}% of p50 TPOT) just below the knee", errors[1].1 * 100.0, errors[0].1 * 100.0)
 }
 
 /// docs/serving.md's sentence on the runs past the knee: by how much the
@@ -303,16 +299,22 @@ fn past_the_knee(past: &[&Compared]) -> String {
 /// the prompt fed one repeated id and random ids, and FlashAttention-2's
 /// causal kernel over one prompt against the model's attention of the
 /// simulated prompt (`prompt-1024`'s attention kind, 32 layers).
-fn kernels_alone_say(iterations: &[(String, f64, f64, f64, f64)], llm: &LlmModel, gpu: &icsim::config::hardware::GpuModel) {
+fn kernels_alone_say(
+    iterations: &[(String, f64, f64, f64, f64)],
+    llm: &LlmModel,
+    gpu: &icsim::config::hardware::GpuModel,
+    graph_launch: Time,
+) {
     let rows = rows("engine-kernels.jsonl");
     let of = |what: &'static str| rows.iter().filter(move |r| r["what"] == what);
-    let mut shortfalls = Vec::new();
+    let mut errors = Vec::new();
     let (mut gaps, mut times) = (Vec::new(), Vec::new());
     for row in of("graph_gap") {
         let replayed = number(row, "iteration_us") / 1e3;
         let case = format!("decode-{}", row["batch"]);
-        let simulated = iterations.iter().find(|i| i.0 == case).expect("a profiled decode of that batch").2;
-        shortfalls.push(1.0 - simulated / replayed);
+        // Replayed back to back, each replay's launch hidden behind the last.
+        let simulated = iterations.iter().find(|i| i.0 == case).expect("a profiled decode of that batch").2 - graph_launch.as_ms();
+        errors.push(simulated / replayed - 1.0);
         gaps.push((number(row, "iteration_us") - number(row, "kernel_us")) / number(row, "kernels"));
         times.push(format!("{replayed:.2}"));
     }
@@ -358,7 +360,10 @@ fn kernels_alone_say(iterations: &[(String, f64, f64, f64, f64)], llm: &LlmModel
     assert!((prompt_simulated / (number(random, "iteration_us") / 1e3) - 1.0).abs() <= 0.05, "the prompt fed random ids");
     let flash = |rows_: u64| number(of("op").find(|r| r["op"] == "flash_prefill" && r["rows"] == rows_).expect("a flash row"), "time_us");
     for quoted in [
-        format!("a decode-only iteration's GPU time is {} longer than the model's", span(shortfalls, 0)),
+        {
+            let (low, high) = extremes(errors);
+            format!("the model's decode-only iteration without the graph's launch comes out {:+.0}% to {:+.0}%", low * 100.0, high * 100.0)
+        },
         format!("({} ms at 1, 8, 32 and 64 sequences", listed(&times)),
         format!("measured there at {:.2}-{:.2} us a kernel", gap_range.0, gap_range.1),
         format!(
@@ -431,18 +436,18 @@ fn the_engines_profiled_iterations_are_predicted_within_todays_errors() {
         iterations.push((case, measured.as_ms(), simulated.as_ms(), kernels_measured, kernels_modelled));
     }
     profile_prose_says(&iterations);
-    kernels_alone_say(&iterations, &llm, model.gpu("h200").unwrap());
-    // Decodes come out 8-17% short (held at 18%): their kernels add up within 3-5% of
-    // the profile's, and the rest is time between kernels the engine's
-    // iteration spends and the model's launch gaps do not
-    // (docs/serving.md, Validation).
+    let graph_launch = model.stack(Stack::TorchGraph).unwrap().graph_launch;
+    kernels_alone_say(&iterations, &llm, model.gpu("h200").unwrap(), graph_launch);
+    // Decodes come out -10% to +4% (held at 11%): the profile timed ten
+    // replays back to back, which hides part of each replay's launch that
+    // a served iteration waits for (docs/serving.md, Validation).
     for (case, error) in &errors {
         // The profiled prompt fed one repeated token id, on which its
         // products ran 15% faster than on varied operands: the model comes
         // out 17% over it, and within 5% of the same prompt fed random ids
         // (`kernels_alone_say`).
         let today = match case.as_str() {
-            decode if decode.starts_with("decode-") => 0.18,
+            decode if decode.starts_with("decode-") => 0.11,
             "prompt-1024" => 0.17,
             _ => 0.10,
         };
@@ -523,14 +528,14 @@ fn the_products_are_priced_as_cublas_runs_them() {
 fn profile_prose_says(iterations: &[(String, f64, f64, f64, f64)]) {
     let decodes: Vec<&(String, f64, f64, f64, f64)> = iterations.iter().filter(|i| i.0.starts_with("decode-")).collect();
     let at = |case: &str| iterations.iter().find(|i| i.0 == case).unwrap_or_else(|| panic!("profile.jsonl has no {case}"));
-    let (short_low, short_high) = extremes(decodes.iter().map(|i| 1.0 - i.2 / i.1));
+    let (low, high) = extremes(decodes.iter().map(|i| i.2 / i.1 - 1.0));
     let (kernels_low, kernels_high) = extremes(decodes.iter().map(|i| (i.4 / i.3 - 1.0).abs()));
     let (eight, chunk) = (at("decode-8"), at("chunk-1024-with-64-decodes"));
     for quoted in [
         format!(
-            "A decode iteration comes out {:.0}-{:.0}% shorter than the profile's (8 sequences: {:.2} ms measured, {:.2} simulated)",
-            short_low * 100.0,
-            short_high * 100.0,
+            "A decode iteration comes out {:+.0}% to {:+.0}% against the profile's (8 sequences: {:.2} ms measured, {:.2} simulated)",
+            low * 100.0,
+            high * 100.0,
             eight.1,
             eight.2
         ),
@@ -542,7 +547,7 @@ fn profile_prose_says(iterations: &[(String, f64, f64, f64, f64)]) {
             eight.4
         ),
         format!(
-            "the rest is time between kernels, {:.1} ms an iteration in the profile against {:.1} ms of launch gaps in the model",
+            "the rest is time between kernels, {:.1} ms an iteration in the profile against {:.1} ms in the model",
             eight.1 - eight.3,
             eight.2 - eight.4
         ),
@@ -588,4 +593,90 @@ fn kinds_beside(
     let shown =
         kinds.iter().map(|(kind, launches, ms, kernels, modelled)| format!("{kind} {launches}/{kernels} {ms:.2}/{modelled:.2}")).collect();
     (shown, kinds.iter().map(|k| k.2).sum(), kinds.iter().map(|k| k.4).sum())
+}
+
+/// FlashAttention-2's varlen kernel over decodes alone, timed alone as the
+/// engine calls it (`engine-kernels.jsonl`, `decode_attention`), against
+/// the model's waves of blocks (`src/workload/flash.rs`). In sample: each
+/// kernel's floor and block rate were fitted on these points
+/// (`h200-forward.toml`); this holds the fit where it is.
+#[test]
+fn flash_attentions_decode_kernels_timed_alone_are_priced_as_waves_of_blocks() {
+    let (_, model) = preset("hgx-h200", None, &[]);
+    let llm = LlmModel::load("llama-3.1-8b").unwrap();
+    let gpu = model.gpu("h200").unwrap();
+    let mut errors: Vec<(&'static str, f64)> = Vec::new();
+    for row in rows("engine-kernels.jsonl").iter().filter(|r| r["what"] == "decode_attention") {
+        let (sequences, context) = (number(row, "batch") as u64, number(row, "context") as u64);
+        let mut tokens = PassTokens::empty(1);
+        (0..sequences).for_each(|_| tokens.add(1, context));
+        tokens.key_limit = number(row, "max_len") as u64;
+        let program = pass_program(&llm, llm.fusion("torch-varlen").unwrap(), Scope::Full, tokens);
+        let attention = program.layer.iter().find_map(|step| match step {
+            Step::Kernel { kernel, .. } if kernel.class == KernelClass::Attention => Some(kernel.clone()),
+            _ => None,
+        });
+        let kernel = attention.expect("a layer's attention");
+        let split = row["kernel"].as_str().expect("a kernel name").contains("splitkv");
+        let kind = if split { "flash_varlen_splitkv" } else { "flash_varlen_decodes" };
+        assert_eq!(kernel.own(gpu), gpu.compute.aten.get(kind), "{sequences} sequences: the model runs the kernel the library ran");
+        errors.push((kind, kernel.time(gpu, Clock::Burst).as_us() / number(row, "time_us") - 1.0));
+    }
+    println!("\nFlashAttention-2 over decodes alone, timed alone: median / worst absolute error");
+    for (kind, held_median, held_worst) in [("flash_varlen_splitkv", 0.10, 0.46), ("flash_varlen_decodes", 0.04, 0.10)] {
+        let of_kind: Vec<f64> = errors.iter().filter(|e| e.0 == kind).map(|e| e.1.abs()).collect();
+        let (median_error, worst) = (median(of_kind.clone()), of_kind.iter().cloned().fold(0.0, f64::max));
+        println!("{kind:<22} {} points  {:.1}% / {:.1}%", of_kind.len(), median_error * 100.0, worst * 100.0);
+        assert!(median_error <= held_median && worst <= held_worst, "{kind}: past today's fit");
+        page_says("docs/serving.md", &format!("{} points, {:.0}% / {:.0}%", of_kind.len(), median_error * 100.0, worst * 100.0));
+    }
+}
+
+/// Every iteration of three runs the engine logged (a repeat of three
+/// random-id runs, `iterations.jsonl`), priced as the engine ran it: its
+/// sequences' new and cached tokens, decodes alone from its graphs (padded
+/// to the sizes it captured, its attention told the slot length) and the
+/// rest launched eagerly. Out of sample: nothing was fitted to them. The
+/// GPU's time of each (CUDA events around the forward) is what is
+/// compared; the host's time before it is the step overhead, apart.
+#[test]
+fn every_iteration_the_engine_logged_is_priced_as_it_ran() {
+    let (topo, model) = preset("hgx-h200", None, &[]);
+    let llm = LlmModel::load("llama-3.1-8b").unwrap();
+    let runs = rows("runs.jsonl");
+    let logged = rows("iterations.jsonl");
+    let setup = |stack| {
+        TensorParallel::new(&topo, &model, &llm, 1, Mode::Nvswitch).unwrap().with_forward(stack, Scope::Full, "torch-varlen").unwrap()
+    };
+    let (graphed, eager) = (setup(Stack::TorchGraph), setup(Stack::TorchEager));
+    println!("\nevery iteration the engine logged, its GPU time against the model's, summed:");
+    let mut quoted = Vec::new();
+    for (label, rate, held) in [
+        ("uniform-budget8192-random-ids", 12.0, (0.03, 0.04)),
+        ("fixed-1024-128-random-ids", 16.0, (0.03, 0.03)),
+        ("uniform-long-budget4096-random-ids", 4.0, (0.07, 0.02)),
+    ] {
+        let run = runs.iter().find(|r| r["label"] == label && number(r, "rate") == rate).expect("the run's settings");
+        let sizes: Vec<u64> = run["graph_batches"].as_array().expect("graph sizes").iter().filter_map(Value::as_u64).collect();
+        let graphs = DecodeGraphs::new(sizes, run["max_len"].as_u64());
+        let mut times =
+            SimulatedIterations::new(&graphed, CollectiveCache::new(&topo, &model), Bytes(1)).with_graphs(graphs).with_eager(&eager);
+        // (measured, modelled) ms, of graph replays and of eager iterations.
+        let (mut replayed, mut launched) = ((0.0, 0.0), (0.0, 0.0));
+        for row in logged.iter().filter(|r| r["label"] == label && number(r, "rate") == rate) {
+            let mut tokens = PassTokens::empty(1);
+            for part in row["parts"].as_array().expect("the sequences") {
+                tokens.add(part[0].as_u64().expect("new tokens"), part[1].as_u64().expect("cached tokens"));
+            }
+            let graph = row["graph"].as_bool().expect("graph or eager");
+            let modelled = times.time(tokens, graph).unwrap().total.as_ms();
+            let sum = if graph { &mut replayed } else { &mut launched };
+            *sum = (sum.0 + number(row, "gpu_ms"), sum.1 + modelled);
+        }
+        let (graph_error, eager_error) = (replayed.1 / replayed.0 - 1.0, launched.1 / launched.0 - 1.0);
+        println!("{label:<36} {rate:>4}/s  decode graphs {:+.1}%  eager {:+.1}%", graph_error * 100.0, eager_error * 100.0);
+        assert!(graph_error.abs() <= held.0 && eager_error.abs() <= held.1, "{label}: past today's errors");
+        quoted.push(format!("{:+.1}% ({:+.1}% eager)", graph_error * 100.0, eager_error * 100.0));
+    }
+    page_says("docs/serving.md", &format!("the decode graphs' GPU time comes out {}", listed(&quoted)));
 }
