@@ -260,10 +260,12 @@ impl<'a> TensorParallel<'a> {
     }
 
     /// What of `tokens` this forward's kernels depend on: the attention's
-    /// longest block and key limit only where the fusion's attention prices them.
+    /// longest block only where the fusion's attention prices it, and its
+    /// key limit only over decodes alone (where it decides the splits).
     pub fn priced(&self, tokens: PassTokens) -> PassTokens {
         match self.fusion.attention {
-            AttentionKernel::FlashVarlen => tokens,
+            AttentionKernel::FlashVarlen if tokens.rows == tokens.sequences => tokens,
+            AttentionKernel::FlashVarlen => PassTokens { key_limit: 0, ..tokens },
             AttentionKernel::Dense => PassTokens { tail_pairs: 0, key_limit: 0, ..tokens },
         }
     }
@@ -540,8 +542,11 @@ pub(crate) mod tests {
         let mut tokens = PassTokens::empty(8);
         tokens.add(1024, 0);
         let forward = |fusion: &str| setup.clone().with_forward(Stack::TorchEager, Scope::Full, fusion).unwrap();
-        assert_eq!(forward("torch-varlen").priced(tokens), tokens);
+        assert_eq!(forward("torch-varlen").priced(tokens), PassTokens { key_limit: 0, ..tokens }, "a prompt's keys decide no split");
         assert_eq!(forward("vllm").priced(tokens), PassTokens { tail_pairs: 0, key_limit: 0, ..tokens });
+        let mut decodes = PassTokens::empty(8);
+        (0..4).for_each(|_| decodes.add(1, 500));
+        assert_eq!(forward("torch-varlen").priced(decodes), decodes, "decodes alone: the key limit decides the splits");
     }
 
     #[test]
