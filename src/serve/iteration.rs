@@ -4,7 +4,7 @@
 //! tensor-parallel forward replayed on the topology, every kernel on every
 //! GPU and every collective simulated on the network, as `icsim llm`
 //! replays a query. Iterations repeat by the thousand, so their time is
-//! kept by a key that rounds each of those four counts up to its six
+//! kept by a key that rounds each of those counts up to its six
 //! leading binary digits (exact below 64; at most 1/32 more above): an
 //! iteration is timed as the rounded one, and every iteration with the same
 //! key is that one's time. KV blocks swapped to host memory and back
@@ -13,7 +13,10 @@
 //! rounded the same way). Under a graph stack, as engines run, only
 //! iterations of decodes alone replay the CUDA graph; the others (prompt
 //! chunks, prompts beside decodes) may be launched by another caller, its
-//! eager counterpart, each caller with its own kept times. The source of
+//! eager counterpart, each caller with its own kept times. A replayed
+//! iteration runs the graph the engine captured for its batch (padded up to
+//! the next captured size, its attention told the keys of capture) and waits
+//! for the stack's launch of it. The source of
 //! iteration times is a trait, so that other sources (a measured table, a
 //! group of GPUs split in two) fit beside this one.
 
@@ -79,7 +82,7 @@ pub fn rounded(tokens: PassTokens) -> PassTokens {
 }
 
 /// How an engine replays its iterations of decodes alone from CUDA graphs.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DecodeGraphs {
     /// Batch sizes captured, rising: a batch replays the graph of the next
     /// size up, padded with sequences of no cached token; empty, or a batch
