@@ -37,6 +37,9 @@ Written to m/engine-kernels.jsonl, one row a measurement (`what` says which):
   iteration at a time with 0.5 ms idle between (as the host leaves it): the
   GPU's time an iteration (mean of 30) and every kernel kind's total under
   the profiler.
+- `graph_launch` (`--only launch`): that replay of 8 sequences for models
+  of 16, 32 and 64 of the shape's layers, with the kernels' total and
+  count: how the wait before the first kernel grows with the graph.
 """
 import argparse
 import json
@@ -223,11 +226,38 @@ def decode_graphs_served(torch, shape, device, write):
         torch.cuda.empty_cache()
 
 
+def launch_by_layers(torch, shape, device, write):
+    """The decode graph replayed as served (`decode_graph`) for models of
+    16, 32 and 64 of the shape's layers: how the wait before its first
+    kernel grows with the graph's kernels."""
+    for layers in (16, 32, 64):
+        model = Model(torch, dict(shape, layers=layers), 16, 2304, device)
+        graphs = DecodeGraphs(torch, model, device, 16)
+        parts = [(slot, 1100 + slot % 17, 1) for slot in range(8)]
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        times = []
+        for _ in range(33):
+            batch_inputs = graphs.inputs(torch, device, model, parts)
+            torch.cuda.synchronize()
+            time.sleep(0.0005)
+            start.record()
+            graphs.run(batch_inputs)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e3)
+        kernels = kernel_totals(torch, lambda: graphs.run(graphs.inputs(torch, device, model, parts)))
+        write({"what": "graph_launch", "layers": layers, "batch": 8, "context": 1100, "max_len": 2304,
+               "iteration_us": round(statistics.fmean(times[3:]), 2),
+               "kernel_us": round(sum(t for _, (_, t) in kernels), 2), "kernels": sum(c for _, (c, _) in kernels)})
+        del graphs, model
+        torch.cuda.empty_cache()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="llama-3.1-8b")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--only", choices=["duty", "decode"], help="one measurement alone, appended to the file")
+    parser.add_argument("--only", choices=["duty", "decode", "launch"], help="one measurement alone, appended to the file")
     args = parser.parse_args()
     import torch
 
@@ -250,6 +280,9 @@ def main():
         if args.only == "decode":
             decode_attention(torch, shape, device, write)
             decode_graphs_served(torch, shape, device, write)
+            return
+        if args.only == "launch":
+            launch_by_layers(torch, shape, device, write)
             return
 
         for rows in ROWS:

@@ -343,8 +343,9 @@ pub struct StackModel {
     /// cudaMemcpyAsync when eager.
     pub copy_launch: Time,
     /// A graph stack only: what a serving engine's replay of a decode graph
-    /// waits before its first kernel runs, once its inputs are built (the
-    /// inputs copied in and the graph launched from the host, the GPU idle).
+    /// waits, once its inputs are built, for each kernel of the graph (the
+    /// inputs copied in and the graph launched from the host while the GPU
+    /// waits; it grows with the graph), beyond `kernel_launch`.
     #[serde(default)]
     pub graph_launch: Time,
 }

@@ -133,7 +133,7 @@ impl<'a> Caller<'a> {
     fn simulate(&mut self, tokens: PassTokens) -> Result<IterationTime, CollectiveError> {
         let program = self.setup.program_of(tokens);
         let totals = self.setup.simulate_program(&program, &mut self.memo, &mut self.cache)?;
-        let launch = self.setup.graph_launch().map_err(CollectiveError::Model)?;
+        let launch = self.setup.graph_launch(&program).map_err(CollectiveError::Model)?;
         Ok(IterationTime { total: launch + totals.total(), comm: totals.comm, swap: Time::ZERO })
     }
 }

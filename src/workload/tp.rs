@@ -233,11 +233,15 @@ impl<'a> TensorParallel<'a> {
         self.stack
     }
 
-    /// What replaying a pass from its CUDA graph waits before the first
-    /// kernel, once a serving engine has built its inputs: the stack's
-    /// `graph_launch`; nothing for a stack launching from the host.
-    pub fn graph_launch(&self) -> Result<Time, String> {
-        Ok(if self.stack.in_graph() { self.model.stack(self.stack)?.graph_launch } else { Time::ZERO })
+    /// What replaying `program` from its CUDA graph waits, once a serving
+    /// engine has built its inputs: the stack's `graph_launch` for each of
+    /// its kernels; nothing for a stack launching from the host.
+    pub fn graph_launch(&self, program: &PassProgram) -> Result<Time, String> {
+        if !self.stack.in_graph() {
+            return Ok(Time::ZERO);
+        }
+        let kernels: u64 = program.counted().filter(|(step, _)| matches!(step, Step::Kernel { .. })).map(|(_, count)| count).sum();
+        Ok(Time(self.model.stack(self.stack)?.graph_launch.0 * kernels))
     }
 
     pub fn scope(&self) -> Scope {

@@ -175,10 +175,10 @@ type Held = (&'static str, f64, (f64, f64), (f64, f64));
 /// host time came from the repeated-id runs).
 const RANDOM_IDS_TODAY: [Held; 5] = [
     ("throughput", 0.10, (0.01, 0.01), (0.01, 0.01)),
-    ("tpot_p50", 0.10, (0.06, 0.07), (0.06, 0.07)),
-    ("ttft_p50", 0.15, (0.03, 0.09), (0.02, 0.06)),
-    ("ttft_p99", f64::INFINITY, (0.05, 0.11), (0.05, 0.11)),
-    ("tpot_p99", f64::INFINITY, (0.05, 0.08), (0.07, 0.08)),
+    ("tpot_p50", 0.10, (0.05, 0.08), (0.05, 0.08)),
+    ("ttft_p50", 0.15, (0.04, 0.08), (0.04, 0.04)),
+    ("ttft_p99", f64::INFINITY, (0.03, 0.17), (0.03, 0.17)),
+    ("tpot_p99", f64::INFINITY, (0.04, 0.09), (0.06, 0.09)),
 ];
 
 /// The first runs, one token id repeated: their products ran faster than
@@ -186,10 +186,10 @@ const RANDOM_IDS_TODAY: [Held; 5] = [
 /// further off than the random-id runs, on the long side.
 const REPEATED_ID_TODAY: [Held; 5] = [
     ("throughput", 0.10, (0.01, 0.01), (0.01, 0.01)),
-    ("tpot_p50", 0.10, (0.07, 0.10), (0.07, 0.10)),
-    ("ttft_p50", 0.15, (0.13, 0.22), (0.13, 0.17)),
-    ("ttft_p99", f64::INFINITY, (0.20, 0.42), (0.20, 0.25)),
-    ("tpot_p99", f64::INFINITY, (0.09, 0.22), (0.11, 0.16)),
+    ("tpot_p50", 0.10, (0.06, 0.09), (0.07, 0.09)),
+    ("ttft_p50", 0.15, (0.11, 0.17), (0.10, 0.14)),
+    ("ttft_p99", f64::INFINITY, (0.20, 0.43), (0.18, 0.32)),
+    ("tpot_p99", f64::INFINITY, (0.09, 0.21), (0.11, 0.15)),
 ];
 
 #[test]
@@ -315,7 +315,7 @@ fn kernels_alone_say(
     iterations: &[(String, f64, f64, f64, f64)],
     llm: &LlmModel,
     gpu: &icsim::config::hardware::GpuModel,
-    graph_launch: Time,
+    graph_launches: &[(String, Time)],
 ) {
     let rows = rows("engine-kernels.jsonl");
     let of = |what: &'static str| rows.iter().filter(move |r| r["what"] == what);
@@ -325,7 +325,8 @@ fn kernels_alone_say(
         let replayed = number(row, "iteration_us") / 1e3;
         let case = format!("decode-{}", row["batch"]);
         // Replayed back to back, each replay's launch hidden behind the last.
-        let simulated = iterations.iter().find(|i| i.0 == case).expect("a profiled decode of that batch").2 - graph_launch.as_ms();
+        let launch = graph_launches.iter().find(|l| l.0 == case).expect("a profiled decode of that batch").1;
+        let simulated = iterations.iter().find(|i| i.0 == case).expect("a profiled decode of that batch").2 - launch.as_ms();
         errors.push(simulated / replayed - 1.0);
         gaps.push((number(row, "iteration_us") - number(row, "kernel_us")) / number(row, "kernels"));
         times.push(format!("{replayed:.2}"));
@@ -419,7 +420,7 @@ fn the_engines_profiled_iterations_are_predicted_within_todays_errors() {
     let llm = LlmModel::load("llama-3.1-8b").unwrap();
     let context = 1088;
     let mut errors = Vec::new();
-    let mut iterations = Vec::new();
+    let (mut iterations, mut graph_launches) = (Vec::new(), Vec::new());
     println!("\nthe engine's iterations (tools/serve_engine.py --profile), measured / simulated ms:");
     for row in rows("profile.jsonl") {
         let case = row["case"].as_str().expect("a case").to_string();
@@ -442,15 +443,15 @@ fn the_engines_profiled_iterations_are_predicted_within_todays_errors() {
         let error = simulated.as_ms() / measured.as_ms() - 1.0;
         println!("{case:<28} {:>8.2} {:>8.2} {:+6.1}%", measured.as_ms(), simulated.as_ms(), error * 100.0);
         let program = pass_program(&llm, llm.fusion("torch-varlen").unwrap(), Scope::Full, tokens);
+        graph_launches.push((case.clone(), setup.graph_launch(&program).unwrap()));
         let (kinds, kernels_measured, kernels_modelled) = kinds_beside(&row, &program, model.gpu("h200").unwrap());
         println!("    {}", kinds.join("  "));
         errors.push((case.clone(), error));
         iterations.push((case, measured.as_ms(), simulated.as_ms(), kernels_measured, kernels_modelled));
     }
     profile_prose_says(&iterations);
-    let graph_launch = model.stack(Stack::TorchGraph).unwrap().graph_launch;
-    kernels_alone_say(&iterations, &llm, model.gpu("h200").unwrap(), graph_launch);
-    // Decodes come out -10% to +4% (held at 11%): the profile timed ten
+    kernels_alone_say(&iterations, &llm, model.gpu("h200").unwrap(), &graph_launches);
+    // Decodes come out -11% to +1% (held at 12%): the profile timed ten
     // replays back to back, which hides part of each replay's launch that
     // a served iteration waits for (docs/serving.md, Validation).
     for (case, error) in &errors {
@@ -459,7 +460,7 @@ fn the_engines_profiled_iterations_are_predicted_within_todays_errors() {
         // out 17% over it, and within 5% of the same prompt fed random ids
         // (`kernels_alone_say`).
         let today = match case.as_str() {
-            decode if decode.starts_with("decode-") => 0.11,
+            decode if decode.starts_with("decode-") => 0.12,
             "prompt-1024" => 0.17,
             _ => 0.10,
         };
