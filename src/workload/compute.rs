@@ -135,8 +135,15 @@ impl Kernel {
     /// The kernel's own measured rates on `gpu`, if it has any: those of the
     /// kernel the library chooses, for a decode launch.
     pub fn own<'g>(&self, gpu: &'g GpuModel) -> Option<&'g KernelEfficiency> {
-        let kind = self.blocks(gpu).map_or(self.kind, |(blocks, _)| blocks.kernel.kind());
-        gpu.compute.kernels(self.library).get(kind)
+        self.own_with_blocks(gpu).0
+    }
+
+    /// Its own rates, and its decode launch's blocks where it has one: the
+    /// library's choice made once for both.
+    fn own_with_blocks<'g>(&self, gpu: &'g GpuModel) -> (Option<&'g KernelEfficiency>, Option<(Blocks, f64)>) {
+        let blocks = self.blocks(gpu);
+        let kind = blocks.map_or(self.kind, |(blocks, _)| blocks.kernel.kind());
+        (gpu.compute.kernels(self.library).get(kind), blocks)
     }
 
     /// The parts of this kernel's time on `gpu` at `clock`.
@@ -147,7 +154,7 @@ impl Kernel {
             KernelClass::Attention => (c.attention, c.attention_memory, c.attention_floor),
             KernelClass::Elementwise => (1.0, c.elementwise, c.elementwise_floor),
         };
-        let own = self.own(gpu);
+        let (own, blocks) = self.own_with_blocks(gpu);
         let compute_fraction = own.and_then(|o| o.compute).unwrap_or(compute_fraction);
         let memory_fraction = own.and_then(|o| o.memory).unwrap_or(class_memory);
         let floor = own.and_then(|o| o.floor).unwrap_or(class_floor);
@@ -168,7 +175,7 @@ impl Kernel {
         let row_rate = own.and_then(|o| o.row_rate).unwrap_or(c.row_rate);
         let row_s = self.row_bytes / row_rate.bytes_per_sec();
         // In waves of blocks, each slot streaming at one block's rate.
-        let waves_s = match (self.blocks(gpu), own.and_then(|o| o.block_rate)) {
+        let waves_s = match (blocks, own.and_then(|o| o.block_rate)) {
             (Some((blocks, sms)), Some(rate)) => {
                 let slots = sms * own.and_then(|o| o.blocks_per_sm).unwrap_or(1.0);
                 Some(blocks.bytes_a_slot(slots) / rate.bytes_per_sec())

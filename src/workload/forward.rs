@@ -181,7 +181,7 @@ struct Dims {
     attended: f64,
     cached: f64,
     tail_pairs: f64,
-    key_limit: f64,
+    key_limit: u64,
     /// Whose kernels run the norms, adds, activations and copies.
     library: Library,
 }
@@ -201,7 +201,7 @@ impl Dims {
             attended: shape.attended as f64,
             cached: shape.cached as f64,
             tail_pairs: shape.tail_pairs as f64,
-            key_limit: shape.key_limit as f64,
+            key_limit: shape.key_limit,
             library,
         }
     }
@@ -356,7 +356,7 @@ impl Dims {
             units: (self.sequences * self.kv_heads) as u64,
             mean_keys: self.cached / self.sequences.max(1.0) + 1.0,
             longest_keys: self.tail_pairs as u64,
-            key_limit: self.key_limit as u64,
+            key_limit: self.key_limit,
             key_bytes: 2.0 * self.head_dim * self.element,
         }
     }
