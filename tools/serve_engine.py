@@ -3,9 +3,13 @@
 `icsim serve` predicts: requests arrive in real time at a rate, a scheduler
 with the rules of icsim's (src/serve/scheduler.rs, vLLM V1's) batches them,
 and each iteration runs a Llama-shaped forward with random bf16 weights on
-one GPU (TP=1).
+one GPU, or tensor-parallel over several (--tp, one process a GPU, NCCL
+through torch.distributed).
 
     python3 tools/serve_engine.py --model llama-3.1-8b --rates 5,10,20 --requests 300 --out m/
+    NCCL_NVLS_ENABLE=0 python3 tools/serve_engine.py --model llama-3.1-70b --tp 4 --rates 1,2 --out m/
+    NCCL_P2P_DISABLE=1 ... --tp 4 ...          # the same through host memory (SHM)
+    python3 tools/serve_engine.py --tp 2 --dist-backend gloo --check --out m/   # sharding, on one GPU
 
 The scheduler, per iteration: a budget of --max-num-batched-tokens tokens,
 taken first by the running sequences in the order they started (a decode's
@@ -30,7 +34,21 @@ final rms_norm, the LM head GEMM at every sequence's last position and an
 argmax (as vLLM computes logits for every scheduled sequence). One layer's
 weights serve every layer (the same HBM traffic; as tools/torch_forward.py).
 The KV cache has a slot of --max-len tokens per running sequence, not pages:
-what attention reads is the same. Iterations of decodes only are replayed
+what attention reads is the same.
+
+At TP=N each GPU holds what vLLM's tensor parallelism gives it: 1/N of the
+query heads and of the FFN's columns, its KV heads (each head on N/K
+neighbours where the K heads are fewer), and 1/N of the vocabulary's
+embedding and LM-head rows; the shards are slices of the same full weights
+a TP=1 run draws (--seed). A pass allreduces the embedding's lookup once
+and each layer's O and down projections' outputs, and gathers the LM
+head's logits (all_gather) before the argmax: the collectives icsim's
+forward charges. Rank 0 schedules and sends each iteration's sequences to
+the others (a gloo group on the host, timed in its host time), and every
+rank runs the same forward. --check compares the sharded forward's logits
+with the TP=1 forward of the same weights on a prompt, decodes and a mixed
+batch; with --dist-backend gloo it runs every rank on one GPU (gloo cannot
+be captured in CUDA graphs, so it serves --check only). Iterations of decodes only are replayed
 from CUDA graphs captured per batch size (padded up to the next captured
 size, as vLLM pads), every other iteration runs eagerly from Python.
 
@@ -50,6 +68,7 @@ models/llm/NAME.toml.
 import argparse
 import json
 import math
+import os
 import random
 import statistics
 import sys
@@ -123,14 +142,63 @@ class Scheduler:
         return sampled, finished
 
 
-class Model:
-    """One GPU's model: one layer's weights for every layer, a KV slot a sequence."""
+def head_range(count, tp, rank):
+    """The heads of `count` GPU `rank` of TP=`tp` holds (icsim's
+    src/serve/handoff.rs `heads`): runs of count/tp, or one head shared by
+    tp/count neighbours where the heads are fewer than the GPUs."""
+    if count >= tp:
+        each = -(-count // tp)
+        return min(rank * each, count), min((rank + 1) * each, count)
+    head = rank * count // tp
+    return head, head + 1
 
-    def __init__(self, torch, shape, slots, max_len, device, token_ids="random"):
-        self.torch, self.F = torch, torch.nn.functional
+
+class Parallel:
+    """One rank of a tensor-parallel group: its GPU, the group its tensors
+    are reduced in (None at TP=1) and the host group the schedule goes
+    through."""
+
+    def __init__(self, torch, rank=0, tp=1, device=None, group=None, host_group=None, backend="nccl"):
+        self.torch, self.rank, self.tp, self.device = torch, rank, tp, device
+        self.group, self.host_group, self.backend = group, host_group, backend
+
+    def allreduce(self, x):
+        if self.group is not None:
+            self.torch.distributed.all_reduce(x, group=self.group)
+        return x
+
+    def gather_columns(self, x):
+        """[rows, columns] on every rank as [rows, tp x columns], rank order."""
+        if self.group is None:
+            return x
+        dist, x = self.torch.distributed, x.contiguous()
+        if self.backend == "nccl":
+            gathered = x.new_empty((self.tp,) + tuple(x.shape))
+            dist.all_gather_into_tensor(gathered, x, group=self.group)
+            parts = gathered.unbind(0)
+        else:
+            parts = [self.torch.empty_like(x) for _ in range(self.tp)]
+            dist.all_gather(parts, x, group=self.group)
+        return self.torch.cat(parts, dim=-1)
+
+    def share(self, message):
+        """Rank 0's `message` on every rank."""
+        if self.host_group is None:
+            return message
+        box = [message]
+        self.torch.distributed.broadcast_object_list(box, src=0, group=self.host_group)
+        return box[0]
+
+
+class Model:
+    """One GPU's share of the model: one layer's weights for every layer, a KV slot a sequence."""
+
+    def __init__(self, torch, shape, slots, max_len, parallel, token_ids="random", seed=0):
+        self.torch, self.F, self.parallel = torch, torch.nn.functional, parallel
+        device, tp, rank = parallel.device, parallel.tp, parallel.rank
         self.h, self.layers, self.vocab = shape["hidden"], shape["layers"], shape["vocab"]
-        self.qh, self.kvh, self.f = shape["heads"], shape["kv_heads"], shape["ffn"]
-        self.d = self.h // self.qh
+        qh, kvh, f = shape["heads"], shape["kv_heads"], shape["ffn"]
+        self.d = self.h // qh
         self.max_len = max_len
         # Token ids drawn at random give the products operands as varied as
         # text's; one repeated id (what the first runs fed) makes every row
@@ -138,36 +206,71 @@ class Model:
         # faster (engine_kernels.py's `prompt_inputs`).
         self.draw_from = self.vocab if token_ids == "random" else None
         bf16 = torch.bfloat16
+        q0, q1 = head_range(qh, tp, rank)
+        k0, k1 = head_range(kvh, tp, rank)
+        f0, f1 = f * rank // tp, f * (rank + 1) // tp
+        self.vocab_rows = -(-self.vocab // tp)
+        v0 = rank * self.vocab_rows
+        self.qh, self.kvh = q1 - q0, k1 - k0
+        # Every rank draws the full weights from one seed and keeps its
+        # slices, so that the shards are one model's.
+        torch.manual_seed(seed)
 
         def weight(*size):
             return torch.randn(*size, device=device, dtype=bf16) * 0.02
 
-        self.embedding = weight(self.vocab, self.h)
-        self.lm_head = weight(self.vocab, self.h)
-        self.w_qkv = weight((self.qh + 2 * self.kvh) * self.d, self.h)
-        self.w_o = weight(self.h, self.qh * self.d)
-        self.w_gate_up = weight(2 * self.f, self.h)
-        self.w_down = weight(self.h, self.f)
+        def rows_of(full, *ranges):
+            return torch.cat([full[a:b] for a, b in ranges]).contiguous()
+
+        def vocab_part(full):
+            part = full[v0:v0 + self.vocab_rows]
+            return torch.cat((part, part.new_zeros(self.vocab_rows - part.shape[0], self.h))) if part.shape[0] < self.vocab_rows else part.contiguous()
+
+        d = self.d
+        self.embedding = vocab_part(weight(self.vocab, self.h))
+        self.lm_head = vocab_part(weight(self.vocab, self.h))
+        self.w_qkv = rows_of(weight((qh + 2 * kvh) * d, self.h), (q0 * d, q1 * d), ((qh + k0) * d, (qh + k1) * d),
+                             ((qh + kvh + k0) * d, (qh + kvh + k1) * d))
+        self.w_o = weight(self.h, qh * d)[:, q0 * d:q1 * d].contiguous()
+        self.w_gate_up = rows_of(weight(2 * f, self.h), (f0, f1), (f + f0, f + f1))
+        self.w_down = weight(self.h, f)[:, f0:f1].contiguous()
+        self.vocab_start = v0
         self.norm = torch.ones(self.h, device=device, dtype=bf16)
         # Slot `slots` is a spare one the padding of a graph's batch writes to.
         cache_rows = (slots + 1) * max_len
-        self.k_cache = [torch.zeros(cache_rows, self.kvh, self.d, device=device, dtype=bf16) for _ in range(self.layers)]
-        self.v_cache = [torch.zeros(cache_rows, self.kvh, self.d, device=device, dtype=bf16) for _ in range(self.layers)]
-        inverse = 1.0 / (500000.0 ** (torch.arange(0, self.d, 2, device=device, dtype=torch.float32) / self.d))
+        self.k_cache = [torch.zeros(cache_rows, self.kvh, d, device=device, dtype=bf16) for _ in range(self.layers)]
+        self.v_cache = [torch.zeros(cache_rows, self.kvh, d, device=device, dtype=bf16) for _ in range(self.layers)]
+        inverse = 1.0 / (500000.0 ** (torch.arange(0, d, 2, device=device, dtype=torch.float32) / d))
         angles = torch.outer(torch.arange(max_len, device=device, dtype=torch.float32), inverse)
         # cos and sin over a whole head, sin signed so that rotating a head
         # is x * cos + roll(x, d/2) * sin: three kernels for q and k at once.
         self.cos = torch.cat((angles.cos(), angles.cos()), dim=-1).to(bf16)
         self.sin = torch.cat((-angles.sin(), angles.sin()), dim=-1).to(bf16)
 
+    def batch(self, parts, pad=None):
+        """The input tensors of an iteration over `parts` on this GPU."""
+        return inputs(self.torch, self.parallel.device, self.max_len, parts, pad=pad, draw_from=self.draw_from)
+
     def rotary(self, x, cos, sin):
         return self.torch.addcmul(x * cos, x.roll(self.d // 2, dims=-1), sin)
 
-    def forward(self, batch):
-        """Next token of every sequence of `batch` (a dict of input tensors)."""
-        F, torch = self.F, self.torch
+    def embed(self, token_ids):
+        """The embedding's rows; at TP>1 each rank looks up those of its part
+        of the vocabulary (zeros for the rest), summed by an allreduce."""
+        F = self.F
+        if self.parallel.tp == 1:
+            return F.embedding(token_ids, self.embedding)
+        local = token_ids - self.vocab_start
+        inside = ((local >= 0) & (local < self.vocab_rows)).unsqueeze(-1)
+        rows = F.embedding(local.clamp(0, self.vocab_rows - 1), self.embedding) * inside.to(self.embedding.dtype)
+        return self.parallel.allreduce(rows)
+
+    def forward(self, batch, logits=False):
+        """Next token of every sequence of `batch` (a dict of input tensors),
+        or with `logits` the logits it is chosen from."""
+        F, torch, parallel = self.F, self.torch, self.parallel
         tokens = batch["token_ids"].shape[0]
-        x = F.embedding(batch["token_ids"], self.embedding)
+        x = self.embed(batch["token_ids"])
         cos = self.cos[batch["positions"]].unsqueeze(1)
         sin = self.sin[batch["positions"]].unsqueeze(1)
         for layer in range(self.layers):
@@ -179,12 +282,13 @@ class Model:
             o = torch.ops.aten._flash_attention_forward(
                 q, self.k_cache[layer], self.v_cache[layer], batch["cu_q"], batch["cu_k"], batch["max_q"], self.max_len,
                 0.0, True, False, seqused_k=batch["seqused_k"])[0]
-            x = x + F.linear(o.reshape(tokens, self.qh * self.d), self.w_o)
+            x = x + parallel.allreduce(F.linear(o.reshape(tokens, self.qh * self.d), self.w_o))
             h = F.rms_norm(x, (self.h,), self.norm, 1e-5)
             gate, up = F.linear(h, self.w_gate_up).chunk(2, dim=-1)
-            x = x + F.linear(F.silu(gate) * up, self.w_down)
+            x = x + parallel.allreduce(F.linear(F.silu(gate) * up, self.w_down))
         last = F.rms_norm(x[batch["last_rows"]], (self.h,), self.norm, 1e-5)
-        return F.linear(last, self.lm_head).argmax(dim=-1)
+        scores = parallel.gather_columns(F.linear(last, self.lm_head))[:, :self.vocab]
+        return scores if logits else scores.argmax(dim=-1)
 
 
 def inputs(torch, device, max_len, parts, pad=None, draw_from=None):
@@ -226,10 +330,10 @@ def inputs(torch, device, max_len, parts, pad=None, draw_from=None):
 class DecodeGraphs:
     """A CUDA graph of a decode-only iteration per batch size in GRAPH_BATCHES."""
 
-    def __init__(self, torch, model, device, slots):
+    def __init__(self, torch, model, slots):
         self.torch, self.graphs, self.spare = torch, {}, slots
         for size in [b for b in GRAPH_BATCHES if b <= slots]:
-            static = inputs(torch, device, model.max_len, [(slot, 1, 1) for slot in range(size)])
+            static = inputs(torch, model.parallel.device, model.max_len, [(slot, 1, 1) for slot in range(size)])
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
@@ -240,11 +344,11 @@ class DecodeGraphs:
                 out = model.forward(static)
             self.graphs[size] = (graph, static, out)
 
-    def inputs(self, torch, device, model, parts):
+    def inputs(self, model, parts):
         """`parts`' inputs padded to the next captured batch size; the spare
         slot is past every slot a sequence can hold."""
         size = next(b for b in self.graphs if b >= len(parts))
-        return inputs(torch, device, model.max_len, parts, pad=(size, self.spare), draw_from=model.draw_from)
+        return model.batch(parts, pad=(size, self.spare))
 
     def run(self, batch):
         graph, static, out = self.graphs[len(batch["cu_q"]) - 1]
@@ -254,22 +358,36 @@ class DecodeGraphs:
         return out
 
 
-def profile(torch, model, graphs, device, max_len, label, path):
+def decodes_only(parts):
+    """Whether an iteration over `parts` [(slot, context, new tokens)] runs
+    from a graph: every part one decode."""
+    return all(new == 1 and context > 0 for _, context, new in parts)
+
+
+def prepare(model, graphs, parts):
+    """An iteration over `parts` made ready: its inputs (drawn alike on
+    every rank), and a call that runs it (a graph's replay for decodes
+    only, the forward launched eagerly otherwise)."""
+    if decodes_only(parts):
+        batch = graphs.inputs(model, parts)
+        return lambda: graphs.run(batch)
+    batch = model.batch(parts)
+    return lambda: model.forward(batch)
+
+
+def profile(torch, model, graphs, label, path):
     """Every CUDA kernel of a few iterations, and their GPU times: decodes
     from graphs at several batch sizes, a prompt alone, and a prompt chunk
-    beside decodes (eager)."""
-    context = max_len - 64
+    beside decodes (eager). Every rank runs them; `path` None writes nothing."""
+    context = model.max_len - 64
     cases = {f"decode-{b}": [(slot, context, 1) for slot in range(b)] for b in (1, 8, 32, 64)}
     cases["prompt-1024"] = [(0, 0, 1024)]
     cases["chunk-1024-with-64-decodes"] = [(0, 0, 1024)] + [(slot, context, 1) for slot in range(1, 65)]
-    with open(path, "a") as out, torch.no_grad():
+    with torch.no_grad():
         for case, parts in cases.items():
-            graphed = all(new == 1 for _, _, new in parts)
 
             def run():
-                batch = (graphs.inputs(torch, device, model, parts) if graphed
-                         else inputs(torch, device, model.max_len, parts, draw_from=model.draw_from))
-                return graphs.run(batch) if graphed else model.forward(batch)
+                return prepare(model, graphs, parts)()
 
             for _ in range(3):
                 run()
@@ -281,20 +399,19 @@ def profile(torch, model, graphs, device, max_len, label, path):
             end.record()
             end.synchronize()
             kernels = kernel_totals(torch, run)
-            row = {"label": label, "case": case, "graph": graphed, "iteration_ms": round(start.elapsed_time(end) / 10, 4),
+            if path is None:
+                continue
+            row = {"label": label, "case": case, "graph": decodes_only(parts), "tp": model.parallel.tp, "iteration_ms": round(start.elapsed_time(end) / 10, 4),
                    "kernels": [{"name": name[:160], "calls": calls, "total_us": round(total, 2)} for name, (calls, total) in kernels]}
-            out.write(json.dumps(row) + "\n")
+            with open(path, "a") as out:
+                out.write(json.dumps(row) + "\n")
             print(case, row["iteration_ms"], "ms,", sum(c for _, (c, _) in kernels), "kernels,",
                   round(sum(t for _, (_, t) in kernels) / 1e3, 3), "ms in kernels", flush=True)
 
 
-def percentile(values, share):
-    """Nearest rank, as icsim's report takes it."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
-
-
-def serve(torch, args, shape, model, graphs, device, rate, requests, kv_blocks):
+def serve(torch, args, model, graphs, rate, requests, kv_blocks):
+    """Rank 0's run of `requests` at `rate`: it schedules, sends each
+    iteration's sequences to the other ranks, and times every token."""
     scheduler = Scheduler(args.max_num_seqs, args.max_num_batched_tokens, args.block_size, kv_blocks)
     free_slots = list(range(args.max_num_seqs))
     token_times = [[] for _ in requests]
@@ -315,20 +432,18 @@ def serve(torch, args, shape, model, graphs, device, rate, requests, kv_blocks):
         for sequence, _ in scheduled:
             if sequence.slot is None:
                 sequence.slot = free_slots.pop()
-        parts = [(s.slot, s.computed, new) for s, new in scheduled]
-        decodes_only = all(new == 1 and s.computed > 0 for s, new in scheduled)
+        parts = model.parallel.share(("run", [(s.slot, s.computed, new) for s, new in scheduled]))[1]
         with torch.no_grad():
-            batch = (graphs.inputs(torch, device, model, parts) if decodes_only
-                     else inputs(torch, device, model.max_len, parts, draw_from=model.draw_from))
+            run = prepare(model, graphs, parts)
             launched = time.perf_counter() - t0
             start_event.record()
-            out = graphs.run(batch) if decodes_only else model.forward(batch)
+            out = run()
             end_event.record()
             out.cpu()
         ended = time.perf_counter() - t0
         iterations.append({
             "rate": rate, "start_s": round(began, 6), "end_s": round(ended, 6), "host_ms": round((launched - began) * 1e3, 4),
-            "gpu_ms": round(start_event.elapsed_time(end_event), 4), "graph": decodes_only,
+            "gpu_ms": round(start_event.elapsed_time(end_event), 4), "graph": decodes_only(parts),
             "rows": sum(p[2] for p in parts), "sequences": len(parts),
             "decodes": sum(1 for p in parts if p[2] == 1 and p[1] > 0), "cached": sum(p[1] for p in parts),
             "parts": [[p[2], p[1]] for p in parts],
@@ -339,6 +454,63 @@ def serve(torch, args, shape, model, graphs, device, rate, requests, kv_blocks):
         for sequence in finished:
             free_slots.append(sequence.slot)
     return token_times, iterations
+
+
+def follow(torch, model, graphs):
+    """Another rank's run: each iteration rank 0 sends, until it stops."""
+    while True:
+        message = model.parallel.share(None)
+        if message[0] == "stop":
+            return
+        with torch.no_grad():
+            prepare(model, graphs, message[1])()
+
+
+def check(torch, args, shape, parallel, max_len):
+    """The sharded forward's logits against the TP=1 forward of the same
+    weights (rank 0 holds both), on a prompt, a prompt beside a decode, and
+    decodes; True where every case agrees. Every layer holds the same
+    weights, so CHECK_LAYERS of them check the slices."""
+    shape = dict(shape, layers=CHECK_LAYERS)
+    sharded = Model(torch, shape, 4, max_len, parallel, args.token_ids, args.seed)
+    whole = Model(torch, shape, 4, max_len, Parallel(torch, device=parallel.device), args.token_ids, args.seed) if parallel.rank == 0 else None
+    cases = [("prompt", [(0, 0, 100)]), ("prompt beside a decode", [(0, 100, 1), (1, 0, 37)]), ("decodes", [(0, 101, 1), (1, 37, 1)])]
+    agreed = True
+    for index, (case, parts) in enumerate(cases):
+        torch.manual_seed(args.seed + 1 + index)
+        batch = sharded.batch(parts)
+        with torch.no_grad():
+            got = sharded.forward(batch, logits=True).float()
+            if whole is None:
+                continue
+            want = whole.forward(batch, logits=True).float()
+        deviation = ((got - want).norm() / want.norm()).item()
+        largest = ((got - want).abs().max() / want.abs().max()).item()
+        same = (got.argmax(-1) == want.argmax(-1)).float().mean().item()
+        ok = deviation <= CHECK_DEVIATION
+        agreed &= ok
+        row = {"check": case, "model": args.model, "tp": parallel.tp, "backend": parallel.backend, "layers": CHECK_LAYERS,
+               "deviation": round(deviation, 5), "largest_deviation": round(largest, 5), "same_next_token": round(same, 3), "ok": ok}
+        with open(Path(args.out) / "check.jsonl", "a") as out:
+            out.write(json.dumps(row) + "\n")
+        print(json.dumps(row), flush=True)
+    return agreed
+
+
+# How far a sharded forward's logits may be from TP=1's (the norm of the
+# difference over the norm of TP=1's), over CHECK_LAYERS layers. Measured
+# with gloo on one H200: bf16 sums taken in another order drift apart with
+# depth (1.0-1.4% over two layers at TP 2-8 for 8B and 70B; 4-5% over 8B's
+# 32 layers, 11-12% over 70B's 80); a wrong slice of the FFN or of the
+# vocabulary gives logits unrelated to TP=1's (0.94-1.34).
+CHECK_LAYERS = 2
+CHECK_DEVIATION = 0.1
+
+
+def percentile(values, share):
+    """Nearest rank, as icsim's report takes it."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
 
 
 def summary(requests, token_times):
@@ -373,64 +545,53 @@ def arrivals(rate, count, prompt, output, seed):
     return out
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--model", default="llama-3.1-8b")
-    parser.add_argument("--rates", help="requests a second, e.g. 5,10,20 (required unless --profile)")
-    parser.add_argument("--requests", type=int, default=300)
-    parser.add_argument("--prompt", default="1024", help="tokens: N or LOW..HIGH")
-    parser.add_argument("--output", default="128", help="tokens: N or LOW..HIGH")
-    parser.add_argument("--max-num-seqs", type=int, default=128)
-    parser.add_argument("--max-num-batched-tokens", type=int, default=2048)
-    parser.add_argument("--block-size", type=int, default=16)
-    parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    parser.add_argument("--max-len", type=int, default=None, help="tokens a KV slot holds (default: longest prompt + output)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--label", default="", help="a name for this run's rows")
-    parser.add_argument("--token-ids", choices=["random", "repeated"], default="random",
-                        help="the prompt's and decodes' token ids: drawn at random (as text varies) or all 1 (the first runs')")
-    parser.add_argument("--profile", action="store_true", help="instead of serving: every kernel of a few iterations (profile.jsonl)")
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
-    if not args.profile and not args.rates:
-        parser.error("give --rates (or --profile)")
-    import torch
-
-    if not torch.cuda.is_available():
-        sys.exit("error: no CUDA GPU is visible to PyTorch")
+def work(parallel, args):
+    """What every rank does: its share of the model, its graphs, then the
+    check, the profile or the runs (rank 0 leads, the others follow)."""
+    torch = parallel.torch
     shape = model_shape(args.model)
-    device = torch.device("cuda", 0)
-    gpu = torch.cuda.get_device_name(0)
     max_len = args.max_len or sum(int(spec.partition("..")[2] or spec) for spec in (args.prompt, args.output))
-    d = shape["hidden"] // shape["heads"]
-    params = shape["layers"] * (shape["hidden"] * (shape["heads"] + 2 * shape["kv_heads"]) * d + shape["hidden"] * shape["heads"] * d
-                                + 3 * shape["hidden"] * shape["ffn"]) + 2 * shape["vocab"] * shape["hidden"]
-    token_bytes = 2 * shape["layers"] * shape["kv_heads"] * d * 2
-    memory = torch.cuda.get_device_properties(0).total_memory
+    if args.check:
+        if not check(torch, args, shape, parallel, max_len) and parallel.rank == 0:
+            sys.exit(f"error: the TP={parallel.tp} forward's logits differ from TP=1's by more than {CHECK_DEVIATION}")
+        return
+    tp, d = parallel.tp, shape["hidden"] // shape["heads"]
+    q0, q1 = head_range(shape["heads"], tp, parallel.rank)
+    k0, k1 = head_range(shape["kv_heads"], tp, parallel.rank)
+    qh, kvh, ffn = q1 - q0, k1 - k0, shape["ffn"] // tp
+    params = shape["layers"] * (shape["hidden"] * (qh + 2 * kvh) * d + shape["hidden"] * qh * d + 3 * shape["hidden"] * ffn) \
+        + 2 * -(-shape["vocab"] // tp) * shape["hidden"]
+    token_bytes = 2 * shape["layers"] * kvh * d * 2
+    memory = torch.cuda.get_device_properties(parallel.device).total_memory
     kv_blocks = int((memory * args.gpu_memory_utilization - 2 * params) // (token_bytes * args.block_size))
-    model = Model(torch, shape, args.max_num_seqs, max_len, device, args.token_ids)
+    model = Model(torch, shape, args.max_num_seqs, max_len, parallel, args.token_ids, args.seed)
     with torch.no_grad():
-        graphs = DecodeGraphs(torch, model, device, args.max_num_seqs)
+        graphs = DecodeGraphs(torch, model, args.max_num_seqs)
         # Warm up the eager path's kernels at the shapes a run meets.
         for rows in (args.max_num_batched_tokens, 1000, 100, 7):
-            model.forward(inputs(torch, device, max_len, [(0, 0, min(rows, max_len))], draw_from=model.draw_from))
+            model.forward(model.batch([(0, 0, min(rows, max_len))]))
         torch.cuda.synchronize()
     out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
     if args.profile:
-        profile(torch, model, graphs, device, max_len, args.label, out_dir / "profile.jsonl")
+        profile(torch, model, graphs, args.label, out_dir / "profile.jsonl" if parallel.rank == 0 else None)
         return
+    if parallel.rank > 0:
+        follow(torch, model, graphs)
+        return
+    env = {key: os.environ[key] for key in ("NCCL_P2P_DISABLE", "NCCL_NVLS_ENABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_SHM_DISABLE") if key in os.environ}
     settings = {
-        "label": args.label, "model": args.model, "gpu": gpu, "tp": 1, "torch": torch.__version__,
+        "label": args.label, "model": args.model, "gpu": torch.cuda.get_device_name(parallel.device), "tp": tp, "torch": torch.__version__,
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())) if tp > 1 else None, "env": env,
         "prompt": args.prompt, "output": args.output, "requests": args.requests, "max_num_seqs": args.max_num_seqs,
         "max_num_batched_tokens": args.max_num_batched_tokens, "block_size": args.block_size, "kv_blocks": kv_blocks,
         "max_len": max_len, "seed": args.seed, "token_ids": args.token_ids, "graph_batches": [b for b in GRAPH_BATCHES if b <= args.max_num_seqs],
         "engine": "tools/serve_engine.py: decode-only iterations from CUDA graphs, the rest eager; "
-                  "varlen FlashAttention-2 (aten) over per-sequence KV slots; one layer's weights for all layers",
+                  "varlen FlashAttention-2 (aten) over per-sequence KV slots; one layer's weights for all layers"
+                  + ("; TP through torch.distributed (NCCL), rank 0 sends each iteration's sequences to the others over gloo" if tp > 1 else ""),
     }
     for rate in [float(r) for r in args.rates.split(",")]:
         requests = arrivals(rate, args.requests, args.prompt, args.output, args.seed)
-        token_times, iterations = serve(torch, args, shape, model, graphs, device, rate, requests, kv_blocks)
+        token_times, iterations = serve(torch, args, model, graphs, rate, requests, kv_blocks)
         measured = summary(requests, token_times)
         with open(out_dir / "requests.jsonl", "a") as f:
             for index, (request, times) in enumerate(zip(requests, token_times)):
@@ -447,6 +608,73 @@ def main():
         with open(out_dir / "runs.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
         print(json.dumps({"rate": rate, **measured, "iterations": len(iterations), "host_ms_mean": row["host_ms_mean"]}), flush=True)
+    parallel.share(("stop",))
+
+
+def worker(rank, args):
+    """Rank `rank` of a TP group: its GPU (every rank on GPU 0 under gloo),
+    the group its tensors are reduced in and the host group, then `work`."""
+    import torch
+    import torch.distributed as dist
+
+    index = rank if args.dist_backend == "nccl" else 0
+    torch.cuda.set_device(index)
+    device = torch.device("cuda", index)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(args.port))
+    dist.init_process_group(args.dist_backend, rank=rank, world_size=args.tp, **({"device_id": device} if args.dist_backend == "nccl" else {}))
+    host = dist.new_group(backend="gloo")
+    work(Parallel(torch, rank, args.tp, device, dist.group.WORLD, host, args.dist_backend), args)
+    dist.barrier(group=host)
+    dist.destroy_process_group()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--model", default="llama-3.1-8b")
+    parser.add_argument("--rates", help="requests a second, e.g. 5,10,20 (required unless --profile or --check)")
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--prompt", default="1024", help="tokens: N or LOW..HIGH")
+    parser.add_argument("--output", default="128", help="tokens: N or LOW..HIGH")
+    parser.add_argument("--max-num-seqs", type=int, default=128)
+    parser.add_argument("--max-num-batched-tokens", type=int, default=2048)
+    parser.add_argument("--block-size", type=int, default=16)
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    parser.add_argument("--max-len", type=int, default=None, help="tokens a KV slot holds (default: longest prompt + output)")
+    parser.add_argument("--seed", type=int, default=0, help="of the arrivals, the lengths and the weights")
+    parser.add_argument("--label", default="", help="a name for this run's rows")
+    parser.add_argument("--token-ids", choices=["random", "repeated"], default="random",
+                        help="the prompt's and decodes' token ids: drawn at random (as text varies) or all 1 (the first runs')")
+    parser.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: one process a GPU (default 1)")
+    parser.add_argument("--dist-backend", choices=["nccl", "gloo"], default="nccl",
+                        help="at TP>1: nccl, one GPU a rank; gloo runs every rank on GPU 0, for --check only")
+    parser.add_argument("--port", type=int, default=29541, help="at TP>1: torch.distributed's port")
+    parser.add_argument("--profile", action="store_true", help="instead of serving: every kernel of a few iterations (profile.jsonl)")
+    parser.add_argument("--check", action="store_true", help="instead of serving: the TP forward's logits against TP=1's, same weights")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    if not (args.profile or args.check or args.rates):
+        parser.error("give --rates (or --profile, or --check)")
+    if args.tp < 1:
+        parser.error("--tp: give a positive integer")
+    if args.dist_backend == "gloo" and not args.check:
+        parser.error("--dist-backend gloo cannot be captured in CUDA graphs: it serves --check only")
+    shape = model_shape(args.model)
+    if shape["heads"] % args.tp or shape["ffn"] % args.tp:
+        parser.error(f"--tp {args.tp}: {args.model} has {shape['heads']} heads and {shape['ffn']} FFN columns; TP must divide both")
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("error: no CUDA GPU is visible to PyTorch")
+    if args.dist_backend == "nccl" and args.tp > torch.cuda.device_count():
+        sys.exit(f"error: --tp {args.tp} needs {args.tp} GPUs, {torch.cuda.device_count()} visible "
+                 "(--dist-backend gloo --check runs the ranks on one GPU)")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    if args.tp == 1:
+        work(Parallel(torch, device=torch.device("cuda", 0)), args)
+    else:
+        # A rank that fails ends the others (spawn's join) and raises here.
+        torch.multiprocessing.spawn(worker, args=(args,), nprocs=args.tp)
 
 
 if __name__ == "__main__":
