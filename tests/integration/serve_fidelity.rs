@@ -114,12 +114,20 @@ fn compared(name: &str, chosen: impl Fn(&str) -> bool) -> Vec<Compared> {
             let sizes =
                 run["graph_batches"].as_array().expect("the graphs' sizes").iter().map(Value::to_string).collect::<Vec<_>>().join(",");
             let keys = run["max_len"].to_string();
+            // The engine's model and TP, its collectives as NCCL picks them,
+            // through host memory where it ran with NCCL's P2P off.
+            let (model, tp) = (run["model"].as_str().expect("a model"), run.get("tp").map_or("1".to_string(), Value::to_string));
+            let transport = if run["env"]["NCCL_P2P_DISABLE"] == "1" { "shm" } else { "auto" };
             let args = [
                 "serve",
                 "--model",
-                "llama-3.1-8b",
+                model,
                 "--tp",
-                "1",
+                &tp,
+                "--transport",
+                transport,
+                "--allreduce",
+                "nccl",
                 "--trace",
                 &trace,
                 "--max-num-seqs",
