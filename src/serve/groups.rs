@@ -18,7 +18,7 @@ use crate::workload::experiment::ModeRun;
 use crate::workload::forward::PassTokens;
 use crate::workload::tp::{CollectiveCache, TensorParallel, TpError};
 
-use super::handoff::Background;
+use super::handoff::{Background, DecodeTraffic};
 use super::iteration::{IterationTimes, SimulatedIterations};
 use super::load::EngineSettings;
 use super::results::GroupSetup;
@@ -159,6 +159,11 @@ pub fn eager_setup<'e>(setup: &TensorParallel<'e>, settings: &EngineSettings) ->
     settings.eager_stack(setup.stack()).map(|stack| setup.clone().with_stack(stack)).transpose()
 }
 
+/// The allreduces of one pass of `llm`: two a layer, and the embedding's.
+fn allreduces_a_pass(llm: &LlmModel) -> u64 {
+    2 * llm.layers + 1
+}
+
 /// One group set up to serve: its GPUs (by index and as topology nodes,
 /// in rank order), its forward on them, its KV cache and token budget.
 pub struct ServingGroup<'e> {
@@ -223,10 +228,17 @@ impl<'e> ServingGroup<'e> {
         let mut chunk = PassTokens::empty(u64::from(self.tp));
         chunk.add(self.budget, 0);
         let time = times.time(chunk, false)?;
-        let allreduces = 2 * llm.layers + 1;
-        let compute = Time(time.total.0.saturating_sub(time.comm.0) / allreduces);
+        let compute = Time(time.total.0.saturating_sub(time.comm.0) / allreduces_a_pass(llm));
         let allreduce = collective::Plan::new(topo, model, request)?;
         Ok(Some(Background { allreduce, compute }))
+    }
+
+    /// What it puts on the links running a decode iteration
+    /// (`handoff::DecodeTraffic`): its allreduce of one row, and two
+    /// allreduces a layer with the embedding's. None at TP=1.
+    pub fn decode_traffic(&self, llm: &LlmModel) -> Option<DecodeTraffic> {
+        let row = self.setup.allreduce(llm.allreduce_bytes(1))?;
+        Some(DecodeTraffic { row, allreduces: allreduces_a_pass(llm) })
     }
 
     /// Its setup, as a split's report says it.

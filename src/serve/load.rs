@@ -252,6 +252,9 @@ impl<'e> Server<'e> {
         if let Some(background) = prefill.background(&self.experiment.llm, &mut prefill_times, (topo, hardware))? {
             moves = moves.with_background(background)?;
         }
+        if let Some(traffic) = decode.decode_traffic(&self.experiment.llm) {
+            moves = moves.with_decode_traffic(traffic);
+        }
         let sources = Sources { prefill: &mut prefill_times, decode: &mut decode_times, moves: &mut moves };
         let served = split::simulate(requests, SplitEngine { prefill: engine(prefill), decode: engine(decode) }, sources, progress)?;
         let mut report = results::report(&served.run, setup, terms.slo, terms.per_gpu, decode_times.counts());

@@ -272,6 +272,11 @@ impl<'t> Group<'t> {
         Ok(())
     }
 
+    /// The iteration under way, as the traffic a KV move meets.
+    fn under_way(&self) -> Option<handoff::Decoding> {
+        self.running.as_ref().map(|(_, record, _)| handoff::Decoding { rows: record.prefill_tokens + record.decodes, time: record.time })
+    }
+
     /// Other traffic on the group's links makes its allreduces take `delay`
     /// longer: the running iteration ends later, or the next one if idle.
     fn slow_by(&mut self, delay: Time) {

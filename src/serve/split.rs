@@ -120,10 +120,12 @@ pub fn simulate(requests: &[Request], engine: SplitEngine, sources: Sources, pro
             ready.pop_front();
             decode.scheduler.reserve(blocks);
             let sent = now.max(link_free);
-            // The prefill group computes on while it has prompts; the move
-            // and its allreduces slow each other.
-            let moved = moves.time(prompt, !prefill.scheduler.is_idle())?;
+            // The prefill group computes on while it has prompts, the
+            // decode group runs the iteration under way; the move and their
+            // allreduces slow each other.
+            let moved = moves.time(prompt, !prefill.scheduler.is_idle(), decode.under_way())?;
             prefill.slow_by(moved.prefill_delay);
+            decode.slow_by(moved.decode_delay);
             link_free = sent + moved.duration;
             handoffs[r] = Handoff { sent, arrived: link_free, bytes: prompt * moves.bytes_per_token(), ..handoffs[r] };
             moving.push_back(r);
@@ -160,7 +162,7 @@ pub fn simulate(requests: &[Request], engine: SplitEngine, sources: Sources, pro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::handoff::MoveTime;
+    use crate::serve::handoff::{Decoding, MoveTime};
     use crate::serve::iteration::IterationTime;
     use crate::serve::requests::{Arrivals, Length, Lengths, generate};
     use crate::serve::scheduler::{Limits, Preemption};
@@ -186,18 +188,22 @@ mod tests {
     }
 
     /// A move takes 1 us a token; a token is 100 bytes. It slows the
-    /// prefill group's allreduces by `prefill_delay` while that group computes.
+    /// prefill group's allreduces by `prefill_delay` while that group
+    /// computes, and the decode group's by `decode_delay` while it runs.
+    #[derive(Default)]
     struct LinearMoves {
         prefill_delay: Time,
+        decode_delay: Time,
     }
 
     impl MoveTimes for LinearMoves {
         fn bytes_per_token(&self) -> u64 {
             100
         }
-        fn time(&mut self, tokens: u64, prefilling: bool) -> Result<MoveTime, ServeError> {
+        fn time(&mut self, tokens: u64, prefilling: bool, decoding: Option<Decoding>) -> Result<MoveTime, ServeError> {
             let prefill_delay = if prefilling { self.prefill_delay } else { Time::ZERO };
-            Ok(MoveTime { duration: Time::from_us(tokens), prefill_delay })
+            let decode_delay = if decoding.is_some() { self.decode_delay } else { Time::ZERO };
+            Ok(MoveTime { duration: Time::from_us(tokens), prefill_delay, decode_delay })
         }
     }
 
@@ -216,13 +222,12 @@ mod tests {
     }
 
     fn serve(requests: &[Request], engine: SplitEngine) -> SplitRun {
-        serve_with(requests, engine, Time::ZERO)
+        serve_with(requests, engine, LinearMoves::default())
     }
 
-    fn serve_with(requests: &[Request], engine: SplitEngine, prefill_delay: Time) -> SplitRun {
+    fn serve_with(requests: &[Request], engine: SplitEngine, mut moves: LinearMoves) -> SplitRun {
         let (mut prefill, mut decode) = (LinearTimes { base: 1000 }, LinearTimes { base: 500 });
-        let moves = &mut LinearMoves { prefill_delay };
-        simulate(requests, engine, Sources { prefill: &mut prefill, decode: &mut decode, moves }, &|| {}).unwrap()
+        simulate(requests, engine, Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut moves }, &|| {}).unwrap()
     }
 
     #[test]
@@ -230,7 +235,8 @@ mod tests {
         // 100 + 156 tokens in the first chunk, the second prompt's 144 in
         // the next: the first prompt's move runs beside that chunk.
         let two = [Request { arrival: Time::ZERO, prompt: 100, output: 2 }, Request { arrival: Time::ZERO, prompt: 300, output: 2 }];
-        let (plain, slowed) = (serve(&two, engine(100, 100, 8)), serve_with(&two, engine(100, 100, 8), Time::from_us(70)));
+        let slowing = LinearMoves { prefill_delay: Time::from_us(70), ..LinearMoves::default() };
+        let (plain, slowed) = (serve(&two, engine(100, 100, 8)), serve_with(&two, engine(100, 100, 8), slowing));
         assert_eq!(slowed.handoffs[0], plain.handoffs[0], "the move itself is as before");
         assert_eq!(slowed.handoffs[1].prefilled, plain.handoffs[1].prefilled + Time::from_us(70));
         let second = |run: &SplitRun| run.prefill.iterations[1].time;
@@ -238,6 +244,25 @@ mod tests {
         assert_eq!(second(&slowed).comm, second(&plain).comm + Time::from_us(70), "the delay is its allreduces'");
         // The last prompt's move has no chunk beside it.
         assert_eq!(slowed.prefill.iterations.len(), 2);
+    }
+
+    #[test]
+    fn a_move_beside_the_decode_groups_iteration_makes_that_iteration_longer() {
+        // The first request decodes (510 us a step from 2,100 us) when the
+        // second's prompt is computed, at 6,000 us: its move runs beside
+        // the step under way, the one from 5,670 us.
+        let two =
+            [Request { arrival: Time::ZERO, prompt: 100, output: 20 }, Request { arrival: Time::from_us(4_000), prompt: 100, output: 2 }];
+        let slowing = LinearMoves { decode_delay: Time::from_us(70), ..LinearMoves::default() };
+        let (plain, slowed) = (serve(&two, engine(100, 100, 8)), serve_with(&two, engine(100, 100, 8), slowing));
+        assert_eq!(slowed.handoffs, plain.handoffs, "the moves are as before, and the first met an idle decode group");
+        let step = |run: &SplitRun| run.run.iterations.iter().position(|i| i.start + i.time.total > Time::from_us(6_000)).unwrap();
+        assert_eq!(step(&plain), step(&slowed));
+        let (plain_step, slowed_step) = (plain.run.iterations[step(&plain)], slowed.run.iterations[step(&slowed)]);
+        assert_eq!(plain_step.start, Time::from_us(5_670));
+        assert_eq!(slowed_step.time.total, plain_step.time.total + Time::from_us(70));
+        assert_eq!(slowed_step.time.comm, plain_step.time.comm + Time::from_us(70), "the delay is its allreduces'");
+        assert_eq!(slowed.run.served[0].finished, plain.run.served[0].finished + Time::from_us(70));
     }
 
     #[test]
@@ -289,14 +314,9 @@ mod tests {
         let long = [Request { arrival: Time::ZERO, prompt: 200, output: 10 }];
         let (mut prefill, mut decode) = (LinearTimes { base: 1 }, LinearTimes { base: 1 });
         let mut run = |engine| {
-            simulate(
-                &long,
-                engine,
-                Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut LinearMoves { prefill_delay: Time::ZERO } },
-                &|| {},
-            )
-            .unwrap_err()
-            .to_string()
+            simulate(&long, engine, Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut LinearMoves::default() }, &|| {})
+                .unwrap_err()
+                .to_string()
         };
         assert!(run(engine(10, 100, 8)).contains("raise --prefill-tp"));
         assert!(run(engine(100, 13, 8)).contains("needs 14 KV blocks") && run(engine(100, 13, 8)).contains("raise --decode-tp"));
@@ -323,7 +343,7 @@ mod tests {
             }
             let finished = std::cell::Cell::new(0);
             let (mut prefill, mut decode) = (LinearTimes { base: 1000 }, LinearTimes { base: 500 });
-            let sources = Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut LinearMoves { prefill_delay: Time::ZERO } };
+            let sources = Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut LinearMoves::default() };
             let run = simulate(&requests, split, sources, &|| finished.set(finished.get() + 1)).unwrap();
             prop_assert_eq!(finished.get(), count, "every request finishes, once");
             let moved: u64 = run.handoffs.iter().map(|h| h.bytes).sum();
