@@ -3,16 +3,23 @@
 //! log-normal prompts of mean 1024 and outputs of mean 256 tokens), every
 //! iteration timed from a fresh cache on one thread, as one command run
 //! does. The issue asks for under 5 s; `cargo bench --bench serve` prints
-//! the time.
+//! the time. Split servers too: four GPUs prefilling and four decoding
+//! over NVSwitch, and on the PCIe board through host memory as `icsim serve
+//! --prefill-tp 4 --decode-tp 4` runs it (each move beside both groups'
+//! allreduces, the slowest moves there are).
 
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use icsim::collective::Selection;
+use icsim::config::experiment::{RawExperiment, Source};
 use icsim::config::llm::{LlmModel, Scope};
+use icsim::serve::groups::SplitPlan;
 use icsim::serve::handoff::TopologyMoves;
 use icsim::serve::iteration::SimulatedIterations;
+use icsim::serve::load::{EngineSettings, Load, Server, Terms};
 use icsim::serve::requests::{self, Arrivals, Length, Lengths};
+use icsim::serve::results::Slo;
 use icsim::serve::scheduler::{Limits, Preemption};
 use icsim::serve::split::{self, Sources, SplitEngine};
 use icsim::serve::{self, Engine, KvCapacity};
@@ -21,6 +28,7 @@ use icsim::topology::{PresetOptions, TopologySpec};
 use icsim::transport::Mode;
 use icsim::units::Bytes;
 use icsim::units::Time;
+use icsim::workload::experiment::Experiment;
 use icsim::workload::tp::{CollectiveCache, TensorParallel};
 
 const REQUESTS: usize = 10_000;
@@ -70,6 +78,25 @@ fn ten_thousand_requests(c: &mut Criterion) {
                 TopologyMoves::new(&topo, &model, &llm, (&prefill_gpus, &decode_gpus), Mode::Nvswitch).expect("NVSwitch joins them");
             let sources = Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut moves };
             black_box(split::simulate(&requests, engine, sources, &|| {}).expect("the split service runs"))
+        })
+    });
+    // The same split on eight H200 NVL cards of the PCIe board, through
+    // host memory, set up as the command sets it up.
+    let raw: RawExperiment = toml::from_str(
+        "model = \"llama-3.1-70b\"\ntp = 4\ntopology = \"pcie-gen5-8gpu\"\ngpu = \"h200-nvl\"\nquery = { prompt = 1, output = 1 }\n[[mode]]\ntransport = \"auto\"\n",
+    )
+    .expect("an experiment");
+    let experiment = Experiment::resolve(raw, Source::CommandLine).expect("a PCIe board");
+    let plan: SplitPlan = "4+4".parse().expect("a split");
+    // At 2 a second, below the board's knee (20 a second queues for minutes).
+    let load = Load { count: REQUESTS, lengths, burstiness: 1.0, seed: 0 };
+    let slower = Arrivals::rate(2.0, 1.0).expect("a rate");
+    let requests = load.requests(2.0).expect("requests");
+    let terms = Terms { load: &load, arrivals: &slower, slo: Slo { ttft: None, tpot: None }, per_gpu: None };
+    group.bench_function("10,000 requests, Llama-3.1-70B split TP=4 + TP=4 on pcie-gen5-8gpu (shm), one thread (requests/s)", |b| {
+        b.iter(|| {
+            let server = Server::split(&experiment, &EngineSettings::DEFAULT, &plan).expect("the split server");
+            black_box(server.serve(&requests, terms, &|| {}).expect("the split service runs"))
         })
     });
     group.finish();
