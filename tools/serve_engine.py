@@ -34,7 +34,9 @@ final rms_norm, the LM head GEMM at every sequence's last position and an
 argmax (as vLLM computes logits for every scheduled sequence). One layer's
 weights serve every layer (the same HBM traffic; as tools/torch_forward.py).
 The KV cache has a slot of --max-len tokens per running sequence, not pages:
-what attention reads is the same.
+what attention reads is the same. Iterations of decodes only are replayed
+from CUDA graphs captured per batch size (padded up to the next captured
+size, as vLLM pads), every other iteration runs eagerly from Python.
 
 At TP=N each GPU holds what vLLM's tensor parallelism gives it: 1/N of the
 query heads and of the FFN's columns, its KV heads (each head on N/K
@@ -47,10 +49,9 @@ forward charges. Rank 0 schedules and sends each iteration's sequences to
 the others (a gloo group on the host, timed in its host time), and every
 rank runs the same forward. --check compares the sharded forward's logits
 with the TP=1 forward of the same weights on a prompt, decodes and a mixed
-batch; with --dist-backend gloo it runs every rank on one GPU (gloo cannot
-be captured in CUDA graphs, so it serves --check only). Iterations of decodes only are replayed
-from CUDA graphs captured per batch size (padded up to the next captured
-size, as vLLM pads), every other iteration runs eagerly from Python.
+batch. With --dist-backend gloo every rank runs on GPU 0 and every
+iteration eagerly (gloo cannot be captured in CUDA graphs): for --check,
+and for trying a TP run's lockstep on one GPU, whose times mean nothing.
 
 What is written (--out DIR):
 - requests.jsonl: one row a request: rate, arrival, prompt and output
@@ -367,8 +368,8 @@ def decodes_only(parts):
 def prepare(model, graphs, parts):
     """An iteration over `parts` made ready: its inputs (drawn alike on
     every rank), and a call that runs it (a graph's replay for decodes
-    only, the forward launched eagerly otherwise)."""
-    if decodes_only(parts):
+    only where there are graphs, the forward launched eagerly otherwise)."""
+    if graphs is not None and decodes_only(parts):
         batch = graphs.inputs(model, parts)
         return lambda: graphs.run(batch)
     batch = model.batch(parts)
@@ -401,7 +402,7 @@ def profile(torch, model, graphs, label, path):
             kernels = kernel_totals(torch, run)
             if path is None:
                 continue
-            row = {"label": label, "case": case, "graph": decodes_only(parts), "tp": model.parallel.tp, "iteration_ms": round(start.elapsed_time(end) / 10, 4),
+            row = {"label": label, "case": case, "graph": graphs is not None and decodes_only(parts), "tp": model.parallel.tp, "iteration_ms": round(start.elapsed_time(end) / 10, 4),
                    "kernels": [{"name": name[:160], "calls": calls, "total_us": round(total, 2)} for name, (calls, total) in kernels]}
             with open(path, "a") as out:
                 out.write(json.dumps(row) + "\n")
@@ -443,7 +444,7 @@ def serve(torch, args, model, graphs, rate, requests, kv_blocks):
         ended = time.perf_counter() - t0
         iterations.append({
             "rate": rate, "start_s": round(began, 6), "end_s": round(ended, 6), "host_ms": round((launched - began) * 1e3, 4),
-            "gpu_ms": round(start_event.elapsed_time(end_event), 4), "graph": decodes_only(parts),
+            "gpu_ms": round(start_event.elapsed_time(end_event), 4), "graph": graphs is not None and decodes_only(parts),
             "rows": sum(p[2] for p in parts), "sequences": len(parts),
             "decodes": sum(1 for p in parts if p[2] == 1 and p[1] > 0), "cached": sum(p[1] for p in parts),
             "parts": [[p[2], p[1]] for p in parts],
@@ -566,7 +567,8 @@ def work(parallel, args):
     kv_blocks = int((memory * args.gpu_memory_utilization - 2 * params) // (token_bytes * args.block_size))
     model = Model(torch, shape, args.max_num_seqs, max_len, parallel, args.token_ids, args.seed)
     with torch.no_grad():
-        graphs = DecodeGraphs(torch, model, args.max_num_seqs)
+        # gloo's collectives cannot be captured: every iteration eager.
+        graphs = DecodeGraphs(torch, model, args.max_num_seqs) if parallel.backend == "nccl" else None
         # Warm up the eager path's kernels at the shapes a run meets.
         for rows in (args.max_num_batched_tokens, 1000, 100, 7):
             model.forward(model.batch([(0, 0, min(rows, max_len))]))
@@ -581,7 +583,8 @@ def work(parallel, args):
     env = {key: os.environ[key] for key in ("NCCL_P2P_DISABLE", "NCCL_NVLS_ENABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_SHM_DISABLE") if key in os.environ}
     settings = {
         "label": args.label, "model": args.model, "gpu": torch.cuda.get_device_name(parallel.device), "tp": tp, "torch": torch.__version__,
-        "nccl": ".".join(map(str, torch.cuda.nccl.version())) if tp > 1 else None, "env": env,
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())) if tp > 1 else None, "dist_backend": parallel.backend if tp > 1 else None,
+        "env": env,
         "prompt": args.prompt, "output": args.output, "requests": args.requests, "max_num_seqs": args.max_num_seqs,
         "max_num_batched_tokens": args.max_num_batched_tokens, "block_size": args.block_size, "kv_blocks": kv_blocks,
         "max_len": max_len, "seed": args.seed, "token_ids": args.token_ids, "graph_batches": [b for b in GRAPH_BATCHES if b <= args.max_num_seqs],
@@ -647,7 +650,8 @@ def main():
                         help="the prompt's and decodes' token ids: drawn at random (as text varies) or all 1 (the first runs')")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: one process a GPU (default 1)")
     parser.add_argument("--dist-backend", choices=["nccl", "gloo"], default="nccl",
-                        help="at TP>1: nccl, one GPU a rank; gloo runs every rank on GPU 0, for --check only")
+                        help="at TP>1: nccl, one GPU a rank; gloo runs every rank on GPU 0 without graphs, "
+                             "for --check and for trying a TP run's lockstep on one GPU (its times mean nothing)")
     parser.add_argument("--port", type=int, default=29541, help="at TP>1: torch.distributed's port")
     parser.add_argument("--profile", action="store_true", help="instead of serving: every kernel of a few iterations (profile.jsonl)")
     parser.add_argument("--check", action="store_true", help="instead of serving: the TP forward's logits against TP=1's, same weights")
@@ -657,8 +661,6 @@ def main():
         parser.error("give --rates (or --profile, or --check)")
     if args.tp < 1:
         parser.error("--tp: give a positive integer")
-    if args.dist_backend == "gloo" and not args.check:
-        parser.error("--dist-backend gloo cannot be captured in CUDA graphs: it serves --check only")
     shape = model_shape(args.model)
     if shape["heads"] % args.tp or shape["ffn"] % args.tp:
         parser.error(f"--tp {args.tp}: {args.model} has {shape['heads']} heads and {shape['ffn']} FFN columns; TP must divide both")

@@ -96,6 +96,7 @@ fn compared(name: &str, chosen: impl Fn(&str) -> bool) -> Vec<Compared> {
         .filter(|run| chosen(run["label"].as_str().expect("a label")))
         .map(|run| {
             let label = run["label"].as_str().expect("a label").to_string();
+            assert_ne!(run["dist_backend"], "gloo", "{label}: a run through gloo (every rank on one GPU) times nothing worth comparing");
             let rate = number(run, "rate");
             let trace: String = requests
                 .iter()
