@@ -149,11 +149,12 @@ impl DecodeTraffic {
     }
 }
 
-/// A chain of a background's allreduces that keeps its group busy for
-/// twice `duration` (past them, the move runs alone), and how many of its
-/// allreduces end within `duration` at their pace alone.
-fn chain_for(background: &Background, alone: Time, duration: Time) -> (usize, f64) {
-    let period = (alone + background.compute).as_secs().max(f64::MIN_POSITIVE);
+/// A chain of a background's allreduces (each `allreduce` long alone) that
+/// keeps its group busy for twice `duration` (past them, the move runs
+/// alone), and how many of its allreduces end within `duration` at their
+/// pace alone.
+fn chain_for(background: &Background, allreduce: Time, duration: Time) -> (usize, f64) {
+    let period = (allreduce + background.compute).as_secs().max(f64::MIN_POSITIVE);
     ((2.0 * duration.as_secs() / period).ceil() as usize + 1, duration.as_secs() / period)
 }
 
