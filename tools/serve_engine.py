@@ -62,6 +62,8 @@ What is written (--out DIR):
   host's time before launch (scheduling, inputs).
 - runs.jsonl: one row a rate: the settings, the engine's versions, and the
   measured summary (TTFT, TPOT, E2E percentiles, throughput).
+- profile.jsonl (--profile): every kernel of a few iterations and their times.
+- check.jsonl (--check): each case's deviation from TP=1's logits.
 
 Needs PyTorch with CUDA and FlashAttention-2 in ATen; shapes come from
 models/llm/NAME.toml.
@@ -664,7 +666,10 @@ def main():
     shape = model_shape(args.model)
     if shape["heads"] % args.tp or shape["ffn"] % args.tp:
         parser.error(f"--tp {args.tp}: {args.model} has {shape['heads']} heads and {shape['ffn']} FFN columns; TP must divide both")
-    import torch
+    try:
+        import torch
+    except ImportError:
+        sys.exit("error: PyTorch is not installed (pip install torch)")
 
     if not torch.cuda.is_available():
         sys.exit("error: no CUDA GPU is visible to PyTorch")
