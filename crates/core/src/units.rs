@@ -31,22 +31,23 @@ struct Decimal {
 }
 
 impl Decimal {
-    fn parse(text: &str) -> Option<Decimal> {
+    /// The number `text` writes, or why it is none.
+    fn parse(text: &str) -> Result<Decimal, &'static str> {
         let (whole, frac) = match text.split_once('.') {
             Some((w, f)) => (w, f),
             None => (text, ""),
         };
-        if whole.is_empty() && frac.is_empty() {
-            return None;
+        if (whole.is_empty() && frac.is_empty()) || !whole.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) {
+            return Err("no number");
         }
-        if !whole.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) || frac.len() > 12 {
-            return None;
+        if frac.len() > 12 {
+            return Err("more than 12 digits after the point");
         }
         let mut mantissa: u128 = 0;
         for c in whole.chars().chain(frac.chars()) {
-            mantissa = mantissa.checked_mul(10)?.checked_add(u128::from(c as u8 - b'0'))?;
+            mantissa = mantissa.checked_mul(10).and_then(|m| m.checked_add(u128::from(c as u8 - b'0'))).ok_or("too large")?;
         }
-        Some(Decimal { mantissa, scale: frac.len() as u32 })
+        Ok(Decimal { mantissa, scale: frac.len() as u32 })
     }
 
     /// `self * unit`, rounded to the nearest integer; `None` on overflow.
@@ -158,7 +159,7 @@ impl FromStr for Bytes {
         let (number, suffix) = split_number(text);
         refuse_notation(text, suffix).map_err(|reason| error(&reason))?;
         let unit = byte_unit(suffix).ok_or_else(|| error(&format!("unknown unit {suffix:?}")))?;
-        let decimal = Decimal::parse(number).ok_or_else(|| error("no number"))?;
+        let decimal = Decimal::parse(number).map_err(error)?;
         let value = decimal.times_exact(unit).ok_or_else(|| error("not a whole number of bytes"))?;
         u64::try_from(value).map(Bytes).map_err(|_| error("too large"))
     }
@@ -266,7 +267,7 @@ impl FromStr for Time {
             "" => return Err(error("no unit")),
             other => return Err(error(&format!("unknown unit {other:?}"))),
         };
-        let decimal = Decimal::parse(number).ok_or_else(|| error("no number"))?;
+        let decimal = Decimal::parse(number).map_err(error)?;
         let value = decimal.times_rounded(unit).ok_or_else(|| error("too large"))?;
         u64::try_from(value).map(Time).map_err(|_| error("too large"))
     }
@@ -368,7 +369,7 @@ impl FromStr for Bandwidth {
             s => byte_unit(s),
         }
         .ok_or_else(|| error(&format!("unknown unit {per_second:?}")))?;
-        let decimal = Decimal::parse(number).ok_or_else(|| error("no number"))?;
+        let decimal = Decimal::parse(number).map_err(error)?;
         let value = decimal.times_rounded(unit).ok_or_else(|| error("too large"))?;
         u64::try_from(value).map(Bandwidth).map_err(|_| error("too large"))
     }
@@ -507,6 +508,10 @@ mod tests {
         assert!("0.5B".parse::<Bytes>().is_err());
         assert!("10".parse::<Time>().unwrap_err().to_string().contains("no unit"));
         assert!("450GB".parse::<Bandwidth>().unwrap_err().to_string().contains("/s"));
+        // A number with too many decimals is one, said so.
+        assert!("6.6091530660167495ms".parse::<Time>().unwrap_err().to_string().contains("more than 12 digits after the point"));
+        assert!("ms".parse::<Time>().unwrap_err().to_string().contains("no number"));
+        assert_eq!("6.609153066016ms".parse::<Time>().unwrap(), Time(6_609_153_066));
     }
 
     #[test]
