@@ -50,7 +50,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serve_engine import DecodeGraphs, Model, inputs  # noqa: E402
-from torch_forward import captured, kernel_totals, model_shape  # noqa: E402
+from torch_forward import captured, cuda_torch, kernel_totals, model_shape  # noqa: E402
 
 ROWS = [1, 8, 64, 256, 1024, 2048, 4096]
 
@@ -255,10 +255,7 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--only", choices=["duty", "decode", "launch"], help="one measurement alone, appended to the file")
     args = parser.parse_args()
-    import torch
-
-    if not torch.cuda.is_available():
-        sys.exit("error: no CUDA GPU is visible to PyTorch")
+    torch = cuda_torch()
     device = torch.device("cuda", 0)
     shape = model_shape(args.model)
     out_dir = Path(args.out)

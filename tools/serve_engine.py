@@ -79,7 +79,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from torch_forward import kernel_totals, model_shape
+from torch_forward import cuda_torch, kernel_totals, model_shape
 
 GRAPH_BATCHES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256]
 
@@ -666,13 +666,7 @@ def main():
     shape = model_shape(args.model)
     if shape["heads"] % args.tp or shape["ffn"] % args.tp:
         parser.error(f"--tp {args.tp}: {args.model} has {shape['heads']} heads and {shape['ffn']} FFN columns; TP must divide both")
-    try:
-        import torch
-    except ImportError:
-        sys.exit("error: PyTorch is not installed (pip install torch)")
-
-    if not torch.cuda.is_available():
-        sys.exit("error: no CUDA GPU is visible to PyTorch")
+    torch = cuda_torch()
     if args.dist_backend == "nccl" and args.tp > torch.cuda.device_count():
         sys.exit(f"error: --tp {args.tp} needs {args.tp} GPUs, {torch.cuda.device_count()} visible "
                  "(--dist-backend gloo --check runs the ranks on one GPU)")

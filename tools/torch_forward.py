@@ -143,6 +143,18 @@ class Forward:
         return x
 
 
+def cuda_torch():
+    """PyTorch, with a CUDA GPU it can see; else the tool stops saying
+    which is missing."""
+    try:
+        import torch
+    except ImportError:
+        sys.exit("error: PyTorch is not installed (pip install torch)")
+    if not torch.cuda.is_available():
+        sys.exit("error: no CUDA GPU is visible to PyTorch")
+    return torch
+
+
 def cuda_time_ms(torch, run):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -403,12 +415,7 @@ def main():
     for transport in args.transport:
         if transport not in ("none", "nvswitch", "shm"):
             sys.exit(f"error: --transport {transport}: use none, nvswitch or shm")
-    try:
-        import torch
-    except ImportError:
-        sys.exit("error: PyTorch is not installed (pip install torch)")
-    if not torch.cuda.is_available():
-        sys.exit("error: no CUDA GPU is visible to PyTorch")
+    cuda_torch()
     rows = {"forward": run_forward, "attention": run_attention, "caller": run_caller}[args.what](args)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "a") as out:
