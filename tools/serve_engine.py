@@ -250,6 +250,15 @@ class Model:
         self.cos = torch.cat((angles.cos(), angles.cos()), dim=-1).to(bf16)
         self.sin = torch.cat((-angles.sin(), angles.sin()), dim=-1).to(bf16)
 
+    def weight_bytes(self):
+        """This GPU's share of the weights as if every layer had its own."""
+        layer = self.w_qkv.numel() + self.w_o.numel() + self.w_gate_up.numel() + self.w_down.numel()
+        return 2 * (self.layers * layer + self.embedding.numel() + self.lm_head.numel())
+
+    def token_bytes(self):
+        """The KV cache a token takes on this GPU: its heads' K and V, every layer."""
+        return 2 * self.layers * self.kvh * self.d * 2
+
     def batch(self, parts, pad=None):
         """The input tensors of an iteration over `parts` on this GPU."""
         return inputs(self.torch, self.parallel.device, self.max_len, parts, pad=pad, draw_from=self.draw_from)
@@ -558,16 +567,10 @@ def work(parallel, args):
         if not check(torch, args, shape, parallel, max_len) and parallel.rank == 0:
             sys.exit(f"error: the TP={parallel.tp} forward's logits differ from TP=1's by more than {CHECK_DEVIATION}")
         return
-    tp, d = parallel.tp, shape["hidden"] // shape["heads"]
-    q0, q1 = head_range(shape["heads"], tp, parallel.rank)
-    k0, k1 = head_range(shape["kv_heads"], tp, parallel.rank)
-    qh, kvh, ffn = q1 - q0, k1 - k0, shape["ffn"] // tp
-    params = shape["layers"] * (shape["hidden"] * (qh + 2 * kvh) * d + shape["hidden"] * qh * d + 3 * shape["hidden"] * ffn) \
-        + 2 * -(-shape["vocab"] // tp) * shape["hidden"]
-    token_bytes = 2 * shape["layers"] * kvh * d * 2
-    memory = torch.cuda.get_device_properties(parallel.device).total_memory
-    kv_blocks = int((memory * args.gpu_memory_utilization - 2 * params) // (token_bytes * args.block_size))
+    tp = parallel.tp
     model = Model(torch, shape, args.max_num_seqs, max_len, parallel, args.token_ids, args.seed)
+    memory = torch.cuda.get_device_properties(parallel.device).total_memory
+    kv_blocks = int((memory * args.gpu_memory_utilization - model.weight_bytes()) // (model.token_bytes() * args.block_size))
     with torch.no_grad():
         # gloo's collectives cannot be captured: every iteration eager.
         graphs = DecodeGraphs(torch, model, args.max_num_seqs) if parallel.backend == "nccl" else None
