@@ -82,7 +82,7 @@ pub struct TopologyArgs {
     /// Host platform (CPU sockets, their link, memory and PCIe lanes) for
     /// the presets and for imported nvidia-smi or NCCL files: skylake-2s,
     /// icx-2s, spr-2s, emr-2s, gnr-2s, epyc-2s, epyc-genoa, epyc-turin,
-    /// threadripper-pro, grace.
+    /// threadripper-pro, threadripper-3000, grace.
     #[arg(long)]
     pub host: Option<String>,
     /// Hardware model overlay: a shipped one (base, h200-fit,

@@ -45,7 +45,7 @@ pub enum TopoCommand {
         #[arg(long)]
         gpu: Option<String>,
         /// Host platform (skylake-2s, icx-2s, spr-2s, emr-2s, gnr-2s, epyc-2s,
-        /// epyc-genoa, epyc-turin, threadripper-pro; default: the dump's CPU;
+        /// epyc-genoa, epyc-turin, threadripper-pro, threadripper-3000; default: the dump's CPU;
         /// spr-2s for nvidia-smi output, which does not say).
         #[arg(long)]
         host: Option<String>,
