@@ -770,7 +770,13 @@ const PUBLIC_PCIE: &[PublicTable] = &[
     PublicTable { file: "rtx4090-8gpu-rome-p2p-patched.txt", topology: "rome-8x4090", transport: "shm", rows: None, counts: true },
     PublicTable { file: "rtx4090-8gpu-rome-p2p-patched.txt", topology: "rome-8x4090", transport: "p2p", rows: None, counts: false },
     PublicTable { file: "rtx4090-6gpu-tinybox-p2p-patched.txt", topology: "rome-6x4090", transport: "p2p", rows: None, counts: true },
-    PublicTable { file: "h100pcie-2gpu-nvlink-bridge.txt", topology: "h100pcie-bridged-pair", transport: "nvlink", rows: None, counts: true },
+    PublicTable {
+        file: "h100pcie-2gpu-nvlink-bridge.txt",
+        topology: "h100pcie-bridged-pair",
+        transport: "nvlink",
+        rows: None,
+        counts: true,
+    },
     PublicTable { file: "wrx90-8x6000-cpayne-p2p.jsonl", topology: "wrx90-8x6000", transport: "p2p", rows: None, counts: true },
     // Not logged; the post installs the P2P driver and tests for P2P. On an
     // AMD host NCCL from 2.23 would keep four GPUs on separate root ports to
@@ -783,10 +789,34 @@ const PUBLIC_PCIE: &[PublicTable] = &[
     // chose by default (P2P within a logical switch, SHM across: its log
     // lines) and with NCCL_P2P_LEVEL=SYS, and all eight by default, whose
     // P2P prediction is reported, not counted (README.md there).
-    PublicTable { file: "esc8000a-8x6000-p2pmark.jsonl", topology: "esc8000a-8x6000", transport: "auto", rows: Some(("auto", 4)), counts: true },
-    PublicTable { file: "esc8000a-8x6000-p2pmark.jsonl", topology: "esc8000a-8x6000", transport: "p2p", rows: Some(("p2p", 4)), counts: true },
-    PublicTable { file: "esc8000a-8x6000-p2pmark.jsonl", topology: "esc8000a-8x6000", transport: "auto", rows: Some(("auto", 8)), counts: true },
-    PublicTable { file: "esc8000a-8x6000-p2pmark.jsonl", topology: "esc8000a-8x6000", transport: "p2p", rows: Some(("auto", 8)), counts: false },
+    PublicTable {
+        file: "esc8000a-8x6000-p2pmark.jsonl",
+        topology: "esc8000a-8x6000",
+        transport: "auto",
+        rows: Some(("auto", 4)),
+        counts: true,
+    },
+    PublicTable {
+        file: "esc8000a-8x6000-p2pmark.jsonl",
+        topology: "esc8000a-8x6000",
+        transport: "p2p",
+        rows: Some(("p2p", 4)),
+        counts: true,
+    },
+    PublicTable {
+        file: "esc8000a-8x6000-p2pmark.jsonl",
+        topology: "esc8000a-8x6000",
+        transport: "auto",
+        rows: Some(("auto", 8)),
+        counts: true,
+    },
+    PublicTable {
+        file: "esc8000a-8x6000-p2pmark.jsonl",
+        topology: "esc8000a-8x6000",
+        transport: "p2p",
+        rows: Some(("auto", 8)),
+        counts: false,
+    },
     PublicTable { file: "trx40-2x6000-p2p.jsonl", topology: "trx40-2x6000", transport: "p2p", rows: None, counts: true },
 ];
 
