@@ -91,12 +91,15 @@ pub struct ServeArgs {
     /// Seed of the arrivals and lengths drawn.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Most sequences running at once.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65_536))]
-    max_num_seqs: u64,
+    /// Most sequences running at once. Default: what `vllm serve` sets on
+    /// the GPU: 1024 on GPUs of 70 GiB or more other than A100s, else 256.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    max_num_seqs: Option<u64>,
     /// Tokens one iteration computes at most (prompt chunks and decodes).
-    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
-    max_num_batched_tokens: u64,
+    /// Default: what `vllm serve` sets on the GPU: 8192 on GPUs of 70 GiB
+    /// or more other than A100s, else 2048.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    max_num_batched_tokens: Option<u64>,
     /// Tokens a KV-cache block holds.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=4096))]
     block_size: u64,

@@ -52,8 +52,10 @@ impl From<requests::RequestError> for LoadError {
 /// How the engine runs, apart from what the GPUs' memory decides.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineSettings {
-    pub max_num_seqs: u64,
-    pub max_num_batched_tokens: u64,
+    /// Most sequences running at once, and tokens an iteration computes at
+    /// most; None: what `vllm serve` sets on the GPU (`EngineSettings::on`).
+    pub max_num_seqs: Option<u64>,
+    pub max_num_batched_tokens: Option<u64>,
     pub block_size: u64,
     pub gpu_memory_utilization: f64,
     /// Host memory a GPU gives swapped blocks; None: preemption recomputes.
@@ -68,13 +70,24 @@ pub struct EngineSettings {
     pub graphs: DecodeGraphs,
 }
 
+/// `vllm serve`'s batch limits on a GPU of this much memory and name, as
+/// vLLM's engine arguments set them when none are given (`EngineArgs`'
+/// defaults for its OpenAI server, checked by vLLM's own
+/// `test_defaults_with_usage_context`): a GPU of at least 70 GiB that is not
+/// an A100 runs up to 1024 sequences and 8192 tokens an iteration, any
+/// other 256 and 2048.
+pub fn vllm_batch_limits(gpu: &GpuModel) -> (u64, u64) {
+    const LARGE: Bytes = Bytes(70 << 30);
+    if gpu.memory >= LARGE && !gpu.name.to_lowercase().contains("a100") { (1024, 8192) } else { (256, 2048) }
+}
+
 impl EngineSettings {
-    /// vLLM's defaults for an H100-class GPU (its V1 engine: 256 sequences,
-    /// a budget of 8192 tokens, blocks of 16, 90 % of the memory), recompute,
-    /// no host time between iterations.
+    /// vLLM's defaults (its V1 engine: the batch limits `vllm serve` sets on
+    /// the GPU, blocks of 16, 90 % of the memory), recompute, no host time
+    /// between iterations.
     pub const DEFAULT: EngineSettings = EngineSettings {
-        max_num_seqs: 256,
-        max_num_batched_tokens: 8192,
+        max_num_seqs: None,
+        max_num_batched_tokens: None,
         block_size: 16,
         gpu_memory_utilization: 0.9,
         swap_space: None,
@@ -82,6 +95,23 @@ impl EngineSettings {
         one_stack: false,
         graphs: DecodeGraphs::NONE,
     };
+
+    /// These settings on `gpu`: the batch limits not given take what `vllm
+    /// serve` sets there.
+    pub fn on(&self, gpu: &GpuModel) -> EngineSettings {
+        let (seqs, tokens) = vllm_batch_limits(gpu);
+        EngineSettings {
+            max_num_seqs: Some(self.max_num_seqs.unwrap_or(seqs)),
+            max_num_batched_tokens: Some(self.max_num_batched_tokens.unwrap_or(tokens)),
+            ..self.clone()
+        }
+    }
+
+    /// The batch limits of settings `on` a GPU: sequences, tokens.
+    fn batch(&self) -> (u64, u64) {
+        const ON_A_GPU: &str = "engine settings are put on their GPU (EngineSettings::on) before an engine is built";
+        (self.max_num_seqs.expect(ON_A_GPU), self.max_num_batched_tokens.expect(ON_A_GPU))
+    }
 
     /// The stack that launches the iterations that are not decodes alone
     /// where it is not `stack`: a graph stack's eager counterpart, unless
@@ -97,7 +127,7 @@ impl EngineSettings {
     pub fn limits(&self, budget: u64, kv: KvCapacity) -> Limits {
         let block_bytes = self.block_size * kv.bytes_per_token;
         Limits {
-            max_num_seqs: self.max_num_seqs,
+            max_num_seqs: self.batch().0,
             max_num_batched_tokens: budget,
             block_size: self.block_size,
             kv_blocks: kv.blocks,
@@ -141,8 +171,8 @@ pub fn describe(
         prompt,
         output,
         seed: load.seed,
-        max_num_seqs: settings.max_num_seqs,
-        max_num_batched_tokens: settings.max_num_batched_tokens,
+        max_num_seqs: settings.batch().0,
+        max_num_batched_tokens: settings.batch().1,
         block_size: settings.block_size,
         kv_blocks: kv.blocks,
         kv_gb_per_gpu: kv.bytes_per_gpu.as_f64() / 1e9,
@@ -183,11 +213,12 @@ impl<'e> Server<'e> {
     /// The engine of `settings` on one group: `experiment`'s first mode.
     pub fn new(experiment: &'e Experiment, settings: &EngineSettings) -> Result<Server<'e>, LoadError> {
         let (run, gpu, setup) = Server::parts(experiment)?;
+        let settings = &settings.on(gpu);
         let kv = KvCapacity::of(&experiment.llm, gpu, run.tp, settings.gpu_memory_utilization, settings.block_size)?;
         let ranks = run.topology.gpus()[..run.tp as usize].to_vec();
         let eager = groups::eager_setup(&setup, settings)
             .map_err(|error| experiment.source.invalid(Some(run.index), "stack", error.to_string()))?;
-        let (gpus, budget) = ((0..run.tp as usize).collect(), settings.max_num_batched_tokens);
+        let (gpus, budget) = ((0..run.tp as usize).collect(), settings.batch().1);
         let group = ServingGroup { tp: run.tp, gpus, ranks, setup, eager, kv, budget };
         Ok(Server { experiment, run, gpu, settings: settings.clone(), decode: group, prefill: None })
     }
@@ -197,9 +228,10 @@ impl<'e> Server<'e> {
     /// own GPUs.
     pub fn split(experiment: &'e Experiment, settings: &EngineSettings, plan: &SplitPlan) -> Result<Server<'e>, LoadError> {
         let (run, gpu, setup) = Server::parts(experiment)?;
+        let settings = &settings.on(gpu);
         let all = run.topology.gpus();
         let (prefill_gpus, decode_gpus) = plan.groups(all.len())?;
-        let prefill_budget = plan.prefill_max_num_batched_tokens.unwrap_or(settings.max_num_batched_tokens);
+        let prefill_budget = plan.prefill_max_num_batched_tokens.unwrap_or(settings.batch().1);
         let group = |role, setup, gpus: Vec<usize>, budget| {
             let tp = gpus.len() as u32;
             ServingGroup::on(setup, (gpus, all), (&experiment.llm, gpu), settings, budget).map_err(|failure| GroupError {
@@ -209,7 +241,7 @@ impl<'e> Server<'e> {
             })
         };
         let prefill = group(Role::Prefill, setup.clone(), prefill_gpus, prefill_budget)?;
-        let decode = group(Role::Decode, setup, decode_gpus, settings.max_num_batched_tokens)?;
+        let decode = group(Role::Decode, setup, decode_gpus, settings.batch().1)?;
         Ok(Server { experiment, run, gpu, settings: settings.clone(), decode, prefill: Some(Box::new(prefill)) })
     }
 
@@ -405,6 +437,18 @@ mod tests {
     use super::*;
     use crate::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
     use crate::serve::requests::Length;
+
+    #[test]
+    fn unset_batch_limits_take_what_vllm_serve_sets_on_the_gpu() {
+        let model = crate::config::hardware::HardwareModel::base();
+        let limits = |gpu: &str| vllm_batch_limits(model.gpu(gpu).unwrap());
+        assert_eq!(limits("h200"), (1024, 8192), "141 GB");
+        assert_eq!(limits("rtx-pro-6000"), (1024, 8192), "96 GB");
+        assert_eq!(limits("a100"), (256, 2048), "80 GB, but an A100");
+        assert_eq!(limits("l40s"), (256, 2048), "48 GB");
+        let given = EngineSettings { max_num_seqs: Some(64), ..EngineSettings::DEFAULT }.on(model.gpu("h200").unwrap());
+        assert_eq!((given.max_num_seqs, given.max_num_batched_tokens), (Some(64), Some(8192)), "a limit given stays");
+    }
 
     #[test]
     fn the_knee_is_the_last_rate_of_the_leading_run_that_meets_the_objectives() {

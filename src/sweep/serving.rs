@@ -90,6 +90,8 @@ impl Service {
             check_range(path, &key(name), value as f64, 1.0..=max as f64)?;
             Ok(value)
         };
+        // Left out: what `vllm serve` sets on the point's GPU.
+        let limit = |name: &str, value: Option<u64>, max: u64| value.map(|value| count(name, Some(value), value, max)).transpose();
         if let Some(rate) = raw.rate {
             check_range(path, &key("rate"), rate, f64::MIN_POSITIVE..=f64::MAX)?;
         }
@@ -114,13 +116,8 @@ impl Service {
                 seed: raw.seed.unwrap_or(0),
             },
             engine: EngineSettings {
-                max_num_seqs: count("max_num_seqs", raw.max_num_seqs, defaults.max_num_seqs, 65_536)?,
-                max_num_batched_tokens: count(
-                    "max_num_batched_tokens",
-                    raw.max_num_batched_tokens,
-                    defaults.max_num_batched_tokens,
-                    1_048_576,
-                )?,
+                max_num_seqs: limit("max_num_seqs", raw.max_num_seqs, 65_536)?,
+                max_num_batched_tokens: limit("max_num_batched_tokens", raw.max_num_batched_tokens, 1_048_576)?,
                 block_size: count("block_size", raw.block_size, defaults.block_size, 4096)?,
                 gpu_memory_utilization: utilization,
                 swap_space,
@@ -141,8 +138,8 @@ impl Service {
         for change in changes {
             match (&change.key, &change.value) {
                 (Key::Serve(ServeKey::Rate), Changed::Number(r)) => rate = Some(*r),
-                (Key::Serve(ServeKey::MaxNumSeqs), Changed::Count(n)) => engine.max_num_seqs = *n,
-                (Key::Serve(ServeKey::MaxNumBatchedTokens), Changed::Count(n)) => engine.max_num_batched_tokens = *n,
+                (Key::Serve(ServeKey::MaxNumSeqs), Changed::Count(n)) => engine.max_num_seqs = Some(*n),
+                (Key::Serve(ServeKey::MaxNumBatchedTokens), Changed::Count(n)) => engine.max_num_batched_tokens = Some(*n),
                 (Key::Serve(ServeKey::Split), Changed::Text(text)) => {
                     split = SplitPlan::or_none(text).expect("a split is checked when the sweep is read");
                 }

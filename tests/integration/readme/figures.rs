@@ -588,7 +588,6 @@ fn readme_serving_load_and_sweep_prose_match_their_results() {
     let run = icsim_json(&all.iter().map(String::as_str).collect::<Vec<_>>());
     let get = |section: &str, field: &str| run[section][field].as_f64().unwrap_or_else(|| panic!("{RATES}: no {section}.{field}"));
     let running = run["timeline"].as_array().unwrap().iter().map(|w| w["running_peak"].as_u64().unwrap()).max().unwrap();
-    assert_eq!(running, get("setup", "max_num_seqs") as u64, "{RATES}: the page says the engine is full past the knee");
     let (knee, past) = knee_of_the_shown_rates();
     let mut quotes = vec![
         quote(
@@ -600,7 +599,15 @@ fn readme_serving_load_and_sweep_prose_match_their_results() {
                 get("ttft", "p99_ms") / 1000.0
             ),
         ),
-        quote("docs/serving.md", RATES, format!("the engine is full ({running} sequences run)")),
+        quote(
+            "docs/serving.md",
+            RATES,
+            format!(
+                "up to {running} sequences run at once (`vllm serve` lets {} on this GPU), every iteration grows with them and the median token takes {:.0} ms",
+                get("setup", "max_num_seqs"),
+                get("tpot", "p50_ms")
+            ),
+        ),
         quote(
             "docs/serving.md",
             "the rates table docs/serving.md shows",
