@@ -72,10 +72,10 @@ pub struct EngineSettings {
 
 /// `vllm serve`'s batch limits on a GPU of this much memory and name, as
 /// vLLM's engine arguments set them when none are given (`EngineArgs`'
-/// defaults for its OpenAI server, checked by vLLM's own
-/// `test_defaults_with_usage_context`): a GPU of at least 70 GiB that is not
-/// an A100 runs up to 1024 sequences and 8192 tokens an iteration, any
-/// other 256 and 2048.
+/// defaults for its OpenAI server, from vLLM's pull requests 12369 and
+/// 17885, checked by its `test_defaults_with_usage_context`): a GPU of at
+/// least 70 GiB that is not an A100 runs up to 1024 sequences and 8192
+/// tokens an iteration, any other 256 and 2048.
 pub fn vllm_batch_limits(gpu: &GpuModel) -> (u64, u64) {
     const LARGE: Bytes = Bytes(70 << 30);
     if gpu.memory >= LARGE && !gpu.name.to_lowercase().contains("a100") { (1024, 8192) } else { (256, 2048) }
