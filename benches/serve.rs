@@ -57,7 +57,7 @@ fn ten_thousand_requests(c: &mut Criterion) {
     group.bench_function("10,000 requests, Llama-3.1-70B TP=8 on hgx-h200, one thread (requests/s)", |b| {
         b.iter(|| {
             let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&topo, &model), Bytes(16 * kv.bytes_per_token));
-            black_box(serve::simulate(&requests, engine, &mut times, &|| {}).expect("the service runs"))
+            black_box(serve::simulate(&requests, None, engine, &mut times, &|| {}).expect("the service runs"))
         })
     });
     // Split four and four: each group its own TP=4 on its own GPUs.
@@ -77,7 +77,7 @@ fn ten_thousand_requests(c: &mut Criterion) {
             let mut moves =
                 TopologyMoves::new(&topo, &model, &llm, (&prefill_gpus, &decode_gpus), Mode::Nvswitch).expect("NVSwitch joins them");
             let sources = Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut moves };
-            black_box(split::simulate(&requests, engine, sources, &|| {}).expect("the split service runs"))
+            black_box(split::simulate(&requests, None, engine, sources, &|| {}).expect("the split service runs"))
         })
     });
     // The same split on eight H200 NVL cards of the PCIe board, through
@@ -89,7 +89,7 @@ fn ten_thousand_requests(c: &mut Criterion) {
     let experiment = Experiment::resolve(raw, Source::CommandLine).expect("a PCIe board");
     let plan: SplitPlan = "4+4".parse().expect("a split");
     // At 2 a second, below the board's knee (20 a second queues for minutes).
-    let load = Load { count: REQUESTS, lengths, burstiness: 1.0, seed: 0 };
+    let load = Load { count: REQUESTS, lengths, burstiness: 1.0, seed: 0, max_concurrency: None };
     let slower = Arrivals::rate(2.0, 1.0).expect("a rate");
     let requests = load.requests(2.0).expect("requests");
     let terms = Terms { load: &load, arrivals: &slower, slo: Slo { ttft: None, tpot: None }, per_gpu: None };

@@ -88,6 +88,11 @@ pub struct ServeArgs {
     /// Unit of a trace's timestamps: s or ms.
     #[arg(long, default_value = "s", requires = "trace")]
     trace_time_unit: TimeUnit,
+    /// Most requests in flight at once, as `vllm bench serve
+    /// --max-concurrency`: a request arriving while they are is sent when
+    /// one finishes, and its latency counts from then.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    max_concurrency: Option<u64>,
     /// Seed of the arrivals and lengths drawn.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -188,7 +193,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         one_stack: args.one_stack,
         graphs: DecodeGraphs::new(args.cuda_graph_sizes.clone(), args.graph_keys),
     };
-    let load = Load { count, lengths, burstiness: args.burstiness, seed: args.seed };
+    let load = Load { count, lengths, burstiness: args.burstiness, seed: args.seed, max_concurrency: args.max_concurrency };
     let server = match args.tp {
         Some(_) => {
             if let Some(warning) = run.hardware.coverage_warning(run.tp, run.stack) {
@@ -251,9 +256,21 @@ fn requests_of(args: &ServeArgs) -> Result<(Arrivals, Lengths, usize)> {
         (Some(rate), _, _) => Arrivals::rate(rate, args.burstiness)?,
         (None, Some(at), _) => Arrivals::at_seconds(at, "--at")?,
         (None, None, Some(listed)) => listed,
+        // As `vllm bench serve --max-concurrency` at its default rate: every
+        // request at once, the cap deciding when each is sent.
+        (None, None, None) if args.max_concurrency.is_some() => {
+            let listed = trace.as_ref().and_then(|t| match &t.lengths {
+                Lengths::Listed(rows) => Some(rows.len()),
+                Lengths::Drawn { .. } => None,
+            });
+            Arrivals::At(vec![Time::ZERO; args.requests.map(|n| n as usize).or(listed).unwrap_or(DEFAULT_REQUESTS as usize)])
+        }
         (None, None, None) => {
             let trace_hint = if args.trace.is_some() { " (the trace has no timestamps)" } else { "" };
-            return Err(BadInput(format!("--rate: give a rate, --at times, or a --trace with timestamps{trace_hint}")).into());
+            return Err(BadInput(format!(
+                "--rate: give a rate, --at times, a --trace with timestamps{trace_hint}, or --max-concurrency to send them all at once under a cap"
+            ))
+            .into());
         }
     };
     let lengths = match trace {

@@ -167,7 +167,11 @@ pub fn describe(
         tp,
         stack: run.stack.to_string(),
         eager_stack: settings.eager_stack(run.stack).map(|stack| stack.to_string()),
-        arrivals: describe_arrivals(arrivals),
+        arrivals: match load.max_concurrency {
+            Some(cap) => format!("{}, at most {cap} in flight", describe_arrivals(arrivals)),
+            None => describe_arrivals(arrivals),
+        },
+        max_concurrency: load.max_concurrency,
         prompt,
         output,
         seed: load.seed,
@@ -276,7 +280,7 @@ impl<'e> Server<'e> {
         let decode = &self.decode;
         let mut decode_times = decode.iteration_times(self.run, &self.settings);
         let Some(prefill) = &self.prefill else {
-            let run = super::simulate(requests, engine(decode), &mut decode_times, progress)?;
+            let run = super::simulate(requests, terms.load.max_concurrency, engine(decode), &mut decode_times, progress)?;
             return Ok((results::report(&run, setup, terms.slo, terms.per_gpu, decode_times.counts()), run));
         };
         let mut prefill_times = prefill.iteration_times(self.run, &self.settings);
@@ -288,7 +292,8 @@ impl<'e> Server<'e> {
             moves = moves.with_decode_traffic(traffic);
         }
         let sources = Sources { prefill: &mut prefill_times, decode: &mut decode_times, moves: &mut moves };
-        let served = split::simulate(requests, SplitEngine { prefill: engine(prefill), decode: engine(decode) }, sources, progress)?;
+        let engines = SplitEngine { prefill: engine(prefill), decode: engine(decode) };
+        let served = split::simulate(requests, terms.load.max_concurrency, engines, sources, progress)?;
         let mut report = results::report(&served.run, setup, terms.slo, terms.per_gpu, decode_times.counts());
         let links = MoveLinks { transport: moves.transport(), busiest: moves.busiest_link() };
         report.split = Some(results::split_report(&served, self.split_groups().expect("a split server"), links));
@@ -334,6 +339,10 @@ pub struct Load {
     pub lengths: Lengths,
     pub burstiness: f64,
     pub seed: u64,
+    /// Most requests in flight at once (`vllm bench serve
+    /// --max-concurrency`): one arriving while they are is sent when one
+    /// finishes, and its latency counts from then.
+    pub max_concurrency: Option<u64>,
 }
 
 impl Load {
@@ -348,6 +357,7 @@ pub fn describe_arrivals(arrivals: &Arrivals) -> String {
     match arrivals {
         Arrivals::Rate { per_second, burstiness } if *burstiness == 1.0 => format!("Poisson at {per_second}/s"),
         Arrivals::Rate { per_second, burstiness } => format!("gamma at {per_second}/s, burstiness {burstiness}"),
+        Arrivals::At(times) if times.iter().all(|&t| t == Time::ZERO) => "all at once".into(),
         Arrivals::At(_) => "at listed times".into(),
     }
 }
@@ -480,6 +490,7 @@ mod tests {
             lengths: Lengths::Drawn { prompt: Length::Fixed(2000), output: Length::Fixed(100) },
             burstiness: 1.0,
             seed: 1,
+            max_concurrency: None,
         };
         let slo = Slo { ttft: Some(Time::from_us(1_000_000)), tpot: None };
         let points: Vec<LoadPoint> = [2.0, 200.0]

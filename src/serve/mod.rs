@@ -5,10 +5,11 @@
 //! (`scheduler`), each iteration's kernels and collectives are replayed on
 //! the topology (`iteration`), and what each request saw becomes latency,
 //! throughput, goodput and cost (`results`). This file owns the KV cache's
-//! capacity, a group's iterations and the clock of the one-group service:
-//! an iteration starts when the one before ends and takes the requests
-//! arrived by then; an idle engine waits for the next arrival. Knows
-//! nothing of links; draws nothing.
+//! capacity, a group's iterations, the clients' side (which requests are
+//! sent when, under a concurrency cap) and the clock of the one-group
+//! service: an iteration starts when the one before ends and takes the
+//! requests sent by then; an idle engine waits for the next. Knows nothing
+//! of links; draws nothing.
 
 pub mod groups;
 pub mod handoff;
@@ -18,6 +19,9 @@ pub mod requests;
 pub mod results;
 pub mod scheduler;
 pub mod split;
+
+use std::collections::VecDeque;
+use std::ops::Range;
 
 use crate::collective::CollectiveError;
 use crate::config::hardware::GpuModel;
@@ -148,10 +152,68 @@ pub struct Engine {
     pub step_overhead: Time,
 }
 
-/// Serves `requests` (in arrival order) on `engine`, timing iterations
-/// with `times`; `progress` is called once per finished request.
+/// The clients' side of a run: which requests have been sent, and when.
+/// Without a cap a request is sent when it arrives; with one (`vllm bench
+/// serve --max-concurrency`) at most that many are in flight, and a request
+/// arriving while they are is sent when one of them finishes.
+pub struct Clients<'r> {
+    requests: &'r [Request],
+    /// The first request not sent yet.
+    next: usize,
+    /// With a cap: when each free place in flight was freed, oldest first
+    /// (requests finish in time order).
+    free: Option<VecDeque<Time>>,
+    sent: Vec<Time>,
+}
+
+impl<'r> Clients<'r> {
+    /// The clients of `requests` (in arrival order), at most `cap` in flight.
+    pub fn new(requests: &'r [Request], cap: Option<u64>) -> Clients<'r> {
+        let free = cap.map(|cap| vec![Time::ZERO; cap.min(requests.len() as u64) as usize].into());
+        Clients { requests, next: 0, free, sent: vec![Time::ZERO; requests.len()] }
+    }
+
+    /// The requests sent by `now` that were not sent before, in order.
+    pub fn send(&mut self, now: Time) -> Range<usize> {
+        let first = self.next;
+        while let Some(request) = self.requests.get(self.next).filter(|r| r.arrival <= now) {
+            let freed = match &mut self.free {
+                None => Time::ZERO,
+                Some(free) => match free.pop_front() {
+                    Some(freed) => freed,
+                    None => break,
+                },
+            };
+            self.sent[self.next] = request.arrival.max(freed);
+            self.next += 1;
+        }
+        first..self.next
+    }
+
+    /// When the next request is sent, unless it waits for one in flight to
+    /// finish (or none is left).
+    pub fn next_send(&self) -> Option<Time> {
+        let request = self.requests.get(self.next)?;
+        match &self.free {
+            Some(free) => free.front().map(|&freed| request.arrival.max(freed)),
+            None => Some(request.arrival),
+        }
+    }
+
+    /// A request finished at `now`: its place in flight is free.
+    pub fn finished(&mut self, now: Time) {
+        if let Some(free) = &mut self.free {
+            free.push_back(now);
+        }
+    }
+}
+
+/// Serves `requests` (in arrival order, at most `max_concurrency` in
+/// flight) on `engine`, timing iterations with `times`; `progress` is
+/// called once per finished request.
 pub fn simulate(
     requests: &[Request],
+    max_concurrency: Option<u64>,
     engine: Engine,
     times: &mut dyn IterationTimes,
     progress: &dyn Fn(),
@@ -159,17 +221,16 @@ pub fn simulate(
     check_fits(requests, engine, "--tp")?;
     let mut group = Group::new(engine, times);
     let mut ledger = Ledger::new(requests.len());
+    let mut clients = Clients::new(requests, max_concurrency);
     let mut now = Time::ZERO;
-    let mut arrived = 0;
     loop {
-        while arrived < requests.len() && requests[arrived].arrival <= now {
-            group.scheduler.arrive(arrived, requests[arrived].prompt, requests[arrived].output);
-            arrived += 1;
+        for r in clients.send(now) {
+            group.scheduler.arrive(r, requests[r].prompt, requests[r].output);
         }
         if group.scheduler.is_idle() {
-            match requests.get(arrived) {
+            match clients.next_send() {
                 Some(next) => {
-                    now = next.arrival;
+                    now = next;
                     continue;
                 }
                 None => break,
@@ -178,6 +239,9 @@ pub fn simulate(
         group.start(now, &mut ledger.preemptions)?;
         now = group.end().expect("a request that fits alone always runs when the engine is idle");
         for sampled in group.finish() {
+            if sampled.finished {
+                clients.finished(now);
+            }
             ledger.sampled(sampled, now, progress);
         }
     }
@@ -185,7 +249,7 @@ pub fn simulate(
         return Err(ServeError::BeyondClock);
     }
     Ok(ServiceRun {
-        served: ledger.served(requests),
+        served: ledger.served(&clients),
         iterations: group.records,
         token_gaps: ledger.token_gaps,
         recomputed: group.recomputed,
@@ -335,13 +399,15 @@ impl Ledger {
         }
     }
 
-    /// Every request as served, in request order.
-    fn served(&self, requests: &[Request]) -> Vec<Served> {
-        requests
+    /// Every request as served, in request order, arriving when its client
+    /// sent it.
+    fn served(&self, clients: &Clients) -> Vec<Served> {
+        clients
+            .requests
             .iter()
             .enumerate()
             .map(|(r, &request)| Served {
-                request,
+                request: Request { arrival: clients.sent[r], ..request },
                 first_token: self.first_token[r].expect("every request finishes"),
                 finished: self.finished[r].expect("every request finishes"),
                 preemptions: self.preemptions[r],
@@ -431,7 +497,7 @@ mod tests {
     #[test]
     fn a_lone_request_takes_its_chunks_then_one_iteration_a_token() {
         let request = Request { arrival: Time::from_us(5_000), prompt: 300, output: 4 };
-        let run = simulate(&[request], engine(100), &mut LinearTimes, &|| {}).unwrap();
+        let run = simulate(&[request], None, engine(100), &mut LinearTimes, &|| {}).unwrap();
         let served = run.served[0];
         // Chunks of 256 and 44 tokens (not decodes alone), then three
         // decodes of one row.
@@ -442,7 +508,7 @@ mod tests {
         assert_eq!(run.iterations[0].start, Time::from_us(5_000), "the idle engine waited for the arrival");
         // The host's time before each forward delays every token by it.
         let hosted = Engine { step_overhead: Time::from_us(300), ..engine(100) };
-        let late = simulate(&[request], hosted, &mut LinearTimes, &|| {}).unwrap();
+        let late = simulate(&[request], None, hosted, &mut LinearTimes, &|| {}).unwrap();
         assert_eq!(late.served[0].first_token, served.first_token + Time::from_us(2 * 300));
         assert_eq!(late.served[0].finished, served.finished + Time::from_us(5 * 300));
         assert_eq!(late.token_gaps, vec![Time::from_us(1310); 3]);
@@ -454,30 +520,65 @@ mod tests {
         let lengths = Lengths::Drawn { prompt: Length::Uniform { low: 10, high: 600 }, output: Length::Uniform { low: 1, high: 80 } };
         let requests = generate(&arrivals, &lengths, 300, 3);
         let finished = std::cell::Cell::new(0);
-        let run = simulate(&requests, engine(60), &mut LinearTimes, &|| finished.set(finished.get() + 1)).unwrap();
+        let run = simulate(&requests, None, engine(60), &mut LinearTimes, &|| finished.set(finished.get() + 1)).unwrap();
         assert_eq!(finished.get(), 300);
         assert!(run.served.iter().all(|s| s.request.arrival < s.first_token && s.first_token <= s.finished));
         assert!(run.iterations.iter().all(|i| i.kv_blocks <= 60));
         assert!(run.iterations.iter().any(|i| i.preempted > 0), "a small cache preempts");
         let tokens: u64 = run.iterations.iter().map(|i| u64::from(i.sampled)).sum();
         assert_eq!(tokens, requests.iter().map(|r| r.output).sum::<u64>());
-        assert_eq!(run, simulate(&requests, engine(60), &mut LinearTimes, &|| {}).unwrap());
+        assert_eq!(run, simulate(&requests, None, engine(60), &mut LinearTimes, &|| {}).unwrap());
         // With swap space, preempted sequences keep their tokens: nothing is
         // computed again, and each swap's time is in its iteration's.
         let swapping = Engine { limits: Limits { preemption: Preemption::Swap { host_blocks: 1000 }, ..engine(60).limits }, ..engine(60) };
-        let swapped = simulate(&requests, swapping, &mut LinearTimes, &|| {}).unwrap();
+        let swapped = simulate(&requests, None, swapping, &mut LinearTimes, &|| {}).unwrap();
         assert!(swapped.swapped_blocks > 0 && swapped.recomputed == 0);
         let swap_time: Time = swapped.iterations.iter().fold(Time::ZERO, |sum, i| sum + i.time.swap);
         assert_eq!(swap_time, Time::from_us(2 * swapped.swapped_blocks), "out and back in, 1 us a block");
     }
 
     #[test]
+    fn a_capped_client_sends_a_request_when_one_in_flight_finishes() {
+        let at_once = |prompt| Request { arrival: Time::ZERO, prompt, output: 3 };
+        let requests = [at_once(100), at_once(200), at_once(50)];
+        let one = simulate(&requests, Some(1), engine(100), &mut LinearTimes, &|| {}).unwrap();
+        for (before, after) in one.served.iter().zip(&one.served[1..]) {
+            assert_eq!(after.request.arrival, before.finished, "sent as the one before finished, and timed from then");
+        }
+        // The first is served as alone, each request as if alone after it.
+        let alone = |r: Request| simulate(&[r], None, engine(100), &mut LinearTimes, &|| {}).unwrap().served[0];
+        assert_eq!(one.served[0], alone(requests[0]));
+        let latency = |s: &Served| (s.first_token - s.request.arrival, s.finished - s.request.arrival);
+        let (first, last) = (alone(requests[2]), &one.served[2]);
+        assert_eq!(latency(last), latency(&first));
+        // A cap above the requests' count changes nothing.
+        let free = simulate(&requests, None, engine(100), &mut LinearTimes, &|| {}).unwrap();
+        assert_eq!(simulate(&requests, Some(3), engine(100), &mut LinearTimes, &|| {}).unwrap(), free);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_more_requests_are_in_flight_than_the_cap(cap in 1u64..6, seed in 0u64..50) {
+            let arrivals = Arrivals::rate(500.0, 2.0).unwrap();
+            let lengths = Lengths::Drawn { prompt: Length::Uniform { low: 10, high: 400 }, output: Length::Uniform { low: 1, high: 40 } };
+            let requests = generate(&arrivals, &lengths, 60, seed);
+            let run = simulate(&requests, Some(cap), engine(200), &mut LinearTimes, &|| {}).unwrap();
+            for (r, s) in run.served.iter().enumerate() {
+                let sent = s.request.arrival;
+                proptest::prop_assert!(sent >= requests[r].arrival, "sent before it arrived");
+                let in_flight = run.served.iter().filter(|o| o.request.arrival <= sent && sent < o.finished).count() as u64;
+                proptest::prop_assert!(in_flight <= cap, "{in_flight} in flight at {sent:?}, cap {cap}");
+            }
+        }
+    }
+
+    #[test]
     fn requests_too_long_for_the_model_or_the_cache_are_refused_by_name() {
         let long = Request { arrival: Time::ZERO, prompt: 4000, output: 200 };
-        let error = simulate(&[long], engine(1000), &mut LinearTimes, &|| {}).unwrap_err().to_string();
+        let error = simulate(&[long], None, engine(1000), &mut LinearTimes, &|| {}).unwrap_err().to_string();
         assert!(error.contains("--prompt") && error.contains("context of 4096"), "{error}");
         let big = Request { arrival: Time::ZERO, prompt: 200, output: 10 };
-        let error = simulate(&[big], engine(10), &mut LinearTimes, &|| {}).unwrap_err().to_string();
+        let error = simulate(&[big], None, engine(10), &mut LinearTimes, &|| {}).unwrap_err().to_string();
         assert!(error.contains("needs 14 KV blocks") && error.contains("the 10 the GPUs hold"), "{error}");
     }
 

@@ -43,6 +43,9 @@ pub struct Setup {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eager_stack: Option<String>,
     pub arrivals: String,
+    /// Most requests in flight at once; absent: no cap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u64>,
     pub prompt: String,
     pub output: String,
     pub seed: u64,
@@ -490,6 +493,7 @@ mod tests {
             step_overhead_ms: 0.0,
             preemption: "recompute".into(),
             prefill_tp: None,
+            max_concurrency: None,
         }
     }
 

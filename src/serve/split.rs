@@ -21,7 +21,7 @@ use crate::units::Time;
 use super::handoff::MoveTimes;
 use super::iteration::IterationTimes;
 use super::requests::Request;
-use super::{Engine, Group, IterationRecord, Ledger, ServeError, ServiceRun, check_cache, check_fits};
+use super::{Clients, Engine, Group, IterationRecord, Ledger, ServeError, ServiceRun, check_cache, check_fits};
 
 /// The two groups' engines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,8 +67,15 @@ pub struct SplitRun {
     pub handoffs: Vec<Handoff>,
 }
 
-/// Serves `requests` (in arrival order) on a split server.
-pub fn simulate(requests: &[Request], engine: SplitEngine, sources: Sources, progress: &dyn Fn()) -> Result<SplitRun, ServeError> {
+/// Serves `requests` (in arrival order, at most `max_concurrency` in
+/// flight) on a split server.
+pub fn simulate(
+    requests: &[Request],
+    max_concurrency: Option<u64>,
+    engine: SplitEngine,
+    sources: Sources,
+    progress: &dyn Fn(),
+) -> Result<SplitRun, ServeError> {
     check_fits(requests, engine.decode, "--decode-tp")?;
     let prefill_limits = engine.prefill.limits;
     check_cache(requests, prefill_limits, |r| prefill_limits.blocks_for(r.prompt), "--prefill-tp")?;
@@ -83,8 +90,8 @@ pub fn simulate(requests: &[Request], engine: SplitEngine, sources: Sources, pro
     let mut ready: VecDeque<usize> = VecDeque::new();
     let mut moving: VecDeque<usize> = VecDeque::new();
     let mut link_free = Time::ZERO;
+    let mut clients = Clients::new(requests, max_concurrency);
     let mut now = Time::ZERO;
-    let mut arrived = 0;
     loop {
         if prefill.end() == Some(now) {
             for sampled in prefill.finish() {
@@ -96,6 +103,9 @@ pub fn simulate(requests: &[Request], engine: SplitEngine, sources: Sources, pro
         }
         if decode.end() == Some(now) {
             for sampled in decode.finish() {
+                if sampled.finished {
+                    clients.finished(now);
+                }
                 ledger.sampled(sampled, now, progress);
             }
         }
@@ -105,10 +115,9 @@ pub fn simulate(requests: &[Request], engine: SplitEngine, sources: Sources, pro
             prefill.scheduler.release(prefill_limits.blocks_for(prompt));
             decode.scheduler.resume(r, prompt, prompt - 1, output, decode_limits.blocks_for(prompt));
         }
-        while arrived < requests.len() && requests[arrived].arrival <= now {
+        for r in clients.send(now) {
             // The prefill group samples one token, and drops it.
-            prefill.scheduler.arrive(arrived, requests[arrived].prompt, 1);
-            arrived += 1;
+            prefill.scheduler.arrive(r, requests[r].prompt, 1);
         }
         while let Some(&r) = ready.front() {
             let prompt = requests[r].prompt;
@@ -132,9 +141,8 @@ pub fn simulate(requests: &[Request], engine: SplitEngine, sources: Sources, pro
         }
         prefill.start(now, &mut ledger.preemptions)?;
         decode.start(now, &mut ledger.preemptions)?;
-        let next_arrival = requests.get(arrived).map(|r| r.arrival);
         let next_move = moving.front().map(|&r| handoffs[r].arrived);
-        match [next_arrival, prefill.end(), decode.end(), next_move].into_iter().flatten().min() {
+        match [clients.next_send(), prefill.end(), decode.end(), next_move].into_iter().flatten().min() {
             Some(next) => now = next,
             None => break,
         }
@@ -148,7 +156,7 @@ pub fn simulate(requests: &[Request], engine: SplitEngine, sources: Sources, pro
     );
     Ok(SplitRun {
         run: ServiceRun {
-            served: ledger.served(requests),
+            served: ledger.served(&clients),
             iterations: decode.records,
             token_gaps: ledger.token_gaps,
             recomputed: decode.recomputed,
@@ -227,7 +235,23 @@ mod tests {
 
     fn serve_with(requests: &[Request], engine: SplitEngine, mut moves: LinearMoves) -> SplitRun {
         let (mut prefill, mut decode) = (LinearTimes { base: 1000 }, LinearTimes { base: 500 });
-        simulate(requests, engine, Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut moves }, &|| {}).unwrap()
+        simulate(requests, None, engine, Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut moves }, &|| {}).unwrap()
+    }
+
+    #[test]
+    fn a_capped_client_sends_to_the_split_server_as_one_in_flight_finishes() {
+        let at_once = |prompt| Request { arrival: Time::ZERO, prompt, output: 3 };
+        let requests = [at_once(100), at_once(300), at_once(50)];
+        let (mut prefill, mut decode) = (LinearTimes { base: 1000 }, LinearTimes { base: 500 });
+        let mut moves = LinearMoves::default();
+        let sources = Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut moves };
+        let one = simulate(&requests, Some(1), engine(100, 100, 8), sources, &|| {}).unwrap();
+        for (before, after) in one.run.served.iter().zip(&one.run.served[1..]) {
+            assert_eq!(after.request.arrival, before.finished, "sent as the one before finished");
+        }
+        for (served, handoff) in one.run.served.iter().zip(&one.handoffs) {
+            assert!(served.request.arrival < handoff.prefilled, "its prompt computed after it was sent");
+        }
     }
 
     #[test]
@@ -314,9 +338,15 @@ mod tests {
         let long = [Request { arrival: Time::ZERO, prompt: 200, output: 10 }];
         let (mut prefill, mut decode) = (LinearTimes { base: 1 }, LinearTimes { base: 1 });
         let mut run = |engine| {
-            simulate(&long, engine, Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut LinearMoves::default() }, &|| {})
-                .unwrap_err()
-                .to_string()
+            simulate(
+                &long,
+                None,
+                engine,
+                Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut LinearMoves::default() },
+                &|| {},
+            )
+            .unwrap_err()
+            .to_string()
         };
         assert!(run(engine(10, 100, 8)).contains("raise --prefill-tp"));
         assert!(run(engine(100, 13, 8)).contains("needs 14 KV blocks") && run(engine(100, 13, 8)).contains("raise --decode-tp"));
@@ -344,7 +374,7 @@ mod tests {
             let finished = std::cell::Cell::new(0);
             let (mut prefill, mut decode) = (LinearTimes { base: 1000 }, LinearTimes { base: 500 });
             let sources = Sources { prefill: &mut prefill, decode: &mut decode, moves: &mut LinearMoves::default() };
-            let run = simulate(&requests, split, sources, &|| finished.set(finished.get() + 1)).unwrap();
+            let run = simulate(&requests, None, split, sources, &|| finished.set(finished.get() + 1)).unwrap();
             prop_assert_eq!(finished.get(), count, "every request finishes, once");
             let moved: u64 = run.handoffs.iter().map(|h| h.bytes).sum();
             prop_assert_eq!(moved, requests.iter().map(|r| r.prompt * 100).sum::<u64>());

@@ -41,6 +41,8 @@ pub struct RawService {
     pub seed: Option<u64>,
     pub max_num_seqs: Option<u64>,
     pub max_num_batched_tokens: Option<u64>,
+    /// Most requests in flight at once (`icsim serve --max-concurrency`).
+    pub max_concurrency: Option<u64>,
     pub block_size: Option<u64>,
     pub gpu_memory_utilization: Option<f64>,
     /// Host memory a GPU gives swapped blocks (`"4GiB"`); absent: recompute.
@@ -114,6 +116,7 @@ impl Service {
                 lengths: Lengths::Drawn { prompt: parsed("prompt", &raw.prompt, "1024")?, output: parsed("output", &raw.output, "128")? },
                 burstiness,
                 seed: raw.seed.unwrap_or(0),
+                max_concurrency: limit("max_concurrency", raw.max_concurrency, 10_000_000)?,
             },
             engine: EngineSettings {
                 max_num_seqs: limit("max_num_seqs", raw.max_num_seqs, 65_536)?,

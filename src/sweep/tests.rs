@@ -251,6 +251,18 @@ fn a_service_needs_a_rate_and_its_keys_fit_only_a_service() {
     assert!(message.contains("key `serve.prompt`") && message.contains("LOW..HIGH"), "{message}");
     let message = error(&format!("{SERVED}[[axis]]\nkey = \"serve.rate\"\nvalues = [1, -2]"));
     assert!(message.contains("key `axis[0].values[1]`") && message.contains("a number above zero"), "{message}");
+    let message = error(&format!("{SERVED}rate = 2\nmax_concurrency = 0"));
+    assert!(message.contains("key `serve.max_concurrency`"), "{message}");
+}
+
+#[test]
+fn a_services_concurrency_cap_reaches_its_points() {
+    let ttft = |cap: &str| {
+        let sweep = sweep(&format!("{SERVED}rate = 2000\n{cap}[[axis]]\nkey = \"tp\"\nvalues = [4]")).unwrap();
+        run::row(&sweep, &sweep.point(0)).record()["ttft_p99_ms"].as_f64().unwrap()
+    };
+    let (capped, free) = (ttft("max_concurrency = 4\n"), ttft(""));
+    assert!(capped < free, "a cap times each request from when it is sent: {capped} against {free}");
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //! listed times are served, a full cache preempts (and swaps with swap
 //! space), the output folder is written, a server split into prefill and
 //! decode groups reports its KV moves (slower through PCIe and host memory
-//! than over NVSwitch), and bad input is refused by flag with exit code 2.
+//! than over NVSwitch), a concurrency cap holds requests back until others
+//! finish, and bad input is refused by flag with exit code 2.
 
 use serde_json::Value;
 
@@ -160,12 +161,31 @@ fn several_rates_each_serve_as_one_rate_does_and_the_knee_is_the_last_rate_meeti
 }
 
 #[test]
+fn a_concurrency_cap_sends_requests_as_others_finish_and_times_them_from_then() {
+    let capped = |cap: &str| serve_json(&["--requests", "40", "--prompt", "512", "--output", "64", "--max-concurrency", cap]);
+    let (one, eight) = (capped("1"), capped("8"));
+    assert_eq!(one["setup"]["max_concurrency"], 1);
+    assert!(one["setup"]["arrivals"].as_str().unwrap().contains("all at once, at most 1 in flight"), "{}", one["setup"]);
+    // One at a time, every request is served as if alone: its time to the
+    // first token does not grow down the queue, while eight share the GPUs
+    // and serve more requests a second.
+    assert!(ms(&one, "ttft", "p99_ms") < 1.01 * ms(&one, "ttft", "p50_ms"), "{}", one["ttft"]);
+    let rate = |report: &Value| report["throughput"]["requests_per_s"].as_f64().unwrap();
+    assert!(rate(&eight) > 3.0 * rate(&one), "{} against {}", rate(&eight), rate(&one));
+    // Without a cap, a rate can be given with one, as vLLM's benchmark does.
+    let rated = serve_json(&["--requests", "40", "--rate", "50", "--max-concurrency", "2"]);
+    assert!(rated["setup"]["arrivals"].as_str().unwrap().starts_with("Poisson at 50/s, at most 2 in flight"));
+    assert!(serve_json(&["--requests", "40", "--rate", "50"])["setup"].get("max_concurrency").is_none());
+}
+
+#[test]
 fn bad_serving_input_is_refused_by_flag() {
     let inputs = Inputs::new("serve-bad");
     fn with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
         ["serve", "--model", "llama-3.1-70b", "--tp", "8"].into_iter().chain(extra.iter().copied()).collect()
     }
-    refused("no arrivals", &with(&[]), &["--rate", "--at", "--trace"]);
+    refused("no arrivals", &with(&[]), &["--rate", "--at", "--trace", "--max-concurrency"]);
+    refused("a cap of none in flight", &with(&["--max-concurrency", "0"]), &["--max-concurrency"]);
     refused("a rate of 0", &with(&["--rate", "0"]), &["--rate 0"]);
     refused("a negative burstiness", &with(&["--rate", "1", "--burstiness", "0"]), &["--burstiness"]);
     refused("a bad length", &with(&["--rate", "1", "--prompt", "10..2"]), &["--prompt", "LOW..HIGH"]);
