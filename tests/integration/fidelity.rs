@@ -751,7 +751,17 @@ struct PublicTable {
     counts: bool,
 }
 
+/// A table whose rows are all one series, predicted with `transport`.
+const fn table(file: &'static str, topology: &'static str, transport: &'static str, counts: bool) -> PublicTable {
+    PublicTable { file, topology, transport, rows: None, counts }
+}
+
 impl PublicTable {
+    /// Only the rows written with `transport` on `ranks` GPUs.
+    const fn rows(self, transport: &'static str, ranks: u32) -> PublicTable {
+        PublicTable { rows: Some((transport, ranks)), ..self }
+    }
+
     /// Whether the predicted series `name` is this table's.
     fn names(&self, name: &str) -> bool {
         name.starts_with(&format!("{}: allreduce {} ", self.file, self.transport))
@@ -760,64 +770,34 @@ impl PublicTable {
 }
 
 const PUBLIC_PCIE: &[PublicTable] = &[
-    PublicTable { file: "rtx5090-8gpu-turin-p2p-patched.txt", topology: "turin-8x5090", transport: "p2p", rows: None, counts: true },
-    PublicTable { file: "rtx5090-4gpu-genoa-shm.txt", topology: "genoa-4x5090", transport: "shm", rows: None, counts: true },
-    PublicTable { file: "rtx4090-8gpu-rome-shm.txt", topology: "rome-8x4090", transport: "shm", rows: None, counts: true },
+    table("rtx5090-8gpu-turin-p2p-patched.txt", "turin-8x5090", "p2p", true),
+    table("rtx5090-4gpu-genoa-shm.txt", "genoa-4x5090", "shm", true),
+    table("rtx4090-8gpu-rome-shm.txt", "rome-8x4090", "shm", true),
     // Not logged. Its calls up to 32 KiB take what the same host's SHM
     // table's take (38.82 against 38.83 us at 8 B), and NCCL from 2.23 keeps
     // P2P on AMD hosts to pairs under one PCIe switch once there are more
     // than two GPUs (paths.cc): SHM. Predicted as the post assumed, P2P, too.
-    PublicTable { file: "rtx4090-8gpu-rome-p2p-patched.txt", topology: "rome-8x4090", transport: "shm", rows: None, counts: true },
-    PublicTable { file: "rtx4090-8gpu-rome-p2p-patched.txt", topology: "rome-8x4090", transport: "p2p", rows: None, counts: false },
-    PublicTable { file: "rtx4090-6gpu-tinybox-p2p-patched.txt", topology: "rome-6x4090", transport: "p2p", rows: None, counts: true },
-    PublicTable {
-        file: "h100pcie-2gpu-nvlink-bridge.txt",
-        topology: "h100pcie-bridged-pair",
-        transport: "nvlink",
-        rows: None,
-        counts: true,
-    },
-    PublicTable { file: "wrx90-8x6000-cpayne-p2p.jsonl", topology: "wrx90-8x6000", transport: "p2p", rows: None, counts: true },
+    table("rtx4090-8gpu-rome-p2p-patched.txt", "rome-8x4090", "shm", true),
+    table("rtx4090-8gpu-rome-p2p-patched.txt", "rome-8x4090", "p2p", false),
+    table("rtx4090-6gpu-tinybox-p2p-patched.txt", "rome-6x4090", "p2p", true),
+    table("h100pcie-2gpu-nvlink-bridge.txt", "h100pcie-bridged-pair", "nvlink", true),
+    table("wrx90-8x6000-cpayne-p2p.jsonl", "wrx90-8x6000", "p2p", true),
     // Not logged; the post installs the P2P driver and tests for P2P. On an
     // AMD host NCCL from 2.23 would keep four GPUs on separate root ports to
     // SHM (paths.cc), and the NCCL version is not stated: SHM is reported too.
-    PublicTable { file: "rtx4090-4gpu-pptest-p2p-patched.txt", topology: "pptest-4x4090", transport: "p2p", rows: None, counts: true },
-    PublicTable { file: "rtx4090-4gpu-pptest-p2p-patched.txt", topology: "pptest-4x4090", transport: "shm", rows: None, counts: false },
-    PublicTable { file: "v100pcie-4gpu-bessemer-p2p.txt", topology: "bessemer-4xv100", transport: "p2p", rows: None, counts: true },
-    PublicTable { file: "l40s-4gpu-farmshare-shm.txt", topology: "farmshare-4xl40s", transport: "shm", rows: None, counts: true },
+    table("rtx4090-4gpu-pptest-p2p-patched.txt", "pptest-4x4090", "p2p", true),
+    table("rtx4090-4gpu-pptest-p2p-patched.txt", "pptest-4x4090", "shm", false),
+    table("v100pcie-4gpu-bessemer-p2p.txt", "bessemer-4xv100", "p2p", true),
+    table("l40s-4gpu-farmshare-shm.txt", "farmshare-4xl40s", "shm", true),
     // The ASUS ESC8000A-E13P's p2pmark tables: four GPUs of socket 0 as NCCL
     // chose by default (P2P within a logical switch, SHM across: its log
     // lines) and with NCCL_P2P_LEVEL=SYS, and all eight by default, whose
     // P2P prediction is reported, not counted (README.md there).
-    PublicTable {
-        file: "esc8000a-8x6000-p2pmark.jsonl",
-        topology: "esc8000a-8x6000",
-        transport: "auto",
-        rows: Some(("auto", 4)),
-        counts: true,
-    },
-    PublicTable {
-        file: "esc8000a-8x6000-p2pmark.jsonl",
-        topology: "esc8000a-8x6000",
-        transport: "p2p",
-        rows: Some(("p2p", 4)),
-        counts: true,
-    },
-    PublicTable {
-        file: "esc8000a-8x6000-p2pmark.jsonl",
-        topology: "esc8000a-8x6000",
-        transport: "auto",
-        rows: Some(("auto", 8)),
-        counts: true,
-    },
-    PublicTable {
-        file: "esc8000a-8x6000-p2pmark.jsonl",
-        topology: "esc8000a-8x6000",
-        transport: "p2p",
-        rows: Some(("auto", 8)),
-        counts: false,
-    },
-    PublicTable { file: "trx40-2x6000-p2p.jsonl", topology: "trx40-2x6000", transport: "p2p", rows: None, counts: true },
+    table("esc8000a-8x6000-p2pmark.jsonl", "esc8000a-8x6000", "auto", true).rows("auto", 4),
+    table("esc8000a-8x6000-p2pmark.jsonl", "esc8000a-8x6000", "p2p", true).rows("p2p", 4),
+    table("esc8000a-8x6000-p2pmark.jsonl", "esc8000a-8x6000", "auto", true).rows("auto", 8),
+    table("esc8000a-8x6000-p2pmark.jsonl", "esc8000a-8x6000", "p2p", false).rows("auto", 8),
+    table("trx40-2x6000-p2p.jsonl", "trx40-2x6000", "p2p", true),
 ];
 
 /// Every public PCIe table predicted on its machine, each series named by
