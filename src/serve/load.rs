@@ -167,10 +167,7 @@ pub fn describe(
         tp,
         stack: run.stack.to_string(),
         eager_stack: settings.eager_stack(run.stack).map(|stack| stack.to_string()),
-        arrivals: match load.max_concurrency {
-            Some(cap) => format!("{}, at most {cap} in flight", describe_arrivals(arrivals)),
-            None => describe_arrivals(arrivals),
-        },
+        arrivals: describe_arrivals(arrivals, load.max_concurrency),
         max_concurrency: load.max_concurrency,
         prompt,
         output,
@@ -352,13 +349,17 @@ impl Load {
     }
 }
 
-/// Arrivals in words: "Poisson at 6/s".
-pub fn describe_arrivals(arrivals: &Arrivals) -> String {
-    match arrivals {
+/// Arrivals in words, with the clients' cap: "Poisson at 6/s, at most 8 in flight".
+fn describe_arrivals(arrivals: &Arrivals, max_concurrency: Option<u64>) -> String {
+    let arriving = match arrivals {
         Arrivals::Rate { per_second, burstiness } if *burstiness == 1.0 => format!("Poisson at {per_second}/s"),
         Arrivals::Rate { per_second, burstiness } => format!("gamma at {per_second}/s, burstiness {burstiness}"),
         Arrivals::At(times) if times.iter().all(|&t| t == Time::ZERO) => "all at once".into(),
         Arrivals::At(_) => "at listed times".into(),
+    };
+    match max_concurrency {
+        Some(cap) => format!("{arriving}, at most {cap} in flight"),
+        None => arriving,
     }
 }
 

@@ -156,7 +156,7 @@ pub struct Engine {
 /// Without a cap a request is sent when it arrives; with one (`vllm bench
 /// serve --max-concurrency`) at most that many are in flight, and a request
 /// arriving while they are is sent when one of them finishes.
-pub struct Clients<'r> {
+struct Clients<'r> {
     requests: &'r [Request],
     /// The first request not sent yet.
     next: usize,
@@ -168,13 +168,13 @@ pub struct Clients<'r> {
 
 impl<'r> Clients<'r> {
     /// The clients of `requests` (in arrival order), at most `cap` in flight.
-    pub fn new(requests: &'r [Request], cap: Option<u64>) -> Clients<'r> {
+    fn new(requests: &'r [Request], cap: Option<u64>) -> Clients<'r> {
         let free = cap.map(|cap| vec![Time::ZERO; cap.min(requests.len() as u64) as usize].into());
         Clients { requests, next: 0, free, sent: vec![Time::ZERO; requests.len()] }
     }
 
     /// The requests sent by `now` that were not sent before, in order.
-    pub fn send(&mut self, now: Time) -> Range<usize> {
+    fn send(&mut self, now: Time) -> Range<usize> {
         let first = self.next;
         while let Some(request) = self.requests.get(self.next).filter(|r| r.arrival <= now) {
             let freed = match &mut self.free {
@@ -192,7 +192,7 @@ impl<'r> Clients<'r> {
 
     /// When the next request is sent, unless it waits for one in flight to
     /// finish (or none is left).
-    pub fn next_send(&self) -> Option<Time> {
+    fn next_send(&self) -> Option<Time> {
         let request = self.requests.get(self.next)?;
         match &self.free {
             Some(free) => free.front().map(|&freed| request.arrival.max(freed)),
@@ -201,7 +201,7 @@ impl<'r> Clients<'r> {
     }
 
     /// A request finished at `now`: its place in flight is free.
-    pub fn finished(&mut self, now: Time) {
+    fn finished(&mut self, now: Time) {
         if let Some(free) = &mut self.free {
             free.push_back(now);
         }
