@@ -68,10 +68,10 @@ pub fn run(server: &Server, load: &Load, rates: &[f64], slo: Slo, per_gpu: Optio
     let served: Vec<Result<LoadPoint, LoadError>> = rates
         .par_iter()
         .map(|&rate| {
-            let arrivals = Arrivals::rate(rate, load.burstiness)?;
-            let requests = load.requests(rate)?;
+            let arrivals = load.arrivals(Some(rate))?;
+            let requests = load.requests(Some(rate))?;
             let (report, _) = server.serve(&requests, Terms { load, arrivals: &arrivals, slo, per_gpu }, &|| bar.inc(1))?;
-            Ok(LoadPoint::of(rate, &report, slo))
+            Ok(LoadPoint::of(Some(rate), &report, slo))
         })
         .collect();
     bar.finish_and_clear();
@@ -169,7 +169,7 @@ fn chart(report: &LoadReport) -> Curves {
     let rows = &report.rates;
     let curve = |name: &str, colour: usize, value: fn(&LoadPoint) -> Option<f64>| Curve {
         name: name.into(),
-        points: rows.iter().filter_map(|r| Some((r.point.rate, value(&r.point)?))).collect(),
+        points: rows.iter().filter_map(|r| Some((r.point.rate?, value(&r.point)?))).collect(),
         reference: false,
         colour,
     };
@@ -191,12 +191,13 @@ fn chart(report: &LoadReport) -> Curves {
             .iter()
             .filter_map(|&(_, _, colour)| {
                 let point = &knee.point;
-                Some((point.rate, if colour == 1 { point.ttft_p99_ms } else { point.tpot_p50_ms? }, colour))
+                Some((point.rate?, if colour == 1 { point.ttft_p99_ms } else { point.tpot_p50_ms? }, colour))
             })
             .collect(),
         None => Vec::new(),
     };
-    let (low, high) = (rows.first().map_or(1.0, |r| r.point.rate), rows.last().map_or(1.0, |r| r.point.rate));
+    let offered = |row: Option<&Row>| row.and_then(|r| r.point.rate).unwrap_or(1.0);
+    let (low, high) = (offered(rows.first()), offered(rows.last()));
     Curves {
         title: format!("Latency against load: {} on {}, TP={}, {}", s.model, s.topology, s.tp, s.transport),
         x_label: "offered load (requests/s)".into(),

@@ -263,7 +263,7 @@ fn requests_of(args: &ServeArgs) -> Result<(Arrivals, Lengths, usize)> {
                 Lengths::Listed(rows) => Some(rows.len()),
                 Lengths::Drawn { .. } => None,
             });
-            Arrivals::At(vec![Time::ZERO; args.requests.map(|n| n as usize).or(listed).unwrap_or(DEFAULT_REQUESTS as usize)])
+            Arrivals::all_at_once(args.requests.map(|n| n as usize).or(listed).unwrap_or(DEFAULT_REQUESTS as usize))
         }
         (None, None, None) => {
             let trace_hint = if args.trace.is_some() { " (the trace has no timestamps)" } else { "" };

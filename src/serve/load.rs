@@ -343,9 +343,22 @@ pub struct Load {
 }
 
 impl Load {
-    /// The requests of this load at `rate` a second.
-    pub fn requests(&self, rate: f64) -> Result<Vec<Request>, requests::RequestError> {
-        Ok(requests::generate(&Arrivals::rate(rate, self.burstiness)?, &self.lengths, self.count, self.seed))
+    /// When this load's requests arrive: at `rate` a second, or, with no
+    /// rate under a client cap, all at once.
+    pub fn arrivals(&self, rate: Option<f64>) -> Result<Arrivals, requests::RequestError> {
+        match (rate, self.max_concurrency) {
+            (Some(rate), _) => Arrivals::rate(rate, self.burstiness),
+            (None, Some(_)) => Ok(Arrivals::all_at_once(self.count)),
+            (None, None) => Err(requests::RequestError::Invalid {
+                key: "--rate",
+                message: "none given: give a rate, or a client cap to send every request at once under it".into(),
+            }),
+        }
+    }
+
+    /// The requests of this load at `rate` a second (see `arrivals`).
+    pub fn requests(&self, rate: Option<f64>) -> Result<Vec<Request>, requests::RequestError> {
+        Ok(requests::generate(&self.arrivals(rate)?, &self.lengths, self.count, self.seed))
     }
 }
 
@@ -379,8 +392,9 @@ impl Load {
 /// What a service amounts to at one offered rate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadPoint {
-    /// Offered, requests a second.
-    pub rate: f64,
+    /// Offered, requests a second; none where every request arrived at
+    /// once, a client cap sending them.
+    pub rate: Option<f64>,
     pub ttft_p50_ms: f64,
     pub ttft_p90_ms: f64,
     pub ttft_p99_ms: f64,
@@ -406,7 +420,7 @@ pub struct LoadPoint {
 
 impl LoadPoint {
     /// Of `report`, a service offered `rate` requests a second, judged by `slo`.
-    pub fn of(rate: f64, report: &ServeReport, slo: Slo) -> LoadPoint {
+    pub fn of(rate: Option<f64>, report: &ServeReport, slo: Slo) -> LoadPoint {
         let usd_per_hour = report.cost.map(|c| c.usd_per_gpu_hour * f64::from(report.setup.gpus()));
         let tpot = report.tpot;
         let within = |limit: Option<Time>, value: Option<f64>| limit.is_none_or(|limit| value.is_none_or(|v| v <= limit.as_ms()));
@@ -428,7 +442,7 @@ impl LoadPoint {
             comm_share: report.iterations.comm_share,
             usd_per_hour,
             usd_per_million_output_tokens: report.cost.and_then(|c| c.usd_per_million_output_tokens),
-            rate_per_usd_hour: usd_per_hour.filter(|usd| *usd > 0.0).map(|usd| rate / usd),
+            rate_per_usd_hour: rate.zip(usd_per_hour.filter(|usd| *usd > 0.0)).map(|(rate, usd)| rate / usd),
             meets_slo: (slo.ttft.is_some() || slo.tpot.is_some())
                 .then(|| within(slo.ttft, Some(report.ttft.p99_ms)) && within(slo.tpot, tpot.map(|t| t.p50_ms))),
         }
@@ -499,8 +513,8 @@ mod tests {
             .map(|rate| {
                 let arrivals = Arrivals::rate(rate, 1.0).unwrap();
                 let terms = Terms { load: &load, arrivals: &arrivals, slo, per_gpu: None };
-                let (report, _) = server.serve(&load.requests(rate).unwrap(), terms, &|| {}).unwrap();
-                LoadPoint::of(rate, &report, slo)
+                let (report, _) = server.serve(&load.requests(Some(rate)).unwrap(), terms, &|| {}).unwrap();
+                LoadPoint::of(Some(rate), &report, slo)
             })
             .collect();
         assert!(points[1].ttft_p99_ms > 10.0 * points[0].ttft_p99_ms, "{points:?}");

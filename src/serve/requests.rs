@@ -50,6 +50,12 @@ impl Arrivals {
         Ok(Arrivals::Rate { per_second, burstiness })
     }
 
+    /// `count` requests arriving together, as `vllm bench serve` sends
+    /// them at its default rate: a client cap decides when each is sent.
+    pub fn all_at_once(count: usize) -> Arrivals {
+        Arrivals::At(vec![Time::ZERO; count])
+    }
+
     /// Arrival times in seconds, as listed (sorted; the earliest need not
     /// be 0).
     pub fn at_seconds(seconds: &[f64], key: &'static str) -> Result<Arrivals, RequestError> {

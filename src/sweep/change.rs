@@ -66,6 +66,8 @@ pub enum ServeKey {
     Rate,
     MaxNumSeqs,
     MaxNumBatchedTokens,
+    /// The clients' cap on requests in flight.
+    MaxConcurrency,
     /// The server split into prefill and decode groups, or not.
     Split,
 }
@@ -115,6 +117,7 @@ const NAMED: &[(Key, &str, Kind, &str)] = &[
         Kind::Count { min: 1, max: 1_048_576 },
         "token budget of an iteration",
     ),
+    (Key::Serve(ServeKey::MaxConcurrency), "serve.max_concurrency", Kind::Count { min: 1, max: 10_000_000 }, "most requests in flight"),
     (Key::Serve(ServeKey::Split), "serve.split", Kind::Text, "prefill + decode TP, or none"),
 ];
 
@@ -152,8 +155,9 @@ pub fn short_words(key: &str) -> String {
 const PARTS: [&str; 10] = ["nvlink", "nvswitch", "pcie", "pcie_switch", "nvme", "storage", "host", "gpu", "compute", "protocol"];
 
 /// Segments that read better as other words, and words written in capitals.
-const SEGMENTS: [(&str, &str); 4] = [
+const SEGMENTS: [(&str, &str); 5] = [
     ("max_num_seqs", "max sequences"),
+    ("max_concurrency", "max concurrency"),
     ("max_num_batched_tokens", "max batched tokens"),
     ("prompt", "prompt tokens"),
     ("output", "generated tokens"),

@@ -147,9 +147,12 @@ impl Sweep {
             .collect();
         serving::check_keys(service.as_ref(), &keys, path)?;
         let mut raw_goal = raw.goal.clone().unwrap_or_default();
-        if service.is_some() && raw_goal.minimize.is_none() && raw_goal.maximize.is_none() {
-            // A service is judged by the load it takes for its price.
-            raw_goal.maximize = Some("rate_per_usd_hour".into());
+        if let Some(service) = &service
+            && raw_goal.minimize.is_none()
+            && raw_goal.maximize.is_none()
+        {
+            let (metric, maximize) = serving::default_objective(service, &keys);
+            if maximize { raw_goal.maximize = Some(metric.into()) } else { raw_goal.minimize = Some(metric.into()) }
         }
         let goal = Goal::new(&raw_goal, path)?;
         let cost = CostModel::load(raw.cost.as_ref(), path, "cost.")?;

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::axes::Shard;
 use super::figures::RawPlot;
-use super::goal::{Goal, Metric, RawGoal};
+use super::goal::{Goal, Measured, Metric, RawGoal};
 use super::row::{Outcome, SweepRow};
 use super::{LABEL, Sweep};
 use crate::report::{self, Format, Record};
@@ -280,7 +280,10 @@ pub fn summary(manifest: &Manifest, rows: &[SweepRow], goal: &Goal) -> String {
     };
     let wanted = metrics.iter().copied().chain(goal.constraints.iter().map(|c| c.metric)).chain([goal.objective]);
     for metric in wanted {
-        if !fields.iter().any(|f| f == metric.name()) {
+        // A column no ranked row has (a rate per dollar where no rate was
+        // offered) says nothing.
+        let empty = ranked.iter().all(|row| row.metric(metric).is_none());
+        if !empty && !fields.iter().any(|f| f == metric.name()) {
             fields.push(metric.name().to_string());
         }
     }

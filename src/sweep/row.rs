@@ -41,7 +41,8 @@ pub enum Outcome {
     /// and its storage results as (column, value) in order (where the base
     /// has `[storage]`).
     Query { mode: Box<ModeRow>, economics: Economics, storage: Vec<(String, Value)> },
-    /// A service at the point's offered rate.
+    /// A service at the point's offered rate, or all at once under its
+    /// clients' cap.
     Service { setup: ServiceSetup, load: LoadPoint, cost_error: Option<String> },
 }
 
@@ -222,7 +223,7 @@ pub fn query_metric(mode: &ModeRow, economics: &Economics, metric: Metric) -> Op
 fn service_metric(setup: &ServiceSetup, load: &LoadPoint, metric: Metric) -> Option<f64> {
     use Metric::*;
     match metric {
-        Rate => Some(load.rate),
+        Rate => load.rate,
         TtftP50Ms => Some(load.ttft_p50_ms),
         TtftP90Ms => Some(load.ttft_p90_ms),
         TtftP99Ms => Some(load.ttft_p99_ms),

@@ -1,8 +1,9 @@
 //! Sweeps whose workload is a service: the `[serve]` table (how many
 //! requests, their lengths, the engine's limits, objectives for goodput,
-//! a rate), the `serve.*` keys a point may change, and one point's row: the
-//! base experiment with the point's changes serving the requests at the
-//! point's rate (`serve::load`), priced by the sweep's cost model. The
+//! a rate or a client cap), the `serve.*` keys a point may change, and one
+//! point's row: the base experiment with the point's changes serving the
+//! requests at the point's rate, or all at once under its cap
+//! (`serve::load`), priced by the sweep's cost model. The
 //! highest rate meeting an objective is searched on a grid: `serve.rate` is
 //! an axis like any other, so the rates of every configuration run in
 //! parallel and in shards as other points do, and the summary reads each
@@ -19,7 +20,7 @@ use super::row::{Outcome, ServiceSetup};
 use crate::config::{ConfigError, ConfigResult, check_range};
 use crate::serve::groups::SplitPlan;
 use crate::serve::load::{EngineSettings, Load, LoadError, LoadPoint, Server, Terms};
-use crate::serve::requests::{Arrivals, Length, Lengths};
+use crate::serve::requests::{Length, Lengths};
 use crate::serve::results::Slo;
 use crate::units::{Bytes, Time};
 use crate::workload::experiment::Experiment;
@@ -134,13 +135,14 @@ impl Service {
         })
     }
 
-    /// The service with a point's `serve.*` changes: its rate, engine and
-    /// split.
-    fn changed(&self, changes: &[&Change]) -> (Option<f64>, EngineSettings, Option<SplitPlan>) {
-        let (mut rate, mut engine, mut split) = (self.rate, self.engine.clone(), self.split.clone());
+    /// The service with a point's `serve.*` changes: its rate, load (the
+    /// clients' cap), engine and split.
+    fn changed(&self, changes: &[&Change]) -> (Option<f64>, Load, EngineSettings, Option<SplitPlan>) {
+        let (mut rate, mut load, mut engine, mut split) = (self.rate, self.load.clone(), self.engine.clone(), self.split.clone());
         for change in changes {
             match (&change.key, &change.value) {
                 (Key::Serve(ServeKey::Rate), Changed::Number(r)) => rate = Some(*r),
+                (Key::Serve(ServeKey::MaxConcurrency), Changed::Count(n)) => load.max_concurrency = Some(*n),
                 (Key::Serve(ServeKey::MaxNumSeqs), Changed::Count(n)) => engine.max_num_seqs = Some(*n),
                 (Key::Serve(ServeKey::MaxNumBatchedTokens), Changed::Count(n)) => engine.max_num_batched_tokens = Some(*n),
                 (Key::Serve(ServeKey::Split), Changed::Text(text)) => {
@@ -149,12 +151,13 @@ impl Service {
                 _ => {}
             }
         }
-        (rate, engine, split)
+        (rate, load, engine, split)
     }
 }
 
 /// Refuses keys that do not fit the sweep's workload: `serve.*` without a
-/// `[serve]` table, a query's keys with one, and a service without a rate.
+/// `[serve]` table, a query's keys with one, and a service with neither a
+/// rate nor a client cap (under which every request arrives at once).
 /// `keys` are the sweep's axis and point keys with where each is written.
 pub fn check_keys(service: Option<&Service>, keys: &[(String, Key)], path: &Path) -> ConfigResult<()> {
     for (at, key) in keys {
@@ -176,22 +179,53 @@ pub fn check_keys(service: Option<&Service>, keys: &[(String, Key)], path: &Path
             _ => {}
         }
     }
-    let rated = keys.iter().any(|(_, key)| *key == Key::Serve(ServeKey::Rate));
-    if service.is_some_and(|s| s.rate.is_none()) && !rated {
+    if service.is_some_and(|service| offered(service, keys) == Offered::Neither) {
         return Err(ConfigError::invalid(
             path,
             "serve.rate",
-            "the service has no rate: give rate = R in [serve], or an axis of serve.rate to find the highest that meets the goal",
+            "the service has no rate: give rate = R in [serve], an axis of serve.rate to find the highest that meets the goal, \
+             or a client cap (max_concurrency, or an axis of serve.max_concurrency) to send every request at once under it",
         ));
     }
     Ok(())
 }
 
+/// How a service's requests are offered across a sweep's points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Offered {
+    /// At a rate (in `[serve]`, or a `serve.rate` key).
+    AtRates,
+    /// Only all at once under a client cap.
+    AllAtOnce,
+    Neither,
+}
+
+fn offered(service: &Service, keys: &[(String, Key)]) -> Offered {
+    let varied = |wanted: ServeKey| keys.iter().any(|(_, key)| *key == Key::Serve(wanted));
+    if service.rate.is_some() || varied(ServeKey::Rate) {
+        Offered::AtRates
+    } else if service.load.max_concurrency.is_some() || varied(ServeKey::MaxConcurrency) {
+        Offered::AllAtOnce
+    } else {
+        Offered::Neither
+    }
+}
+
+/// What a service is judged by when the goal does not say: the load it
+/// takes for its price where requests come at a rate (`rate_per_usd_hour`,
+/// maximized); all at once under a cap, where no rate is offered, what an
+/// output token costs (`usd_per_million_output_tokens`, minimized).
+pub fn default_objective(service: &Service, keys: &[(String, Key)]) -> (&'static str, bool) {
+    match offered(service, keys) {
+        Offered::AllAtOnce => ("usd_per_million_output_tokens", false),
+        Offered::AtRates | Offered::Neither => ("rate_per_usd_hour", true),
+    }
+}
+
 /// What `experiment` serving `service` with `changes` yields, priced by
 /// `cost`; or why the service cannot run.
 pub fn serve(experiment: &Experiment, service: &Service, changes: &[&Change], cost: &CostModel) -> Result<Outcome, String> {
-    let (rate, engine, split) = service.changed(changes);
-    let rate = rate.expect("a serving sweep has a rate (checked when it is read)");
+    let (rate, load, engine, split) = service.changed(changes);
     let bill = Bill::of(&experiment.modes[0].topology);
     let (per_gpu, cost_error) = match cost.per_gpu(&bill) {
         Ok(per_gpu) => (Some(per_gpu), None),
@@ -202,9 +236,9 @@ pub fn serve(experiment: &Experiment, service: &Service, changes: &[&Change], co
         Some(plan) => Server::split(experiment, &engine, plan),
     };
     let outcome = server.and_then(|server| {
-        let requests = service.load.requests(rate)?;
-        let arrivals = Arrivals::rate(rate, service.load.burstiness)?;
-        let terms = Terms { load: &service.load, arrivals: &arrivals, slo: service.slo, per_gpu };
+        let arrivals = load.arrivals(rate)?;
+        let requests = load.requests(rate)?;
+        let terms = Terms { load: &load, arrivals: &arrivals, slo: service.slo, per_gpu };
         Ok(server.serve(&requests, terms, &|| {})?.0)
     });
     match outcome {

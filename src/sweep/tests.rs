@@ -241,6 +241,7 @@ const SERVED: &str = "[serve]\nrequests = 40\nprompt = \"200..600\"\noutput = \"
 fn a_service_needs_a_rate_and_its_keys_fit_only_a_service() {
     let message = error(&format!("{SERVED}[[axis]]\nkey = \"tp\"\nvalues = [2, 4]"));
     assert!(message.contains("key `serve.rate`") && message.contains("axis of serve.rate"), "{message}");
+    assert!(message.contains("axis of serve.max_concurrency"), "{message}");
     let message = error("[[axis]]\nkey = \"serve.rate\"\nvalues = [1, 2]");
     assert!(message.contains("key `axis[0].key`") && message.contains("add a [serve] table"), "{message}");
     let message = error(&format!("{SERVED}rate = 2\n[[point]]\nquery.prompt = 100"));
@@ -263,6 +264,25 @@ fn a_services_concurrency_cap_reaches_its_points() {
     };
     let (capped, free) = (ttft("max_concurrency = 4\n"), ttft(""));
     assert!(capped < free, "a cap times each request from when it is sent: {capped} against {free}");
+}
+
+#[test]
+fn a_concurrency_axis_without_a_rate_sends_every_request_at_once_under_each_cap() {
+    let sweep = sweep(&format!("{SERVED}[[axis]]\nkey = \"serve.max_concurrency\"\nvalues = [1, 40]")).unwrap();
+    assert_eq!(sweep.goal.objective, Metric::UsdPerMillionOutputTokens, "no rate: judged by what a token costs");
+    assert!(!sweep.goal.maximize);
+    let typed: Vec<SweepRow> = (0..2).map(|i| run::row(&sweep, &sweep.point(i))).collect();
+    let rows: Vec<Record> = typed.iter().map(SweepRow::record).collect();
+    for (row, record) in typed.iter().zip(&rows) {
+        assert!(record["error"].is_null(), "{record:?}");
+        assert!(record["rate"].is_null() && record["rate_per_usd_hour"].is_null(), "no offered rate: {record:?}");
+        assert_eq!(SweepRow::read(record.clone(), &sweep.columns).as_ref(), Ok(row), "a capped service's row reads back as written");
+    }
+    let ttft = |row: &Record| row["ttft_p99_ms"].as_f64().unwrap();
+    let served = |row: &Record| row["requests_per_s"].as_f64().unwrap();
+    // One in flight: each request alone; forty: all of them at once.
+    assert!(ttft(&rows[0]) < ttft(&rows[1]), "{} against {}", ttft(&rows[0]), ttft(&rows[1]));
+    assert!(served(&rows[0]) < served(&rows[1]), "{} against {}", served(&rows[0]), served(&rows[1]));
 }
 
 #[test]

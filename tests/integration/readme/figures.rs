@@ -683,6 +683,43 @@ fn readme_serving_load_and_sweep_prose_match_their_results() {
     check(&quotes);
 }
 
+#[test]
+fn readme_serving_concurrency_prose_matches_its_sweep() {
+    const FROM: &str = "plots/sweeps/serve-concurrency/results.csv";
+    let rows = csv(FROM);
+    let at = |topology: &str, cap: &str| row(&rows, FROM, &[("topology", topology), ("serve.max_concurrency", cap)]).clone();
+    let (hgx, hgx_full, pcie, pcie_over) =
+        (at("hgx-h200", "64"), at("hgx-h200", "256"), at("pcie-gen5-8gpu", "16"), at("pcie-gen5-8gpu", "64"));
+    let texts = [
+        format!(
+            "64 in flight keep the p50 TPOT at {:.2} ms ({:.2} requests a second, ${:.2} a million output tokens) and 256 take it to {:.2} ms",
+            num(&hgx, "tpot_p50_ms"),
+            num(&hgx, "requests_per_s"),
+            num(&hgx, "usd_per_million_output_tokens"),
+            num(&hgx_full, "tpot_p50_ms")
+        ),
+        format!(
+            "16 in flight already take it to {:.2} ms ({:.2} requests a second, ${:.2} a million) and 64 to {:.2} ms, with {} of every iteration spent in allreduces",
+            num(&pcie, "tpot_p50_ms"),
+            num(&pcie, "requests_per_s"),
+            num(&pcie, "usd_per_million_output_tokens"),
+            num(&pcie_over, "tpot_p50_ms"),
+            percent(num(&pcie_over, "comm_share"))
+        ),
+        format!(
+            "best, at 16, costs {:.1} times as much",
+            num(&pcie, "usd_per_million_output_tokens") / num(&hgx, "usd_per_million_output_tokens")
+        ),
+    ];
+    let pcie_best = rows
+        .iter()
+        .filter(|r| r["topology"] == "pcie-gen5-8gpu" && r["meets_goal"] == "true")
+        .min_by(|a, b| num(a, "usd_per_million_output_tokens").total_cmp(&num(b, "usd_per_million_output_tokens")));
+    assert_eq!(pcie_best.map(|r| r["point"].clone()), Some(pcie["point"].clone()), "{FROM}: the page says the PCIe box's best is at 16");
+    assert_eq!(row(&rows, FROM, &[("rank", "1")])["point"], hgx["point"], "{FROM}: the cheapest token within 50 ms is the HGX's at 64");
+    check(&texts.map(|text| quote("docs/serving.md", FROM, text)));
+}
+
 /// The knee docs/serving.md's `--rates` table shows (readme.rs holds the
 /// table to its run, row by row) and the rate of the list after it.
 fn knee_of_the_shown_rates() -> (String, String) {
