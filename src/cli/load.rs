@@ -78,12 +78,7 @@ pub fn run(server: &Server, load: &Load, rates: &[f64], slo: Slo, per_gpu: Optio
     let points = served.into_iter().collect::<Result<Vec<LoadPoint>, LoadError>>()?;
     let knee = load::knee(points.iter().map(|p| p.meets_slo == Some(true)));
     let mut setup = server.setup(load, &Arrivals::rate(rates[0], load.burstiness)?);
-    let listed = rates.iter().map(f64::to_string).collect::<Vec<_>>().join(", ");
-    setup.arrivals = if load.burstiness == 1.0 {
-        format!("Poisson at {listed}/s")
-    } else {
-        format!("gamma at {listed}/s, burstiness {}", load.burstiness)
-    };
+    setup.arrivals = load::describe_rates(rates, load.burstiness, load.max_concurrency);
     let report = LoadReport {
         setup,
         requests: load.count as u64,

@@ -365,11 +365,23 @@ impl Load {
 /// Arrivals in words, with the clients' cap: "Poisson at 6/s, at most 8 in flight".
 fn describe_arrivals(arrivals: &Arrivals, max_concurrency: Option<u64>) -> String {
     let arriving = match arrivals {
-        Arrivals::Rate { per_second, burstiness } if *burstiness == 1.0 => format!("Poisson at {per_second}/s"),
-        Arrivals::Rate { per_second, burstiness } => format!("gamma at {per_second}/s, burstiness {burstiness}"),
+        Arrivals::Rate { per_second, burstiness } => return describe_rates(&[*per_second], *burstiness, max_concurrency),
         Arrivals::At(times) if times.iter().all(|&t| t == Time::ZERO) => "all at once".into(),
         Arrivals::At(_) => "at listed times".into(),
     };
+    with_cap(arriving, max_concurrency)
+}
+
+/// Arrivals at each of `rates` in words, with the clients' cap: "Poisson at
+/// 1, 2/s, at most 8 in flight".
+pub fn describe_rates(rates: &[f64], burstiness: f64, max_concurrency: Option<u64>) -> String {
+    let listed = rates.iter().map(f64::to_string).collect::<Vec<_>>().join(", ");
+    let arriving =
+        if burstiness == 1.0 { format!("Poisson at {listed}/s") } else { format!("gamma at {listed}/s, burstiness {burstiness}") };
+    with_cap(arriving, max_concurrency)
+}
+
+fn with_cap(arriving: String, max_concurrency: Option<u64>) -> String {
     match max_concurrency {
         Some(cap) => format!("{arriving}, at most {cap} in flight"),
         None => arriving,

@@ -176,6 +176,9 @@ fn a_concurrency_cap_sends_requests_as_others_finish_and_times_them_from_then() 
     let rated = serve_json(&["--requests", "40", "--rate", "50", "--max-concurrency", "2"]);
     assert!(rated["setup"]["arrivals"].as_str().unwrap().starts_with("Poisson at 50/s, at most 2 in flight"));
     assert!(serve_json(&["--requests", "40", "--rate", "50"])["setup"].get("max_concurrency").is_none());
+    // At several rates the words list them, and keep the cap.
+    let rates = serve_json(&["--requests", "20", "--rates", "1,2", "--max-concurrency", "2"]);
+    assert_eq!(rates["setup"]["arrivals"], "Poisson at 1, 2/s, at most 2 in flight", "{}", rates["setup"]);
 }
 
 #[test]
