@@ -90,9 +90,12 @@ pub struct ServeArgs {
     trace_time_unit: TimeUnit,
     /// Most requests in flight at once, as `vllm bench serve
     /// --max-concurrency`: a request arriving while they are is sent when
-    /// one finishes, and its latency counts from then.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-    max_concurrency: Option<u64>,
+    /// one finishes, and its latency counts from then. Several caps in
+    /// rising order (1,4,16,64): each served alone, in parallel; latency
+    /// against the cap with the knee, as --rates gives it against the rate.
+    #[arg(long, value_delimiter = ',', num_args = 1.., value_name = "N[,N2,...]",
+          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    max_concurrency: Option<Vec<u64>>,
     /// Seed of the arrivals and lengths drawn.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -193,7 +196,12 @@ pub fn run(args: ServeArgs) -> Result<()> {
         one_stack: args.one_stack,
         graphs: DecodeGraphs::new(args.cuda_graph_sizes.clone(), args.graph_keys),
     };
-    let load = Load { count, lengths, burstiness: args.burstiness, seed: args.seed, max_concurrency: args.max_concurrency };
+    let caps = args.max_concurrency.as_deref().unwrap_or_default();
+    let one_cap = match caps {
+        [cap] => Some(*cap),
+        _ => None,
+    };
+    let load = Load { count, lengths, burstiness: args.burstiness, seed: args.seed, max_concurrency: one_cap };
     let server = match args.tp {
         Some(_) => {
             if let Some(warning) = run.hardware.coverage_warning(run.tp, run.stack) {
@@ -203,9 +211,17 @@ pub fn run(args: ServeArgs) -> Result<()> {
         }
         None => split::server(&args.split, &experiment, &settings)?,
     };
-    if let Some(rates) = &args.rates {
+    let offers = match (&args.rates, caps.len() > 1) {
+        (Some(_), true) => {
+            return Err(BadInput("--rates with several --max-concurrency caps: vary one of them, the other at one value".into()).into());
+        }
+        (Some(rates), false) => Some(super::load::Offers::Rates(rates)),
+        (None, true) => Some(super::load::Offers::Caps { caps, arrivals: &arrivals }),
+        (None, false) => None,
+    };
+    if let Some(offers) = offers {
         let files = super::load::Files { dir: args.out.as_deref(), format };
-        return super::load::run(&server, &load, rates, slo, per_gpu, files);
+        return super::load::run(&server, &load, offers, slo, per_gpu, files);
     }
     let requests = requests::generate(&arrivals, &load.lengths, count, args.seed);
     let bar = progress_bar(requests.len() as u64, "serving {bar:40} {pos}/{len} requests, {elapsed}");

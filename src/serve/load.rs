@@ -381,6 +381,12 @@ pub fn describe_rates(rates: &[f64], burstiness: f64, max_concurrency: Option<u6
     with_cap(arriving, max_concurrency)
 }
 
+/// Arrivals in words under each of several caps: "all at once, at most 1,
+/// 4, 16 in flight".
+pub fn describe_caps(arrivals: &Arrivals, caps: &[u64]) -> String {
+    format!("{}, at most {} in flight", describe_arrivals(arrivals, None), caps.iter().map(u64::to_string).collect::<Vec<_>>().join(", "))
+}
+
 fn with_cap(arriving: String, max_concurrency: Option<u64>) -> String {
     match max_concurrency {
         Some(cap) => format!("{arriving}, at most {cap} in flight"),

@@ -50,6 +50,14 @@ impl Arrivals {
         Ok(Arrivals::Rate { per_second, burstiness })
     }
 
+    /// The rate they arrive at, where they come at one.
+    pub fn per_second(&self) -> Option<f64> {
+        match self {
+            Arrivals::Rate { per_second, .. } => Some(*per_second),
+            Arrivals::At(_) => None,
+        }
+    }
+
     /// `count` requests arriving together, as `vllm bench serve` sends
     /// them at its default rate: a client cap decides when each is sent.
     pub fn all_at_once(count: usize) -> Arrivals {

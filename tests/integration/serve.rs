@@ -182,6 +182,42 @@ fn a_concurrency_cap_sends_requests_as_others_finish_and_times_them_from_then() 
 }
 
 #[test]
+fn several_caps_each_serve_as_one_cap_does_and_the_knee_is_the_most_clients_meeting_the_objectives() {
+    let objectives = ["--slo-ttft", "300ms", "--requests", "60", "--prompt", "512", "--output", "32"];
+    let load = serve_json(&[&["--max-concurrency", "1,4,60"][..], &objectives[..]].concat());
+    assert_eq!(load["setup"]["arrivals"], "all at once, at most 1, 4, 60 in flight", "{}", load["setup"]);
+    let rows = load["rates"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for row in rows {
+        let cap = row["max_concurrency"].as_u64().unwrap().to_string();
+        let alone = serve_json(&[&["--max-concurrency", cap.as_str()][..], &objectives[..]].concat());
+        assert_eq!(row["ttft_p99_ms"], alone["ttft"]["p99_ms"], "at most {cap}");
+        assert_eq!(row["tpot_p50_ms"], alone["tpot"]["p50_ms"], "at most {cap}");
+        assert!(row["rate"].is_null() && row["rate_per_usd_hour"].is_null(), "all at once: no rate offered");
+    }
+    let met: Vec<bool> = rows.iter().map(|r| r["meets_slo"] == true).collect();
+    assert!(met[0] && !met[2], "one at a time meets it, all sixty at once do not: {met:?}");
+    let knee = met.iter().take_while(|m| **m).count() - 1;
+    assert_eq!(load["knee_max_concurrency"], rows[knee]["max_concurrency"]);
+    assert!(load["knee_rate"].is_null());
+    let table = succeeded(&icsim(
+        &[&["serve", "--model", "llama-3.1-8b", "--tp", "1", "--max-concurrency", "1,4,60"][..], &objectives[..]].concat(),
+    ));
+    let knee_line = format!("knee: {} in flight, the most clients with p99 TTFT within 300 ms", rows[knee]["max_concurrency"]);
+    assert!(table.contains(&knee_line) && !table.contains("rate_per_usd_hour"), "{table}");
+    refused(
+        "falling caps",
+        &serve(&["--max-concurrency", "4,2"]).iter().map(String::as_str).collect::<Vec<_>>(),
+        &["--max-concurrency", "rising order"],
+    );
+    refused(
+        "rates and caps both listed",
+        &serve(&["--max-concurrency", "2,4", "--rates", "1,2"]).iter().map(String::as_str).collect::<Vec<_>>(),
+        &["--rates", "vary one of them"],
+    );
+}
+
+#[test]
 fn bad_serving_input_is_refused_by_flag() {
     let inputs = Inputs::new("serve-bad");
     fn with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
