@@ -268,7 +268,8 @@ fn lines(plot: &RawPlot, manifest: &Manifest, rows: &[&SweepRow], context: &str)
             }
         }
     }
-    let (bounds, marks) = if x == super::serving::RATE { knees(plot, manifest, &series, &mut meets) } else { (Vec::new(), Vec::new()) };
+    let along_load = super::serving::load_axis(std::slice::from_ref(&x)).is_some();
+    let (bounds, marks) = if along_load { knees(plot, manifest, &series, &mut meets) } else { (Vec::new(), Vec::new()) };
     let mut spare = series.len();
     for reference in &plot.references {
         let points = reference.points.iter().map(|p| (p[0], p[1])).collect();
@@ -292,13 +293,13 @@ fn lines(plot: &RawPlot, manifest: &Manifest, rows: &[&SweepRow], context: &str)
         series,
         bounds,
         marks,
-        marks_label: "knee: the highest rate meeting the goal".into(),
+        marks_label: format!("knee: {} meeting the goal", super::serving::knee_words(&x).0),
     }
 }
 
-/// Against a service's rate: the goal's bounds on the plotted metric as
-/// lines, and each line's knee (the last rate of its leading run of points
-/// meeting the goal, `serve::load::knee`) ringed in its colour.
+/// Against a service's rate or clients' cap: the goal's bounds on the
+/// plotted metric as lines, and each line's knee (the last point of its
+/// leading run meeting the goal, `serve::load::knee`) ringed in its colour.
 fn knees(plot: &RawPlot, manifest: &Manifest, series: &[Curve], meets: &mut [Vec<(f64, f64, bool)>]) -> (Vec<Bound>, Vec<Mark>) {
     let y = plot.y.clone().unwrap_or_default();
     let bounds = match manifest.goal() {

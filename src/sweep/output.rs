@@ -302,18 +302,18 @@ pub fn summary(manifest: &Manifest, rows: &[SweepRow], goal: &Goal) -> String {
         })
         .collect();
     text += &report::render(&table, Format::Table);
-    if manifest.columns.iter().any(|c| c == super::serving::RATE) {
-        text += &knees(manifest, rows);
+    if let Some(load) = super::serving::load_axis(&manifest.columns) {
+        text += &knees(manifest, rows, load);
     }
     text
 }
 
-/// A serving sweep's rate grid read per configuration (every column but
-/// the rate): the knee, the last rate of its leading run of points that
-/// meet the goal, and what it takes per $ an hour.
-fn knees(manifest: &Manifest, rows: &[SweepRow]) -> String {
-    let rate = super::serving::RATE;
-    let columns: Vec<&String> = manifest.columns.iter().filter(|c| *c != rate).collect();
+/// A serving sweep's grid of rates (or of client caps) read per
+/// configuration (every other column): the knee, the last of its leading
+/// run of points that meet the goal, and what it takes per $ an hour (or
+/// what a token costs there).
+fn knees(manifest: &Manifest, rows: &[SweepRow], load: &str) -> String {
+    let columns: Vec<&String> = manifest.columns.iter().filter(|c| *c != load).collect();
     let mut configurations: Vec<(Vec<Value>, Vec<&SweepRow>)> = Vec::new();
     for row in rows {
         let key: Vec<Value> = columns.iter().map(|c| row.column(c).unwrap_or(Value::Null)).collect();
@@ -325,20 +325,23 @@ fn knees(manifest: &Manifest, rows: &[SweepRow]) -> String {
     let table: Vec<Record> = configurations
         .into_iter()
         .map(|(key, mut members)| {
-            let offered = |row: &SweepRow| row.column(rate).and_then(|r| r.as_f64()).unwrap_or(f64::NAN);
+            let offered = |row: &SweepRow| row.column(load).and_then(|r| r.as_f64()).unwrap_or(f64::NAN);
             members.sort_by(|a, b| offered(a).total_cmp(&offered(b)));
             let knee = crate::serve::load::knee(members.iter().map(|r| r.meets_goal == Some(true)));
             let mut line: Record = columns.iter().map(|c| c.to_string()).zip(key).collect();
             let at = knee.map(|i| members[i].record());
-            line.insert("knee_rate".into(), at.as_ref().and_then(|r| r.get(rate).cloned()).unwrap_or(Value::Null));
-            for metric in [Metric::TtftP99Ms, Metric::TpotP50Ms, Metric::UsdPerHour, Metric::RatePerUsdHour] {
+            let name = format!("knee_{}", load.trim_start_matches("serve."));
+            line.insert(name, at.as_ref().and_then(|r| r.get(load).cloned()).unwrap_or(Value::Null));
+            let priced = if load == super::serving::RATE { Metric::RatePerUsdHour } else { Metric::UsdPerMillionOutputTokens };
+            for metric in [Metric::TtftP99Ms, Metric::TpotP50Ms, Metric::UsdPerHour, priced] {
                 line.insert(metric.name().into(), at.as_ref().and_then(|r| r.get(metric.name()).cloned()).unwrap_or(Value::Null));
             }
             line
         })
         .collect();
+    let (knee, every) = super::serving::knee_words(load);
     format!(
-        "\nknee per configuration (the highest rate of the grid meeting the goal, every lower rate meeting it too):\n{}",
+        "\nknee per configuration ({knee} of the grid meeting the goal, {every} meeting it too):\n{}",
         report::render(&table, Format::Table)
     )
 }

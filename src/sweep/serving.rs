@@ -27,6 +27,19 @@ use crate::workload::experiment::Experiment;
 
 /// The column of the offered rate.
 pub const RATE: &str = "serve.rate";
+/// The column of the clients' cap.
+pub const CAP: &str = "serve.max_concurrency";
+
+/// The load a serving sweep's knee is read along: its rates, or else its
+/// clients' caps; None where it varies neither.
+pub fn load_axis(columns: &[String]) -> Option<&'static str> {
+    [RATE, CAP].into_iter().find(|load| columns.iter().any(|c| c == load))
+}
+
+/// The knee along `load` in words: "the highest rate", "the most clients".
+pub fn knee_words(load: &str) -> (&'static str, &'static str) {
+    if load == CAP { ("the most clients", "every smaller cap") } else { ("the highest rate", "every lower rate") }
+}
 
 /// `[serve]` as written; what is left out is `icsim serve`'s default.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
