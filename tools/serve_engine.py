@@ -10,6 +10,7 @@ through torch.distributed).
     NCCL_NVLS_ENABLE=0 python3 tools/serve_engine.py --model llama-3.1-70b --tp 4 --rates 1,2 --out m/
     NCCL_P2P_DISABLE=1 ... --tp 4 ...          # the same through host memory (SHM)
     python3 tools/serve_engine.py --tp 2 --dist-backend gloo --check --out m/   # sharding, on one GPU
+    python3 tools/serve_engine.py --rates 1000 --max-concurrency 16 --out m/     # clients capped, as vllm bench serve
 
 The scheduler, per iteration: a budget of --max-num-batched-tokens tokens,
 taken first by the running sequences in the order they started (a decode's
@@ -20,7 +21,11 @@ against the capacity icsim computes (0.9 of the GPU's memory less the
 weights); the runs here never fill it, and the engine stops with an error if
 one would (it does not preempt). A sequence samples a token at the end of
 the iteration that computed its last known token. Iterations start back to
-back; an idle engine waits for the next arrival.
+back; an idle engine waits for the next arrival. With --max-concurrency N
+the clients keep at most N requests in flight, as `vllm bench serve
+--max-concurrency` does: one arriving while N are in flight is sent when one
+of them finishes, and its latency counts from then (`icsim serve
+--max-concurrency`).
 
 The forward, per iteration, over the packed tokens of every scheduled
 sequence: embedding gather; per layer rms_norm, fused QKV GEMM, rotary on q
@@ -54,8 +59,9 @@ iteration eagerly (gloo cannot be captured in CUDA graphs): for --check,
 and for trying a TP run's lockstep on one GPU, whose times mean nothing.
 
 What is written (--out DIR):
-- requests.jsonl: one row a request: rate, arrival, prompt and output
-  tokens, the time of each output token (seconds from the run's start).
+- requests.jsonl: one row a request: rate, arrival, when it was sent (its
+  arrival, unless the clients' cap held it), prompt and output tokens, the
+  time of each output token (seconds from the run's start).
 - iterations.jsonl: one row an iteration: rate, start and end (s), rows,
   sequences, decodes, cached tokens, each sequence's new and cached tokens
   (`parts`), whether a graph ran, the GPU's time (CUDA events) and the
@@ -69,6 +75,7 @@ Needs PyTorch with CUDA and FlashAttention-2 in ATen; shapes come from
 models/llm/NAME.toml.
 """
 import argparse
+import heapq
 import json
 import math
 import os
@@ -88,6 +95,27 @@ class Sequence:
     def __init__(self, request, prompt, output):
         self.request, self.tokens, self.computed, self.remaining = request, prompt, 0, output
         self.blocks, self.slot = 0, None
+
+
+class Clients:
+    """The benchmark's clients (icsim's `Clients`, src/serve/mod.rs): at
+    most `cap` requests in flight; a request arriving while they are is
+    sent when one of them finishes."""
+
+    def __init__(self, cap):
+        self.free_at = [0.0] * cap  # when each client came free: a heap
+
+    def idle(self):
+        """Whether a client can send now."""
+        return bool(self.free_at)
+
+    def send(self, arrival):
+        """When a request arriving at `arrival` is sent, by the client
+        that came free first."""
+        return max(arrival, heapq.heappop(self.free_at))
+
+    def finished(self, at):
+        heapq.heappush(self.free_at, at)
 
 
 class Scheduler:
@@ -425,15 +453,18 @@ def serve(torch, args, model, graphs, rate, requests, kv_blocks):
     """Rank 0's run of `requests` at `rate`: it schedules, sends each
     iteration's sequences to the other ranks, and times every token."""
     scheduler = Scheduler(args.max_num_seqs, args.max_num_batched_tokens, args.block_size, kv_blocks)
+    clients = Clients(args.max_concurrency or len(requests))
     free_slots = list(range(args.max_num_seqs))
     token_times = [[] for _ in requests]
+    sent = [None] * len(requests)
     iterations = []
     start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     arrived = 0
     t0 = time.perf_counter()
     while arrived < len(requests) or scheduler.running or scheduler.waiting:
         now = time.perf_counter() - t0
-        while arrived < len(requests) and requests[arrived][0] <= now:
+        while arrived < len(requests) and requests[arrived][0] <= now and clients.idle():
+            sent[arrived] = clients.send(requests[arrived][0])
             scheduler.waiting.append(Sequence(arrived, requests[arrived][1], requests[arrived][2]))
             arrived += 1
         if not scheduler.running and not scheduler.waiting:
@@ -465,7 +496,8 @@ def serve(torch, args, model, graphs, rate, requests, kv_blocks):
             token_times[sequence.request].append(ended)
         for sequence in finished:
             free_slots.append(sequence.slot)
-    return token_times, iterations
+            clients.finished(ended)
+    return sent, token_times, iterations
 
 
 def follow(torch, model, graphs):
@@ -525,17 +557,19 @@ def percentile(values, share):
     return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
 
 
-def summary(requests, token_times):
-    ttft = [times[0] - r[0] for r, times in zip(requests, token_times)]
-    e2e = [times[-1] - r[0] for r, times in zip(requests, token_times)]
+def summary(sent, token_times):
+    """Latency from when each request was sent; throughput over the span
+    from the first send to the last token."""
+    ttft = [times[0] - start for start, times in zip(sent, token_times)]
+    e2e = [times[-1] - start for start, times in zip(sent, token_times)]
     tpot = [(times[-1] - times[0]) / (len(times) - 1) for times in token_times if len(times) > 1]
-    span = max(times[-1] for times in token_times) - requests[0][0]
+    span = max(times[-1] for times in token_times) - sent[0]
     out = {}
     for name, values in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e)):
         for share in (0.5, 0.9, 0.99):
             out[f"{name}_p{round(share * 100)}_ms"] = round(percentile(values, share) * 1e3, 3)
         out[f"{name}_mean_ms"] = round(statistics.fmean(values) * 1e3, 3)
-    out["requests_per_s"] = round(len(requests) / span, 4)
+    out["requests_per_s"] = round(len(sent) / span, 4)
     out["output_tokens_per_s"] = round(sum(len(t) for t in token_times) / span, 2)
     out["span_s"] = round(span, 3)
     return out
@@ -591,7 +625,8 @@ def work(parallel, args):
         "nccl": ".".join(map(str, torch.cuda.nccl.version())) if tp > 1 else None, "dist_backend": parallel.backend if tp > 1 else None,
         "env": env,
         "prompt": args.prompt, "output": args.output, "requests": args.requests, "max_num_seqs": args.max_num_seqs,
-        "max_num_batched_tokens": args.max_num_batched_tokens, "block_size": args.block_size, "kv_blocks": kv_blocks,
+        "max_num_batched_tokens": args.max_num_batched_tokens, "max_concurrency": args.max_concurrency,
+        "block_size": args.block_size, "kv_blocks": kv_blocks,
         "max_len": max_len, "seed": args.seed, "token_ids": args.token_ids, "graph_batches": [b for b in GRAPH_BATCHES if b <= args.max_num_seqs],
         "engine": "tools/serve_engine.py: decode-only iterations from CUDA graphs, the rest eager; "
                   "varlen FlashAttention-2 (aten) over per-sequence KV slots; one layer's weights for all layers"
@@ -599,12 +634,12 @@ def work(parallel, args):
     }
     for rate in [float(r) for r in args.rates.split(",")]:
         requests = arrivals(rate, args.requests, args.prompt, args.output, args.seed)
-        token_times, iterations = serve(torch, args, model, graphs, rate, requests, kv_blocks)
-        measured = summary(requests, token_times)
+        sent, token_times, iterations = serve(torch, args, model, graphs, rate, requests, kv_blocks)
+        measured = summary(sent, token_times)
         with open(out_dir / "requests.jsonl", "a") as f:
-            for index, (request, times) in enumerate(zip(requests, token_times)):
+            for index, (request, start, times) in enumerate(zip(requests, sent, token_times)):
                 f.write(json.dumps({"label": args.label, "rate": rate, "request": index, "arrival": round(request[0], 6),
-                                    "prompt_tokens": request[1], "output_tokens": request[2],
+                                    "sent": round(start, 6), "prompt_tokens": request[1], "output_tokens": request[2],
                                     "token_times": [round(t, 6) for t in times]}) + "\n")
         with open(out_dir / "iterations.jsonl", "a") as f:
             for row in iterations:
@@ -646,6 +681,8 @@ def main():
     parser.add_argument("--output", default="128", help="tokens: N or LOW..HIGH")
     parser.add_argument("--max-num-seqs", type=int, default=128)
     parser.add_argument("--max-num-batched-tokens", type=int, default=2048)
+    parser.add_argument("--max-concurrency", type=int, default=None,
+                        help="most requests in flight, as vllm bench serve's clients keep them (default: no cap)")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     parser.add_argument("--max-len", type=int, default=None, help="tokens a KV slot holds (default: longest prompt + output)")
@@ -666,6 +703,8 @@ def main():
         parser.error("give --rates (or --profile, or --check)")
     if args.tp < 1:
         parser.error("--tp: give a positive integer")
+    if args.max_concurrency is not None and args.max_concurrency < 1:
+        parser.error("--max-concurrency: give a positive integer")
     shape = model_shape(args.model)
     if shape["heads"] % args.tp or shape["ffn"] % args.tp:
         parser.error(f"--tp {args.tp}: {args.model} has {shape['heads']} heads and {shape['ffn']} FFN columns; TP must divide both")

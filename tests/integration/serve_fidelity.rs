@@ -115,11 +115,13 @@ fn compared(name: &str, chosen: impl Fn(&str) -> bool) -> Vec<Compared> {
             let sizes =
                 run["graph_batches"].as_array().expect("the graphs' sizes").iter().map(Value::to_string).collect::<Vec<_>>().join(",");
             let keys = run["max_len"].to_string();
+            // The engine's clients' cap, where its run had one.
+            let cap = run.get("max_concurrency").and_then(Value::as_u64).map(|cap| cap.to_string());
             // The engine's model and TP, its collectives as NCCL picks them,
             // through host memory where it ran with NCCL's P2P off.
             let (model, tp) = (run["model"].as_str().expect("a model"), run.get("tp").map_or("1".to_string(), Value::to_string));
             let transport = if run["env"]["NCCL_P2P_DISABLE"] == "1" { "shm" } else { "auto" };
-            let args = [
+            let mut args = vec![
                 "serve",
                 "--model",
                 model,
@@ -147,6 +149,9 @@ fn compared(name: &str, chosen: impl Fn(&str) -> bool) -> Vec<Compared> {
                 &keys,
                 "--json",
             ];
+            if let Some(cap) = &cap {
+                args.extend(["--max-concurrency", cap.as_str()]);
+            }
             let predicted = icsim_json(&args);
             let measured = &run["measured"];
             let metrics = vec![
