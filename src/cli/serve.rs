@@ -13,7 +13,7 @@ use super::{BadInput, TopologyArgs, checks, notices, parse_format, progress_bar}
 use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::{self, Format, Record};
 use icsim::serve::iteration::DecodeGraphs;
-use icsim::serve::load::{EngineSettings, Load, Server, Terms};
+use icsim::serve::load::{self, EngineSettings, Load, Server, Terms};
 use icsim::serve::requests::{self, Arrivals, Length, Lengths, TimeUnit};
 use icsim::serve::results::{self, ServeReport, Setup, Slo};
 use icsim::sweep::cost::Bill;
@@ -173,7 +173,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             return Err(BadInput(format!("{flag} 0: give a time above 0 (2s, 50ms)")).into());
         }
     }
-    let (arrivals, lengths, count) = requests_of(&args)?;
+    let Asked { arrivals, lengths, count, caps } = requests_of(&args)?;
 
     // A split server's groups are set up from a run of the same flags at
     // the larger group's TP.
@@ -196,12 +196,16 @@ pub fn run(args: ServeArgs) -> Result<()> {
         one_stack: args.one_stack,
         graphs: DecodeGraphs::new(args.cuda_graph_sizes.clone(), args.graph_keys),
     };
-    let caps = args.max_concurrency.as_deref().unwrap_or_default();
-    let one_cap = match caps {
-        [cap] => Some(*cap),
+    let one_cap = match caps[..] {
+        [cap] => Some(cap),
         _ => None,
     };
-    let load = Load { count, lengths, burstiness: args.burstiness, seed: args.seed, max_concurrency: one_cap };
+    // The arrivals' burstiness: --burstiness, or a benchmark result's own.
+    let burstiness = match &arrivals {
+        Arrivals::Rate { burstiness, .. } => *burstiness,
+        Arrivals::At(_) => args.burstiness,
+    };
+    let load = Load { count, lengths, burstiness, seed: args.seed, max_concurrency: one_cap };
     let server = match args.tp {
         Some(_) => {
             if let Some(warning) = run.hardware.coverage_warning(run.tp, run.stack) {
@@ -216,7 +220,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             return Err(BadInput("--rates with several --max-concurrency caps: vary one of them, the other at one value".into()).into());
         }
         (Some(rates), false) => Some(super::load::Offers::Rates(rates)),
-        (None, true) => Some(super::load::Offers::Caps { caps, arrivals: &arrivals }),
+        (None, true) => Some(super::load::Offers::Caps { caps: &caps, arrivals: &arrivals }),
         (None, false) => None,
     };
     if let Some(offers) = offers {
@@ -243,8 +247,17 @@ pub fn run(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
-/// When requests arrive, how long they are, and how many to serve.
-fn requests_of(args: &ServeArgs) -> Result<(Arrivals, Lengths, usize)> {
+/// The requests asked for: when they arrive, how long they are, how many
+/// to serve, and the clients' caps (the flags', else a benchmark result's).
+struct Asked {
+    arrivals: Arrivals,
+    lengths: Lengths,
+    count: usize,
+    caps: Vec<u64>,
+}
+
+/// The requests the flags and the trace ask for.
+fn requests_of(args: &ServeArgs) -> Result<Asked> {
     let trace = match &args.trace {
         Some(path) => {
             let trace = requests::read_trace(path, args.trace_time_unit)?;
@@ -268,20 +281,32 @@ fn requests_of(args: &ServeArgs) -> Result<(Arrivals, Lengths, usize)> {
     };
     // With --rates, the first rate's: each rate is checked when served.
     let rate = args.rate.or(args.rates.as_ref().and_then(|rates| rates.first().copied()));
-    let arrivals = match (rate, &args.at, trace.as_ref().and_then(|t| t.arrivals.clone())) {
-        (Some(rate), _, _) => Arrivals::rate(rate, args.burstiness)?,
-        (None, Some(at), _) => Arrivals::at_seconds(at, "--at")?,
-        (None, None, Some(listed)) => listed,
+    let listed = trace.as_ref().and_then(|t| match &t.lengths {
+        Lengths::Listed(rows) => Some(rows.len()),
+        Lengths::Drawn { .. } => None,
+    });
+    let at_once = || Arrivals::all_at_once(args.requests.map(|n| n as usize).or(listed).unwrap_or(DEFAULT_REQUESTS as usize));
+    // A vLLM benchmark's result, served as the benchmark sent its requests
+    // where no flag says otherwise: its rate, and its cap.
+    let benchmark = trace.as_ref().and_then(|t| t.benchmark);
+    let benchmark_rate = benchmark.filter(|_| rate.is_none() && args.at.is_none());
+    let caps = match (&args.max_concurrency, benchmark.and_then(|b| b.max_concurrency)) {
+        (Some(caps), _) => caps.clone(),
+        (None, Some(cap)) => vec![cap],
+        (None, None) => Vec::new(),
+    };
+    let arrivals = match (rate, &args.at, trace.as_ref().and_then(|t| t.arrivals.clone()), benchmark_rate) {
+        (Some(rate), _, _, _) => Arrivals::rate(rate, args.burstiness)?,
+        (None, Some(at), _, _) => Arrivals::at_seconds(at, "--at")?,
+        (None, None, Some(listed), _) => listed,
+        (None, None, None, Some(bench)) => match bench.rate {
+            Some(rate) => Arrivals::rate(rate, bench.burstiness)?,
+            None => at_once(),
+        },
         // As `vllm bench serve --max-concurrency` at its default rate: every
         // request at once, the cap deciding when each is sent.
-        (None, None, None) if args.max_concurrency.is_some() => {
-            let listed = trace.as_ref().and_then(|t| match &t.lengths {
-                Lengths::Listed(rows) => Some(rows.len()),
-                Lengths::Drawn { .. } => None,
-            });
-            Arrivals::all_at_once(args.requests.map(|n| n as usize).or(listed).unwrap_or(DEFAULT_REQUESTS as usize))
-        }
-        (None, None, None) => {
+        (None, None, None, None) if !caps.is_empty() => at_once(),
+        (None, None, None, None) => {
             let trace_hint = if args.trace.is_some() { " (the trace has no timestamps)" } else { "" };
             return Err(BadInput(format!(
                 "--rate: give a rate, --at times, a --trace with timestamps{trace_hint}, or --max-concurrency to send them all at once under a cap"
@@ -289,6 +314,23 @@ fn requests_of(args: &ServeArgs) -> Result<(Arrivals, Lengths, usize)> {
             .into());
         }
     };
+    let cap_taken = benchmark.and_then(|b| b.max_concurrency).filter(|_| args.max_concurrency.is_none());
+    let taken = match (benchmark_rate, cap_taken) {
+        (Some(_), cap) => Some(load::describe_arrivals(&arrivals, cap)),
+        (None, Some(cap)) => Some(format!("at most {cap} in flight")),
+        (None, None) => None,
+    };
+    if let (Some(bench), Some(path), Some(taken)) = (benchmark, &args.trace, taken) {
+        let ramped = if bench.ramped && benchmark_rate.is_some() {
+            "; it ramped its rate up, which icsim does not: served at its recorded request_rate"
+        } else {
+            ""
+        };
+        notices::note(format!(
+            "{}: served as the benchmark sent its requests, {taken} (its request_rate, burstiness and max_concurrency; --rate, --at and --max-concurrency change them){ramped}",
+            path.display()
+        ));
+    }
     let lengths = match trace {
         Some(trace) => trace.lengths,
         None => Lengths::Drawn { prompt: args.prompt, output: args.output },
@@ -302,7 +344,7 @@ fn requests_of(args: &ServeArgs) -> Result<(Arrivals, Lengths, usize)> {
         (Arrivals::Rate { .. }, None, Lengths::Listed(rows)) => rows.len(),
         (Arrivals::Rate { .. }, None, Lengths::Drawn { .. }) => DEFAULT_REQUESTS as usize,
     };
-    Ok((arrivals, lengths, count))
+    Ok(Asked { arrivals, lengths, count, caps })
 }
 
 /// The experiment `icsim llm` would resolve from the same flags at TP=`tp`

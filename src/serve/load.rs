@@ -363,7 +363,7 @@ impl Load {
 }
 
 /// Arrivals in words, with the clients' cap: "Poisson at 6/s, at most 8 in flight".
-fn describe_arrivals(arrivals: &Arrivals, max_concurrency: Option<u64>) -> String {
+pub fn describe_arrivals(arrivals: &Arrivals, max_concurrency: Option<u64>) -> String {
     let arriving = match arrivals {
         Arrivals::Rate { per_second, burstiness } => return describe_rates(&[*per_second], *burstiness, max_concurrency),
         Arrivals::At(times) if times.iter().all(|&t| t == Time::ZERO) => "all at once".into(),

@@ -291,12 +291,34 @@ struct RawTraceRow {
     prompt: Option<String>,
 }
 
-/// What `vllm bench serve --save-result` writes about each request: the
-/// lengths it sent and got, in order (other fields ignored).
+/// What `vllm bench serve --save-result` writes: the lengths each request
+/// sent and got, in order, and how the benchmark sent them (other fields
+/// ignored).
 #[derive(Debug, Deserialize)]
 struct BenchResult {
     input_lens: Vec<u64>,
     output_lens: Vec<u64>,
+    /// Requests a second, or `"inf"`: all at once.
+    #[serde(default)]
+    request_rate: Option<serde_json::Value>,
+    #[serde(default)]
+    burstiness: Option<f64>,
+    #[serde(default)]
+    max_concurrency: Option<u64>,
+    /// Set where the benchmark raised its rate over the run.
+    #[serde(default)]
+    ramp_up_strategy: Option<String>,
+}
+
+/// How a vLLM benchmark sent its requests, as its result file records it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BenchmarkLoad {
+    /// Requests a second; None: all at once (`"inf"`).
+    pub rate: Option<f64>,
+    pub burstiness: f64,
+    pub max_concurrency: Option<u64>,
+    /// Whether it ramped its rate up over the run, which icsim does not.
+    pub ramped: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -315,6 +337,9 @@ pub struct Trace {
     /// Rows left out: conversations of one turn, requests that failed in
     /// a benchmark.
     pub skipped: usize,
+    /// How the benchmark whose result this is sent its requests, where the
+    /// file says (`vllm bench serve --save-result` since it records it).
+    pub benchmark: Option<BenchmarkLoad>,
 }
 
 /// Reads a trace: JSON Lines, or a JSON array, of objects with a
@@ -334,7 +359,7 @@ pub fn read_trace(path: &Path, unit: TimeUnit) -> Result<Trace, RequestError> {
 pub fn parse_trace(path: &Path, text: &str, unit: TimeUnit) -> Result<Trace, RequestError> {
     let fail = |place: String, message: String| RequestError::Trace { path: path.to_path_buf(), place, message };
     if let Ok(result) = serde_json::from_str::<BenchResult>(text) {
-        return bench_result_lengths(result).map_err(|message| fail("input_lens and output_lens".into(), message));
+        return bench_result_lengths(result).map_err(|message| fail("the benchmark's result".into(), message));
     }
     let rows: Vec<(String, RawTraceRow)> = if text.trim_start().starts_with('[') {
         let rows: Vec<RawTraceRow> = serde_json::from_str(text).map_err(|e| fail("the array".into(), e.to_string()))?;
@@ -401,7 +426,7 @@ pub fn parse_trace(path: &Path, text: &str, unit: TimeUnit) -> Result<Trace, Req
         lengths = order.iter().map(|&i| lengths[i]).collect();
         Arrivals::At(order.iter().map(|&i| times[i]).collect())
     });
-    Ok(Trace { arrivals, lengths: Lengths::Listed(lengths), estimated, skipped })
+    Ok(Trace { arrivals, lengths: Lengths::Listed(lengths), estimated, skipped, benchmark: None })
 }
 
 /// Tokens of `text` at [`CHARACTERS_PER_TOKEN`].
@@ -409,18 +434,42 @@ fn tokens_of(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(CHARACTERS_PER_TOKEN)
 }
 
-/// The lengths a vLLM benchmark sent and got, request by request.
+/// The lengths a vLLM benchmark sent and got, request by request, and how
+/// it sent them.
 fn bench_result_lengths(result: BenchResult) -> Result<Trace, String> {
+    let rate = match &result.request_rate {
+        None => None,
+        Some(serde_json::Value::String(text)) if text == "inf" => Some(None),
+        Some(serde_json::Value::Number(n)) if n.as_f64().is_some_and(|r| r.is_finite() && r > 0.0) => Some(n.as_f64()),
+        Some(other) => return Err(format!("request_rate {other}: requests a second above 0, or \"inf\"")),
+    };
+    let burstiness = result.burstiness.unwrap_or(1.0);
+    if !(burstiness.is_finite() && burstiness > 0.0) {
+        return Err(format!("burstiness {burstiness}: a coefficient of variation above 0"));
+    }
+    if result.max_concurrency == Some(0) {
+        return Err("max_concurrency 0: at least one request in flight".into());
+    }
+    let benchmark = rate.map(|rate| BenchmarkLoad {
+        rate,
+        burstiness,
+        max_concurrency: result.max_concurrency,
+        ramped: result.ramp_up_strategy.is_some(),
+    });
     if result.input_lens.len() != result.output_lens.len() || result.input_lens.is_empty() {
-        return Err(format!("{} and {} entries: give as many of each, at least one", result.input_lens.len(), result.output_lens.len()));
+        return Err(format!(
+            "input_lens and output_lens: {} and {} entries: give as many of each, at least one",
+            result.input_lens.len(),
+            result.output_lens.len()
+        ));
     }
     let sent = result.input_lens.len();
     // A request that failed in the benchmark got no output: left out.
     let rows: Vec<(u64, u64)> = result.input_lens.into_iter().zip(result.output_lens).filter(|&(i, o)| i > 0 && o > 0).collect();
     if rows.is_empty() {
-        return Err("no request with both a prompt and an output".into());
+        return Err("input_lens and output_lens: no request with both a prompt and an output".into());
     }
-    Ok(Trace { arrivals: None, skipped: sent - rows.len(), lengths: Lengths::Listed(rows), estimated: 0 })
+    Ok(Trace { arrivals: None, skipped: sent - rows.len(), lengths: Lengths::Listed(rows), estimated: 0, benchmark })
 }
 
 #[cfg(test)]
@@ -499,6 +548,27 @@ mod tests {
         assert!(error.contains("input_lens and output_lens") && error.contains("as many"), "{error}");
         let custom = parse_trace(path, "{\"prompt\": \"abcdefghi\", \"output_tokens\": 3}", TimeUnit::Seconds).unwrap();
         assert_eq!((custom.lengths, custom.estimated), (Lengths::Listed(vec![(3, 3)]), 1));
+    }
+
+    #[test]
+    fn a_vllm_benchmark_result_says_how_it_sent_its_requests() {
+        let path = Path::new("result.json");
+        let with = |traffic: &str| parse_trace(path, &format!(r#"{{"input_lens": [10], "output_lens": [5]{traffic}}}"#), TimeUnit::Seconds);
+        let load = |traffic: &str| with(traffic).unwrap().benchmark;
+        assert_eq!(load(""), None, "an older result records no traffic");
+        let capped = load(r#", "request_rate": "inf", "burstiness": 1.0, "max_concurrency": 16"#);
+        assert_eq!(capped, Some(BenchmarkLoad { rate: None, burstiness: 1.0, max_concurrency: Some(16), ramped: false }));
+        let rated = load(r#", "request_rate": 4.5, "burstiness": 2.0, "max_concurrency": null, "ramp_up_strategy": "linear""#);
+        assert_eq!(rated, Some(BenchmarkLoad { rate: Some(4.5), burstiness: 2.0, max_concurrency: None, ramped: true }));
+        for (traffic, named) in [
+            (r#", "request_rate": "fast""#, "request_rate"),
+            (r#", "request_rate": 0"#, "request_rate"),
+            (r#", "request_rate": 1, "burstiness": -1"#, "burstiness"),
+            (r#", "request_rate": 1, "max_concurrency": 0"#, "max_concurrency"),
+        ] {
+            let error = with(traffic).unwrap_err().to_string();
+            assert!(error.contains("result.json") && error.contains(named), "{traffic}: {error}");
+        }
     }
 
     #[test]

@@ -182,6 +182,26 @@ fn a_concurrency_cap_sends_requests_as_others_finish_and_times_them_from_then() 
 }
 
 #[test]
+fn a_vllm_benchmark_result_is_served_as_the_benchmark_sent_its_requests() {
+    let inputs = Inputs::new("serve-bench-result");
+    let lens = r#""input_lens": [600, 900, 300, 800, 500, 700], "output_lens": [40, 30, 50, 20, 60, 10]"#;
+    let capped = inputs.file("capped.json", &format!(r#"{{"request_rate": "inf", "burstiness": 1.0, "max_concurrency": 2, {lens}}}"#));
+    let rated = inputs.file("rated.json", &format!(r#"{{"request_rate": 3.0, "burstiness": 2.0, "max_concurrency": null, {lens}}}"#));
+    let arrivals = |report: &Value| report["setup"]["arrivals"].as_str().unwrap().to_string();
+    let report = serve_json(&["--trace", &capped]);
+    assert_eq!((arrivals(&report), report["requests"].clone()), ("all at once, at most 2 in flight".to_string(), 6.into()));
+    assert_eq!(arrivals(&serve_json(&["--trace", &rated])), "gamma at 3/s, burstiness 2");
+    // Each flag changes what it names, and the rest stays the benchmark's.
+    assert_eq!(arrivals(&serve_json(&["--trace", &capped, "--rate", "5"])), "Poisson at 5/s, at most 2 in flight");
+    assert_eq!(arrivals(&serve_json(&["--trace", &capped, "--max-concurrency", "4"])), "all at once, at most 4 in flight");
+    let run = icsim(&["serve", "--model", "llama-3.1-8b", "--tp", "1", "--trace", &capped]);
+    let note = String::from_utf8_lossy(&run.stderr);
+    assert!(note.contains("capped.json: served as the benchmark sent its requests, all at once, at most 2 in flight"), "{note}");
+    let older = inputs.file("older.json", &format!("{{{lens}}}"));
+    refused("an older result, no rate", &serve(&["--trace", &older]).iter().map(String::as_str).collect::<Vec<_>>(), &["--rate"]);
+}
+
+#[test]
 fn several_caps_each_serve_as_one_cap_does_and_the_knee_is_the_most_clients_meeting_the_objectives() {
     let objectives = ["--slo-ttft", "300ms", "--requests", "60", "--prompt", "512", "--output", "32"];
     let load = serve_json(&[&["--max-concurrency", "1,4,60"][..], &objectives[..]].concat());
