@@ -14,7 +14,7 @@ use icsim::config::experiment::{RawExperiment, RawMode, RawQuery, Source};
 use icsim::report::{self, Format, Record};
 use icsim::serve::iteration::DecodeGraphs;
 use icsim::serve::load::{self, EngineSettings, Load, Server, Terms};
-use icsim::serve::requests::{self, Arrivals, Length, Lengths, TimeUnit};
+use icsim::serve::requests::{self, Arrivals, BenchmarkLoad, Length, Lengths, TimeUnit};
 use icsim::serve::results::{self, ServeReport, Setup, Slo};
 use icsim::sweep::cost::Bill;
 use icsim::units::{Bytes, Time};
@@ -314,22 +314,9 @@ fn requests_of(args: &ServeArgs) -> Result<Asked> {
             .into());
         }
     };
-    let cap_taken = benchmark.and_then(|b| b.max_concurrency).filter(|_| args.max_concurrency.is_none());
-    let taken = match (benchmark_rate, cap_taken) {
-        (Some(_), cap) => Some(load::describe_arrivals(&arrivals, cap)),
-        (None, Some(cap)) => Some(format!("at most {cap} in flight")),
-        (None, None) => None,
-    };
-    if let (Some(bench), Some(path), Some(taken)) = (benchmark, &args.trace, taken) {
-        let ramped = if bench.ramped && benchmark_rate.is_some() {
-            "; it ramped its rate up, which icsim does not: served at its recorded request_rate"
-        } else {
-            ""
-        };
-        notices::note(format!(
-            "{}: served as the benchmark sent its requests, {taken} (its request_rate, burstiness and max_concurrency; --rate, --at and --max-concurrency change them){ramped}",
-            path.display()
-        ));
+    if let (Some(bench), Some(path)) = (benchmark, &args.trace) {
+        let cap_taken = bench.max_concurrency.filter(|_| args.max_concurrency.is_none());
+        note_what_the_benchmark_gave(path, bench, benchmark_rate.is_some(), cap_taken, &arrivals);
     }
     let lengths = match trace {
         Some(trace) => trace.lengths,
@@ -345,6 +332,22 @@ fn requests_of(args: &ServeArgs) -> Result<Asked> {
         (Arrivals::Rate { .. }, None, Lengths::Drawn { .. }) => DEFAULT_REQUESTS as usize,
     };
     Ok(Asked { arrivals, lengths, count, caps })
+}
+
+/// Says what of a benchmark result's own sending was taken: its rate (the
+/// `arrivals` made of it) where `rate_taken`, its cap where `cap_taken`.
+fn note_what_the_benchmark_gave(path: &Path, bench: BenchmarkLoad, rate_taken: bool, cap_taken: Option<u64>, arrivals: &Arrivals) {
+    let taken = match (rate_taken, cap_taken) {
+        (true, cap) => load::describe_arrivals(arrivals, cap),
+        (false, Some(cap)) => format!("at most {cap} in flight"),
+        (false, None) => return,
+    };
+    let ramped =
+        if bench.ramped && rate_taken { "; it ramped its rate up, which icsim does not: served at its recorded request_rate" } else { "" };
+    notices::note(format!(
+        "{}: served as the benchmark sent its requests, {taken} (its request_rate, burstiness and max_concurrency; --rate, --at and --max-concurrency change them){ramped}",
+        path.display()
+    ));
 }
 
 /// The experiment `icsim llm` would resolve from the same flags at TP=`tp`
