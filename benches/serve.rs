@@ -91,7 +91,7 @@ fn ten_thousand_requests(c: &mut Criterion) {
     // At 2 a second, below the board's knee (20 a second queues for minutes).
     let load = Load { count: REQUESTS, lengths, burstiness: 1.0, seed: 0, max_concurrency: None };
     let slower = Arrivals::rate(2.0, 1.0).expect("a rate");
-    let requests = load.requests(Some(2.0)).expect("requests");
+    let requests = load.requests(&slower);
     let terms = Terms { load: &load, arrivals: &slower, slo: Slo { ttft: None, tpot: None }, per_gpu: None };
     group.bench_function("10,000 requests, Llama-3.1-70B split TP=4 + TP=4 on pcie-gen5-8gpu (shm), one thread (requests/s)", |b| {
         b.iter(|| {

@@ -112,7 +112,7 @@ pub fn run(server: &Server, load: &Load, offers: Offers, slo: Slo, per_gpu: Opti
         .par_iter()
         .map(|(arrivals, cap)| {
             let load = Load { max_concurrency: *cap, ..load.clone() };
-            let requests = requests::generate(arrivals, &load.lengths, load.count, load.seed);
+            let requests = load.requests(arrivals);
             let (report, _) = server.serve(&requests, Terms { load: &load, arrivals, slo, per_gpu }, &|| bar.inc(1))?;
             Ok(LoadPoint::of(arrivals.per_second(), &report, slo))
         })
@@ -235,9 +235,8 @@ fn write_files(dir: &Path, report: &LoadReport, rows: &[Record]) -> Result<Vec<P
 }
 
 /// p50 and p99 of TTFT and TPOT against the offered rate (or the clients'
-/// cap), on log axes, the
-/// objectives as dashed lines in their metric's colour, the knee ringed on
-/// the curves the objectives bound.
+/// cap), on log axes, the objectives as dashed lines in their metric's
+/// colour, the knee ringed on the curves the objectives bound.
 fn chart(report: &LoadReport) -> Curves {
     let s = &report.setup;
     let rows = &report.rates;

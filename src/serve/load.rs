@@ -356,9 +356,9 @@ impl Load {
         }
     }
 
-    /// The requests of this load at `rate` a second (see `arrivals`).
-    pub fn requests(&self, rate: Option<f64>) -> Result<Vec<Request>, requests::RequestError> {
-        Ok(requests::generate(&self.arrivals(rate)?, &self.lengths, self.count, self.seed))
+    /// This load's requests, arriving as `arrivals` says.
+    pub fn requests(&self, arrivals: &Arrivals) -> Vec<Request> {
+        requests::generate(arrivals, &self.lengths, self.count, self.seed)
     }
 }
 
@@ -531,7 +531,7 @@ mod tests {
             .map(|rate| {
                 let arrivals = Arrivals::rate(rate, 1.0).unwrap();
                 let terms = Terms { load: &load, arrivals: &arrivals, slo, per_gpu: None };
-                let (report, _) = server.serve(&load.requests(Some(rate)).unwrap(), terms, &|| {}).unwrap();
+                let (report, _) = server.serve(&load.requests(&arrivals), terms, &|| {}).unwrap();
                 LoadPoint::of(Some(rate), &report, slo)
             })
             .collect();

@@ -250,7 +250,7 @@ pub fn serve(experiment: &Experiment, service: &Service, changes: &[&Change], co
     };
     let outcome = server.and_then(|server| {
         let arrivals = load.arrivals(rate)?;
-        let requests = load.requests(rate)?;
+        let requests = load.requests(&arrivals);
         let terms = Terms { load: &load, arrivals: &arrivals, slo: service.slo, per_gpu };
         Ok(server.serve(&requests, terms, &|| {})?.0)
     });
