@@ -82,7 +82,9 @@ pub struct ServeArgs {
     /// JSON Lines or a JSON array of requests: timestamp (optional),
     /// prompt_tokens/input_length, output_tokens/output_length; ShareGPT
     /// conversations (tokens counted at 4 characters each); or a `vllm
-    /// bench serve --save-result` file (its input_lens and output_lens).
+    /// bench serve --save-result` file (its input_lens and output_lens,
+    /// served at the request_rate and max_concurrency it records unless a
+    /// flag says otherwise).
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
     /// Unit of a trace's timestamps: s or ms.
