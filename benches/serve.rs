@@ -3,7 +3,8 @@
 //! log-normal prompts of mean 1024 and outputs of mean 256 tokens), every
 //! iteration timed from a fresh cache on one thread, as one command run
 //! does. The issue asks for under 5 s; `cargo bench --bench serve` prints
-//! the time. Split servers too: four GPUs prefilling and four decoding
+//! the time. The same under a client cap of 64 (`--max-concurrency`).
+//! Split servers too: four GPUs prefilling and four decoding
 //! over NVSwitch, and on the PCIe board through host memory as `icsim serve
 //! --prefill-tp 4 --decode-tp 4` runs it (each move beside both groups'
 //! allreduces, the slowest moves there are).
@@ -58,6 +59,14 @@ fn ten_thousand_requests(c: &mut Criterion) {
         b.iter(|| {
             let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&topo, &model), Bytes(16 * kv.bytes_per_token));
             black_box(serve::simulate(&requests, None, engine, &mut times, &|| {}).expect("the service runs"))
+        })
+    });
+    // The same requests under a client cap, which holds each arrival until
+    // one of 64 in flight finishes.
+    group.bench_function("10,000 requests, Llama-3.1-70B TP=8 on hgx-h200, at most 64 in flight, one thread (requests/s)", |b| {
+        b.iter(|| {
+            let mut times = SimulatedIterations::new(&setup, CollectiveCache::new(&topo, &model), Bytes(16 * kv.bytes_per_token));
+            black_box(serve::simulate(&requests, Some(64), engine, &mut times, &|| {}).expect("the capped service runs"))
         })
     });
     // Split four and four: each group its own TP=4 on its own GPUs.
