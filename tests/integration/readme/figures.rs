@@ -711,13 +711,19 @@ fn readme_serving_concurrency_prose_matches_its_sweep() {
             num(&pcie, "usd_per_million_output_tokens") / num(&hgx, "usd_per_million_output_tokens")
         ),
     ];
+    let readme = format!(
+        "the PCIe box's token costs {:.1} times as much",
+        num(&pcie, "usd_per_million_output_tokens") / num(&hgx, "usd_per_million_output_tokens")
+    );
     let pcie_best = rows
         .iter()
         .filter(|r| r["topology"] == "pcie-gen5-8gpu" && r["meets_goal"] == "true")
         .min_by(|a, b| num(a, "usd_per_million_output_tokens").total_cmp(&num(b, "usd_per_million_output_tokens")));
     assert_eq!(pcie_best.map(|r| r["point"].clone()), Some(pcie["point"].clone()), "{FROM}: the page says the PCIe box's best is at 16");
     assert_eq!(row(&rows, FROM, &[("rank", "1")])["point"], hgx["point"], "{FROM}: the cheapest token within 50 ms is the HGX's at 64");
-    check(&texts.map(|text| quote("docs/serving.md", FROM, text)));
+    let mut quotes: Vec<Quote> = texts.into_iter().map(|text| quote("docs/serving.md", FROM, text)).collect();
+    quotes.push(quote("README.md", FROM, readme));
+    check(&quotes);
 }
 
 /// The knee docs/serving.md's `--rates` table shows (readme.rs holds the
