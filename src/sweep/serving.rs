@@ -15,12 +15,12 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::change::{Change, Key, ServeKey, Value as Changed};
-use super::cost::{Bill, CostModel};
+use super::cost::{Bill, CostModel, resolve_path};
 use super::row::{Outcome, ServiceSetup};
 use crate::config::{ConfigError, ConfigResult, check_range};
 use crate::serve::groups::SplitPlan;
 use crate::serve::load::{EngineSettings, Load, LoadError, LoadPoint, Server, Terms};
-use crate::serve::requests::{Length, Lengths};
+use crate::serve::requests::{self, Length, Lengths, TimeUnit};
 use crate::serve::results::Slo;
 use crate::units::{Bytes, Time};
 use crate::workload::experiment::Experiment;
@@ -51,6 +51,10 @@ pub struct RawService {
     /// `N`, `LOW..HIGH` or `lognormal:MEAN,CV` tokens.
     pub prompt: Option<String>,
     pub output: Option<String>,
+    /// A trace file (relative to the sweep file) whose requests' prompt
+    /// and output lengths are served in order, in place of `prompt` and
+    /// `output`; a point's rate or cap decides when they arrive.
+    pub trace: Option<String>,
     pub burstiness: Option<f64>,
     pub seed: Option<u64>,
     pub max_num_seqs: Option<u64>,
@@ -123,11 +127,32 @@ impl Service {
             })
             .transpose()?;
         let defaults = EngineSettings::DEFAULT;
+        let (lengths, listed) = match &raw.trace {
+            Some(name) => {
+                if raw.prompt.is_some() || raw.output.is_some() {
+                    return Err(ConfigError::invalid(
+                        path,
+                        key("trace"),
+                        "the trace gives the lengths: leave out prompt and output, or the trace",
+                    ));
+                }
+                let lengths = traced_lengths(&resolve_path(name, path.parent().unwrap_or(Path::new(""))))
+                    .map_err(|message| ConfigError::invalid(path, key("trace"), message))?;
+                let listed = match &lengths {
+                    Lengths::Listed(rows) => Some(rows.len() as u64),
+                    Lengths::Drawn { .. } => None,
+                };
+                (lengths, listed)
+            }
+            None => {
+                (Lengths::Drawn { prompt: parsed("prompt", &raw.prompt, "1024")?, output: parsed("output", &raw.output, "128")? }, None)
+            }
+        };
         Ok(Service {
             rate: raw.rate,
             load: Load {
-                count: count("requests", raw.requests, DEFAULT_REQUESTS, 10_000_000)? as usize,
-                lengths: Lengths::Drawn { prompt: parsed("prompt", &raw.prompt, "1024")?, output: parsed("output", &raw.output, "128")? },
+                count: count("requests", raw.requests, listed.unwrap_or(DEFAULT_REQUESTS), 10_000_000)? as usize,
+                lengths,
                 burstiness,
                 seed: raw.seed.unwrap_or(0),
                 max_concurrency: limit("max_concurrency", raw.max_concurrency, 10_000_000)?,
@@ -165,6 +190,15 @@ impl Service {
             }
         }
         (rate, load, engine, split)
+    }
+}
+
+/// The lengths of the requests a trace lists, or why it cannot be read.
+fn traced_lengths(file: &Path) -> Result<Lengths, String> {
+    let trace = requests::read_trace(file, TimeUnit::Seconds).map_err(|e| e.to_string())?;
+    match &trace.lengths {
+        Lengths::Listed(rows) if rows.is_empty() => Err(format!("trace {} lists no request", file.display())),
+        _ => Ok(trace.lengths),
     }
 }
 

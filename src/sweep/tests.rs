@@ -10,6 +10,7 @@ use super::row::SweepRow;
 use super::run::{self, resolve};
 use super::*;
 use crate::report::Record;
+use crate::serve::requests::Lengths;
 use crate::topology::{LinkKind, Topology};
 use crate::units::Bandwidth;
 
@@ -264,6 +265,24 @@ fn a_services_concurrency_cap_reaches_its_points() {
     };
     let (capped, free) = (ttft("max_concurrency = 4\n"), ttft(""));
     assert!(capped < free, "a cap times each request from when it is sent: {capped} against {free}");
+}
+
+#[test]
+fn a_services_trace_gives_its_requests_lengths_in_order_and_their_count() {
+    let dir = std::env::temp_dir().join(format!("icsim-sweep-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("lengths.jsonl");
+    std::fs::write(&trace, "{\"prompt_tokens\": 300, \"output_tokens\": 4}\n{\"prompt_tokens\": 900, \"output_tokens\": 12}\n").unwrap();
+    let served = |extra: &str| Sweep::parse(&dir.join("s.toml"), &format!("{SMALL}\n[serve]\nrate = 2\n{extra}"));
+    let service = served("trace = \"lengths.jsonl\"").unwrap().service.unwrap();
+    assert_eq!(service.load.lengths, Lengths::Listed(vec![(300, 4), (900, 12)]), "named relative to the sweep file");
+    assert_eq!(service.load.count, 2, "as many requests as the trace lists, unless requests says");
+    assert_eq!(served("trace = \"lengths.jsonl\"\nrequests = 5").unwrap().service.unwrap().load.count, 5);
+    let message = served("trace = \"lengths.jsonl\"\nprompt = \"100\"").unwrap_err().to_string();
+    assert!(message.contains("key `serve.trace`") && message.contains("leave out prompt and output"), "{message}");
+    let message = served("trace = \"absent.jsonl\"").unwrap_err().to_string();
+    assert!(message.contains("key `serve.trace`") && message.contains("absent.jsonl"), "{message}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
