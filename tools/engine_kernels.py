@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_engine import DecodeGraphs, Model, inputs  # noqa: E402
+from serve_engine import DecodeGraphs, Model, Parallel, inputs  # noqa: E402
 from torch_forward import captured, cuda_torch, kernel_totals, model_shape  # noqa: E402
 
 ROWS = [1, 8, 64, 256, 1024, 2048, 4096]
@@ -208,7 +208,7 @@ def served_replay(torch, device, model, graphs, parts):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(33):
-        batch_inputs = graphs.inputs(torch, device, model, parts)
+        batch_inputs = graphs.inputs(model, parts)
         torch.cuda.synchronize()
         time.sleep(0.0005)
         start.record()
@@ -216,15 +216,15 @@ def served_replay(torch, device, model, graphs, parts):
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) * 1e3)
-    kernels = kernel_totals(torch, lambda: graphs.run(graphs.inputs(torch, device, model, parts)))
+    kernels = kernel_totals(torch, lambda: graphs.run(graphs.inputs(model, parts)))
     return round(statistics.fmean(times[3:]), 2), kernels
 
 
 def decode_graphs_served(torch, shape, device, write):
     """The engine's decode graph replayed as a serving run replays it."""
     for max_len, context in ((2304, 1100), (2304, 2200), (4608, 2400)):
-        model = Model(torch, shape, 64, max_len, device)
-        graphs = DecodeGraphs(torch, model, device, 64)
+        model = Model(torch, shape, 64, max_len, Parallel(torch, device=device))
+        graphs = DecodeGraphs(torch, model, 64)
         for batch in (1, 8, 16, 24, 25, 32, 40, 48, 64):
             parts = [(slot, context + slot % 17, 1) for slot in range(batch)]
             iteration_us, kernels = served_replay(torch, device, model, graphs, parts)
@@ -239,8 +239,8 @@ def launch_by_layers(torch, shape, device, write):
     16, 32 and 64 of the shape's layers: how the wait before its first
     kernel grows with the graph's kernels."""
     for layers in (16, 32, 64):
-        model = Model(torch, dict(shape, layers=layers), 16, 2304, device)
-        graphs = DecodeGraphs(torch, model, device, 16)
+        model = Model(torch, dict(shape, layers=layers), 16, 2304, Parallel(torch, device=device))
+        graphs = DecodeGraphs(torch, model, 16)
         parts = [(slot, 1100 + slot % 17, 1) for slot in range(8)]
         iteration_us, kernels = served_replay(torch, device, model, graphs, parts)
         write({"what": "graph_launch", "layers": layers, "batch": 8, "context": 1100, "max_len": 2304, "iteration_us": iteration_us,
@@ -309,11 +309,11 @@ def main():
                     each = [round(events[i].elapsed_time(events[i + 1]) * 1e3, 2) for i in range(300)]
                     write({"what": "gemm_stream", "kernel": name, "m": m, "n": n, "k": k, "times_us": each})
         max_len = 1152
-        model = Model(torch, shape, 64, max_len, device)
-        graphs = DecodeGraphs(torch, model, device, 64)
+        model = Model(torch, shape, 64, max_len, Parallel(torch, device=device))
+        graphs = DecodeGraphs(torch, model, 64)
         prompt_inputs(torch, model, device, max_len, write)
         for size in (1, 8, 32, 64):
-            batch = graphs.inputs(torch, device, model, [(slot, max_len - 64, 1) for slot in range(size)])
+            batch = graphs.inputs(model, [(slot, max_len - 64, 1) for slot in range(size)])
             graphs.run(batch)
             graph = graphs.graphs[size][0]
             torch.cuda.synchronize()
