@@ -63,6 +63,8 @@ struct Compared {
     /// products run faster than on text's.
     random_ids: bool,
     rate: f64,
+    /// The engine's clients' cap, where its run had one.
+    max_concurrency: Option<u64>,
     /// Whether the engine kept up with the rate (served within 5% of it).
     below_knee: bool,
     /// (metric, measured, predicted).
@@ -84,6 +86,12 @@ const BLIND_SETS: [(&str, &[f64]); 2] =
 /// Whether a run's label is one of [`BLIND_SETS`].
 fn blind(label: &str) -> bool {
     BLIND_SETS.iter().any(|(set, _)| *set == label)
+}
+
+/// Whether a run's clients were capped: the runs labelled `capN-...`
+/// ([`CAPPED_SETS`]).
+fn capped(label: &str) -> bool {
+    label.starts_with("cap")
 }
 
 /// Every measured run of the sets `chosen` picks by label, served again by
@@ -116,7 +124,8 @@ fn compared(name: &str, chosen: impl Fn(&str) -> bool) -> Vec<Compared> {
                 run["graph_batches"].as_array().expect("the graphs' sizes").iter().map(Value::to_string).collect::<Vec<_>>().join(",");
             let keys = run["max_len"].to_string();
             // The engine's clients' cap, where its run had one.
-            let cap = run.get("max_concurrency").and_then(Value::as_u64).map(|cap| cap.to_string());
+            let max_concurrency = run.get("max_concurrency").and_then(Value::as_u64);
+            let cap = max_concurrency.map(|cap| cap.to_string());
             // The engine's model and TP, its collectives as NCCL picks them,
             // through host memory where it ran with NCCL's P2P off.
             let (model, tp) = (run["model"].as_str().expect("a model"), run.get("tp").map_or("1".to_string(), Value::to_string));
@@ -163,7 +172,8 @@ fn compared(name: &str, chosen: impl Fn(&str) -> bool) -> Vec<Compared> {
             ];
             let random_ids = run["token_ids"] == "random";
             let lengths = label.trim_end_matches("-random-ids").to_string();
-            Compared { label, lengths, random_ids, rate, below_knee: number(measured, "requests_per_s") >= 0.95 * rate, metrics }
+            let below_knee = number(measured, "requests_per_s") >= 0.95 * rate;
+            Compared { label, lengths, random_ids, rate, max_concurrency, below_knee, metrics }
         })
         .collect()
 }
@@ -208,7 +218,7 @@ const REPEATED_ID_TODAY: [Held; 5] = [
 
 #[test]
 fn a_measured_engine_is_served_again_within_todays_errors_and_the_issue_says_how_far_that_is() {
-    let runs = compared("serve-fidelity", |label| !blind(label));
+    let runs = compared("serve-fidelity", |label| !blind(label) && !capped(label));
     println!("\nicsim serve against tools/serve_engine.py on one H200 (Llama-3.1-8B, TP=1), measured / predicted, error:");
     println!("{:<34} {:>5} {:>5}  metrics", "run", "rate", "knee");
     for c in &runs {
@@ -688,6 +698,65 @@ a set predicted blind ({set}), measured / predicted, error:"
             ),
         );
     }
+}
+
+/// The runs whose clients were capped, as `vllm bench serve
+/// --max-concurrency` runs them: 300 requests arriving within a third of a
+/// second, the engine's clients keeping at most N in flight. Each set has
+/// the lengths and limits of a set run at rates (its label after `capN-`):
+/// 1024 prompt and 128 output tokens at 4, 16 and 64 clients; prompts of
+/// 128..2048 and outputs of 32..256 tokens (seed 5), 8192 tokens and 256
+/// sequences an iteration, at 8, 32 and 128.
+const CAPPED_SETS: [(&str, &str, [u64; 3]); 2] =
+    [("fixed-1024-128-random-ids", "fixed lengths", [4, 16, 64]), ("uniform-budget8192-random-ids", "drawn lengths", [8, 32, 128])];
+
+/// The capped runs, made once the cap was built and predicted before they
+/// were looked at. The cap paces the load, so no run is past a knee: each
+/// is held to the issue's bounds below the knee, and docs/serving.md says
+/// every error.
+#[test]
+fn runs_of_capped_clients_are_predicted_within_the_issue() {
+    let (mut missed, mut worst_p99, mut worst_of_all) = (Vec::new(), 0.0_f64, 0.0_f64);
+    for (set, words, caps) in CAPPED_SETS {
+        let runs = compared(&format!("serve-fidelity-capped-{set}"), |label| {
+            label.strip_prefix("cap").and_then(|rest| rest.split_once('-')).is_some_and(|(_, rest)| rest == set)
+        });
+        println!("\ncapped clients, predicted blind ({set}), measured / predicted, error:");
+        for c in &runs {
+            let metrics: Vec<String> =
+                c.metrics.iter().map(|(name, m, p)| format!("{name} {m:.2}/{p:.2} {:+.1}%", (p / m - 1.0) * 100.0)).collect();
+            println!("{:>4} clients  {}", c.max_concurrency.expect("a cap"), metrics.join("  "));
+        }
+        assert_eq!(runs.iter().filter_map(|c| c.max_concurrency).collect::<Vec<_>>(), caps, "{set}: the capped runs");
+        for c in &runs {
+            for (metric, bound) in [("throughput", 0.10), ("tpot_p50", 0.10), ("ttft_p50", 0.15)] {
+                let error = c.error(metric);
+                if error.abs() > bound {
+                    missed.push(format!("{} {metric} {:+.1}% (issue: {:.0}%)", c.label, error * 100.0, bound * 100.0));
+                }
+            }
+        }
+        worst_of_all = runs.iter().flat_map(|c| c.metrics.iter().map(|&(name, ..)| c.error(name).abs())).fold(worst_of_all, f64::max);
+        worst_p99 = runs.iter().flat_map(|c| [c.error("ttft_p99"), c.error("tpot_p99")]).fold(worst_p99, |w, e| w.max(e.abs()));
+        let signed = |metric: &str| listed(&runs.iter().map(|c| format!("{:+.1}%", c.error(metric) * 100.0)).collect::<Vec<_>>());
+        let caps = listed(&caps.iter().map(u64::to_string).collect::<Vec<_>>());
+        page_says(
+            "docs/serving.md",
+            &format!(
+                "{words} at caps of {caps} clients: p50 TPOT {}, p50 TTFT {} and throughput {}",
+                signed("tpot_p50"),
+                signed("ttft_p50"),
+                signed("throughput")
+            ),
+        );
+    }
+    page_says("docs/serving.md", &format!("Every p99 TTFT and TPOT is within {:.0}% too", (worst_p99 * 100.0).ceil()));
+    let worst = format!("{:.1}%", worst_of_all * 100.0);
+    page_says("docs/serving.md", &format!("six runs under client caps of 4 to 128, predicted blind, within {worst} in every metric"));
+    page_says("docs/validation.md", &format!("six runs made after the cap was built and predicted blind, within {worst} in every metric"));
+    page_says("README.md", &format!("Under caps of 4 to 128 clients it came within {worst} of our own engine on one H200"));
+    page_quotes("`icsim serve` against", &format!("six runs under client caps of 4-128, predicted blind: within {worst} in every metric"));
+    assert!(missed.is_empty(), "past the issue's bounds: {missed:?}");
 }
 
 /// FlashAttention-2's varlen kernel over decodes alone, timed alone as the
