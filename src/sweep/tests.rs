@@ -274,7 +274,10 @@ fn a_services_trace_gives_its_requests_lengths_in_order_and_their_count() {
     let trace = dir.join("lengths.jsonl");
     std::fs::write(&trace, "{\"prompt_tokens\": 300, \"output_tokens\": 4}\n{\"prompt_tokens\": 900, \"output_tokens\": 12}\n").unwrap();
     let served = |extra: &str| Sweep::parse(&dir.join("s.toml"), &format!("{SMALL}\n[serve]\nrate = 2\n{extra}"));
-    let service = served("trace = \"lengths.jsonl\"").unwrap().service.unwrap();
+    let sweep = served("trace = \"lengths.jsonl\"").unwrap();
+    let record = run::row(&sweep, &sweep.point(0)).record();
+    assert!(record["error"].is_null() && record["output_tokens_per_s"].as_f64().unwrap() > 0.0, "a point serves it: {record:?}");
+    let service = sweep.service.unwrap();
     assert_eq!(service.load.lengths, Lengths::Listed(vec![(300, 4), (900, 12)]), "named relative to the sweep file");
     assert_eq!(service.load.count, 2, "as many requests as the trace lists, unless requests says");
     assert_eq!(served("trace = \"lengths.jsonl\"\nrequests = 5").unwrap().service.unwrap().load.count, 5);
