@@ -136,13 +136,10 @@ impl Service {
                         "the trace gives the lengths: leave out prompt and output, or the trace",
                     ));
                 }
-                let lengths = traced_lengths(&resolve_path(name, path.parent().unwrap_or(Path::new(""))))
+                let rows = traced_lengths(&resolve_path(name, path.parent().unwrap_or(Path::new(""))))
                     .map_err(|message| ConfigError::invalid(path, key("trace"), message))?;
-                let listed = match &lengths {
-                    Lengths::Listed(rows) => Some(rows.len() as u64),
-                    Lengths::Drawn { .. } => None,
-                };
-                (lengths, listed)
+                let listed = rows.len() as u64;
+                (Lengths::Listed(rows), Some(listed))
             }
             None => {
                 (Lengths::Drawn { prompt: parsed("prompt", &raw.prompt, "1024")?, output: parsed("output", &raw.output, "128")? }, None)
@@ -193,12 +190,12 @@ impl Service {
     }
 }
 
-/// The lengths of the requests a trace lists, or why it cannot be read.
-fn traced_lengths(file: &Path) -> Result<Lengths, String> {
-    let trace = requests::read_trace(file, TimeUnit::Seconds).map_err(|e| e.to_string())?;
-    match &trace.lengths {
-        Lengths::Listed(rows) if rows.is_empty() => Err(format!("trace {} lists no request", file.display())),
-        _ => Ok(trace.lengths),
+/// The (prompt, output) lengths of the requests a trace lists, or why it
+/// cannot be read.
+fn traced_lengths(file: &Path) -> Result<Vec<(u64, u64)>, String> {
+    match requests::read_trace(file, TimeUnit::Seconds).map_err(|e| e.to_string())?.lengths {
+        Lengths::Listed(rows) if !rows.is_empty() => Ok(rows),
+        _ => Err(format!("trace {} lists no request", file.display())),
     }
 }
 
